@@ -1,0 +1,41 @@
+"""curriculax: composable curricula for reinforcement learning, as pure JAX functions."""
+
+from curriculax import gates, samplers
+from curriculax._config import (
+    curriculum_from_config,
+    gate_from_config,
+    register_gate,
+    register_sampler,
+    sampler_from_config,
+)
+from curriculax._curriculum import curriculum
+from curriculax._types import (
+    Admission,
+    AdmissionGate,
+    Curriculum,
+    CurriculumState,
+    EmptyState,
+    GroupResults,
+    TaskSampler,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Admission",
+    "AdmissionGate",
+    "Curriculum",
+    "CurriculumState",
+    "EmptyState",
+    "GroupResults",
+    "TaskSampler",
+    "__version__",
+    "curriculum",
+    "curriculum_from_config",
+    "gate_from_config",
+    "gates",
+    "register_gate",
+    "register_sampler",
+    "sampler_from_config",
+    "samplers",
+]

@@ -1,0 +1,188 @@
+"""Composition: one task sampler plus named admission gates make a curriculum."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+
+from curriculax import _counters
+from curriculax._types import (
+    Admission,
+    AdmissionGate,
+    Curriculum,
+    CurriculumState,
+    GroupResults,
+    TaskSampler,
+)
+
+
+def check_results(results: GroupResults) -> None:
+    """Raises on the host (at trace time) when the shapes of ``results`` do not line up."""
+    if not isinstance(results, GroupResults):
+        raise TypeError(f"observe takes a curriculax.GroupResults, got {type(results).__name__}")
+    ids, rewards, valid = results.task_ids, results.rewards, results.valid
+    adv, mask = results.advantages, results.token_mask
+    if jnp.ndim(ids) != 1:
+        raise ValueError(f"task_ids must be i32[G], got shape {jnp.shape(ids)}")
+    g = jnp.shape(ids)[0]
+    if jnp.ndim(rewards) != 2 or jnp.shape(rewards)[0] != g:
+        raise ValueError(f"rewards must be f32[G={g}, K], got shape {jnp.shape(rewards)}")
+    k = jnp.shape(rewards)[1]
+    if jnp.shape(valid) != (g, k):
+        raise ValueError(f"valid must be bool[G={g}, K={k}], got shape {jnp.shape(valid)}")
+    if jnp.ndim(adv) != 3 or jnp.shape(adv)[:2] != (g, k):
+        raise ValueError(f"advantages must be f32[G={g}, K={k}, T], got shape {jnp.shape(adv)}")
+    if jnp.shape(mask) != jnp.shape(adv):
+        raise ValueError(
+            f"token_mask must match advantages {jnp.shape(adv)}, got shape {jnp.shape(mask)}"
+        )
+    if not jnp.issubdtype(jnp.asarray(ids).dtype, jnp.integer):
+        raise TypeError(f"task_ids must be integers, got {jnp.asarray(ids).dtype}")
+
+
+def sanitize(results: GroupResults) -> tuple[GroupResults, jax.Array]:
+    """Marks rollouts with a non-finite reward or trainable advantage invalid.
+
+    Returns the cleaned results (non-finite values and every value of an invalid rollout
+    replaced by 0, so they can never reach component state) and ``i32[]`` the number of
+    valid rollouts that were made invalid. Masked (non-trainable) positions are ignored.
+    """
+    rewards = jnp.asarray(results.rewards, jnp.float32)
+    adv = jnp.asarray(results.advantages, jnp.float32)
+    mask = jnp.asarray(results.token_mask, bool)
+    valid = jnp.asarray(results.valid, bool)
+    finite = jnp.isfinite(rewards) & jnp.all(jnp.isfinite(adv) | ~mask, axis=-1)
+    clean = valid & finite
+    nonfinite = jnp.sum(valid & ~finite, dtype=jnp.int32)
+    return (
+        GroupResults(
+            task_ids=jnp.asarray(results.task_ids, jnp.int32),
+            rewards=jnp.where(clean, rewards, 0.0),
+            valid=clean,
+            advantages=jnp.where(mask & clean[:, :, None], adv, 0.0),
+            token_mask=mask,
+        ),
+        nonfinite,
+    )
+
+
+def _check_gates(gates) -> dict[str, AdmissionGate]:
+    if gates is None:
+        return {}
+    if not isinstance(gates, Mapping):
+        raise TypeError(
+            "gates must be a mapping name -> AdmissionGate, e.g. "
+            "{'zero_advantage': cx.gates.advantage_range(0.0, 0.0)}; "
+            f"got {type(gates).__name__}"
+        )
+    out = {}
+    for name, gate in gates.items():
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"gate names must be non-empty strings without '/', got {name!r}")
+        if not isinstance(gate, AdmissionGate):
+            raise TypeError(
+                f"gate {name!r} must be an AdmissionGate(init, admit, metrics), "
+                f"got {type(gate).__name__}"
+            )
+        out[name] = gate
+    return out
+
+
+def curriculum(
+    sampler: TaskSampler, gates: Mapping[str, AdmissionGate] | None = None
+) -> Curriculum:
+    """Composes a task sampler and named admission gates into one curriculum.
+
+    ``observe`` first lets the sampler observe every result (rejected groups included), then
+    asks every gate about every group (no short-circuit, so stateful gates see everything),
+    and admits a group only when every gate admits it and it has at least one valid rollout.
+    A rollout with a non-finite reward, or a non-finite advantage at a trainable position, is
+    made invalid first (counted in ``nonfinite``), so such values never reach any state.
+
+    Args:
+      sampler: the :class:`~curriculax.TaskSampler` that chooses tasks.
+      gates: ``{name: AdmissionGate}``; names become metric namespaces ``gate/<name>/``.
+
+    Returns:
+      A :class:`~curriculax.Curriculum`. ``observe(state, results)`` returns
+      ``(Admission, state)``; ``metrics`` returns ``sampler/<k>``, ``gate/<name>/<k>``,
+      ``admission_rate`` (last batch), ``failed_groups`` (cumulative), ``nonfinite``
+      (cumulative), ``groups`` and ``admitted`` (cumulative).
+
+    Example:
+      >>> import curriculax as cx
+      >>> cur = cx.curriculum(
+      ...     cx.samplers.difficulty_pools(1000),
+      ...     gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
+      ... )
+      >>> state = cur.init(jax.random.key(0))
+      >>> ids, state = cur.sample(state, jax.random.key(1), 16)
+    """
+    if not isinstance(sampler, TaskSampler):
+        raise TypeError(
+            f"sampler must be a TaskSampler(init, sample, observe, metrics), "
+            f"got {type(sampler).__name__}"
+        )
+    gates = _check_gates(gates)
+    names = tuple(gates)
+
+    def init(key: jax.Array) -> CurriculumState:
+        keys = jax.random.split(key, len(names) + 1)
+        return CurriculumState(
+            sampler=sampler.init(keys[0]),
+            gates={name: gates[name].init(keys[i + 1]) for i, name in enumerate(names)},
+            failed_groups=_counters.zero(),
+            nonfinite=_counters.zero(),
+            groups=_counters.zero(),
+            admitted=_counters.zero(),
+            admission_rate=jnp.ones((), jnp.float32),
+        )
+
+    def sample(state: CurriculumState, key: jax.Array, num: int):
+        ids, sampler_state = sampler.sample(state.sampler, key, num)
+        return ids, state._replace(sampler=sampler_state)
+
+    def observe(state: CurriculumState, results: GroupResults):
+        check_results(results)
+        clean, nonfinite = sanitize(results)
+        sampler_state = sampler.observe(state.sampler, clean)
+        votes, gate_states = {}, {}
+        for name in names:
+            vote, gate_states[name] = gates[name].admit(state.gates[name], clean)
+            if jnp.shape(vote) != jnp.shape(clean.task_ids):
+                raise ValueError(
+                    f"gate {name!r} returned a vote of shape {jnp.shape(vote)}; "
+                    f"it must be bool[G={jnp.shape(clean.task_ids)[0]}]"
+                )
+            votes[name] = jnp.asarray(vote, bool)
+        has_valid = jnp.any(clean.valid, axis=1)
+        admitted = has_valid
+        for name in names:
+            admitted = admitted & votes[name]
+        num_groups = admitted.shape[0]
+        num_admitted = jnp.sum(admitted, dtype=jnp.int32)
+        rate = num_admitted.astype(jnp.float32) / max(num_groups, 1)
+        new = CurriculumState(
+            sampler=sampler_state,
+            gates=gate_states,
+            failed_groups=_counters.add(state.failed_groups, jnp.sum(~has_valid, dtype=jnp.int32)),
+            nonfinite=_counters.add(state.nonfinite, nonfinite),
+            groups=_counters.add(state.groups, num_groups),
+            admitted=_counters.add(state.admitted, num_admitted),
+            admission_rate=rate if num_groups else state.admission_rate,
+        )
+        return Admission(admitted, votes), new
+
+    def metrics(state: CurriculumState) -> dict[str, jax.Array]:
+        out = {f"sampler/{k}": v for k, v in sampler.metrics(state.sampler).items()}
+        for name in names:
+            for k, v in gates[name].metrics(state.gates[name]).items():
+                out[f"gate/{name}/{k}"] = v
+        out["admission_rate"] = state.admission_rate
+        for field in ("failed_groups", "nonfinite", "groups", "admitted"):
+            out[field] = getattr(state, field).astype(jnp.float32)
+        return out
+
+    return Curriculum(init, sample, observe, metrics, sampler, dict(gates))

@@ -1,0 +1,75 @@
+"""Rank-select over task labels: "the r-th member of group c" without sorting the pool.
+
+Tasks carry a small integer label (their band, say). :func:`build_index` makes one pass over
+the labels and counts members per block of ``BLOCK`` tasks; :func:`select` finds the block by
+binary search over the block prefix counts and the member inside it by a scan of one block.
+Building costs O(N); each query O(log N + BLOCK). No sort, no per-group prefix sum over N.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+BLOCK = 128
+
+
+class GroupIndex(NamedTuple):
+    """Block counts of a label array.
+
+    Attributes:
+      labels: ``i32[NB, S]`` labels in blocks of ``S`` (padding holds -1).
+      ends: ``i32[NB, C]`` inclusive prefix count of each label over blocks.
+      counts: ``i32[C]`` members per label.
+    """
+
+    labels: jax.Array
+    ends: jax.Array
+    counts: jax.Array
+
+
+def build_index(labels: jax.Array, num_groups: int) -> GroupIndex:
+    """Indexes ``labels: i32[N]`` (values in ``[0, num_groups)``; anything else is ignored)."""
+    n = labels.shape[0]
+    block = min(BLOCK, max(1, n))
+    num_blocks = -(-n // block)
+    padded = jnp.full((num_blocks * block,), -1, jnp.int32).at[:n].set(labels.astype(jnp.int32))
+    blocks = padded.reshape(num_blocks, block)
+    per_block = jnp.sum(
+        blocks[:, :, None] == jnp.arange(num_groups, dtype=jnp.int32), axis=1, dtype=jnp.int32
+    )
+    ends = jnp.cumsum(per_block, axis=0, dtype=jnp.int32)
+    return GroupIndex(blocks, ends, ends[-1])
+
+
+def select(index: GroupIndex, group: jax.Array, rank: jax.Array) -> jax.Array:
+    """Pool position of the ``rank``-th member (0-based, pool order) of ``group``.
+
+    Args:
+      index: from :func:`build_index`.
+      group: ``i32[M]`` label per query.
+      rank: ``i32[M]`` rank per query, in ``[0, counts[group])`` (else the result is undefined).
+
+    Returns:
+      ``i32[M]`` positions in the pool.
+    """
+    num_blocks, block = index.labels.shape
+    group = group.astype(jnp.int32)
+    rank = rank.astype(jnp.int32)
+    # First block whose inclusive prefix count exceeds the rank.
+    lo = jnp.zeros_like(rank)
+    hi = jnp.full_like(rank, num_blocks - 1)
+    for _ in range(max(1, num_blocks.bit_length())):
+        mid = (lo + hi) // 2
+        right = index.ends[mid, group] > rank
+        hi = jnp.where(right, mid, hi)
+        lo = jnp.where(right, lo, mid + 1)
+    blk = jnp.minimum(lo, num_blocks - 1)
+    before = jnp.where(blk > 0, index.ends[jnp.maximum(blk - 1, 0), group], 0)
+    local = rank - before
+    members = index.labels[blk] == group[:, None]  # [M, S]
+    running = jnp.cumsum(members, axis=1, dtype=jnp.int32)
+    offset = jnp.argmax(members & (running == local[:, None] + 1), axis=1)
+    return (blk * block + offset).astype(jnp.int32)

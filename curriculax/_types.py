@@ -1,0 +1,155 @@
+"""The curriculum protocol: results, admissions, samplers, gates and their composition.
+
+A component is a factory that closes over static hyperparameters and returns a ``NamedTuple``
+of pure functions (the optax shape). Its state is a ``NamedTuple`` of arrays with fixed shapes
+and explicit dtypes, so it can be a ``lax.scan`` carry, be ``vmap``-ped over seeds and be
+checkpointed with Orbax. Keys are passed in, never stored.
+
+Shapes below: ``G`` groups finalized in one batch, ``K`` rollouts per group, ``T`` credit
+positions per rollout (``T = 1`` for sequence-level credit), ``N`` tasks in the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
+
+import jax
+
+Array = jax.Array
+PRNGKey = jax.Array
+State = Any
+Metrics = dict[str, Array]
+
+
+class GroupResults(NamedTuple):
+    """Finished rollout groups, one row per group.
+
+    Attributes:
+      task_ids: ``i32[G]`` task each group ran (index into the pool).
+      rewards: ``f32[G, K]`` one reward per rollout.
+      valid: ``bool[G, K]`` rollout finished cleanly and is trainable.
+      advantages: ``f32[G, K, T]`` credit per sampled token (``T = 1``: sequence-level).
+      token_mask: ``bool[G, K, T]`` positions that are trainable sampled tokens.
+    """
+
+    task_ids: Array
+    rewards: Array
+    valid: Array
+    advantages: Array
+    token_mask: Array
+
+
+class Admission(NamedTuple):
+    """The curriculum's verdict on one batch of groups.
+
+    Attributes:
+      admitted: ``bool[G]`` the group may train (every gate admitted it and it has a valid
+        rollout).
+      by_gate: ``{name: bool[G]}`` each gate's own vote, for traces and metrics.
+    """
+
+    admitted: Array
+    by_gate: dict[str, Array]
+
+
+class EmptyState(NamedTuple):
+    """State of a stateless component (an empty pytree)."""
+
+
+class InitFn(Protocol):
+    def __call__(self, key: PRNGKey) -> State:
+        """Returns the initial state. ``key`` may be ignored by deterministic components."""
+
+
+class SampleFn(Protocol):
+    def __call__(self, state: State, key: PRNGKey, num: int) -> tuple[Array, State]:
+        """Chooses ``num`` tasks (``num`` is static). Returns ``(i32[num] task ids, state)``."""
+
+
+class ObserveFn(Protocol):
+    def __call__(self, state: State, results: GroupResults) -> State:
+        """Takes in every finalized result, rejected groups included. Returns the new state."""
+
+
+class AdmitFn(Protocol):
+    def __call__(self, state: State, results: GroupResults) -> tuple[Array, State]:
+        """Votes on every group. Returns ``(bool[G] admit, state)``."""
+
+
+class MetricsFn(Protocol):
+    def __call__(self, state: State) -> Metrics:
+        """Scalar metrics (``f32[]``) keyed by a short name, e.g. ``"pool/easy"``."""
+
+
+class TaskSampler(NamedTuple):
+    """Chooses which tasks to roll out and observes every finished result.
+
+    Attributes:
+      init: ``(key) -> state``.
+      sample: ``(state, key, num) -> (i32[num], state)``; ``num`` is a static int.
+      observe: ``(state, GroupResults) -> state``; sees every result, rejected ones too.
+      metrics: ``(state) -> dict[str, f32[]]``.
+    """
+
+    init: InitFn
+    sample: SampleFn
+    observe: ObserveFn
+    metrics: MetricsFn
+
+
+class AdmissionGate(NamedTuple):
+    """Votes on each finished group; a group trains only if every gate admits it.
+
+    Attributes:
+      init: ``(key) -> state``.
+      admit: ``(state, GroupResults) -> (bool[G], state)``.
+      metrics: ``(state) -> dict[str, f32[]]``.
+    """
+
+    init: InitFn
+    admit: AdmitFn
+    metrics: MetricsFn
+
+
+class CurriculumState(NamedTuple):
+    """State of a composed curriculum.
+
+    Attributes:
+      sampler: the sampler's state.
+      gates: ``{name: gate state}``.
+      failed_groups: ``i32[]`` groups with no valid rollout so far (cumulative).
+      nonfinite: ``i32[]`` rollouts made invalid by a non-finite reward or advantage.
+      groups: ``i32[]`` groups observed so far.
+      admitted: ``i32[]`` groups admitted so far.
+      admission_rate: ``f32[]`` share of the last observed batch that was admitted.
+    """
+
+    sampler: State
+    gates: dict[str, State]
+    failed_groups: Array
+    nonfinite: Array
+    groups: Array
+    admitted: Array
+    admission_rate: Array
+
+
+class Curriculum(NamedTuple):
+    """One task sampler plus named admission gates, composed by :func:`curriculax.curriculum`.
+
+    Attributes:
+      init: ``(key) -> CurriculumState``.
+      sample: ``(state, key, num) -> (i32[num], state)``.
+      observe: ``(state, GroupResults) -> (Admission, state)``.
+      metrics: ``(state) -> dict[str, f32[]]`` with keys ``sampler/<k>``,
+        ``gate/<name>/<k>``, ``admission_rate``, ``failed_groups``, ``nonfinite``.
+      sampler: the task sampler (kept for introspection and checkpoint layout).
+      gates: ``{name: AdmissionGate}``.
+    """
+
+    init: InitFn
+    sample: SampleFn
+    observe: Any
+    metrics: MetricsFn
+    sampler: TaskSampler
+    gates: Mapping[str, AdmissionGate]

@@ -1,0 +1,76 @@
+"""A gate that rejects groups whose trainable advantages all sit inside a range."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from curriculax import _counters
+from curriculax._types import AdmissionGate, GroupResults
+
+
+class AdvantageRangeState(NamedTuple):
+    """State of :func:`advantage_range`.
+
+    Attributes:
+      rejected: ``i32[]`` groups rejected so far (cumulative).
+      admit_rate: ``f32[]`` share of the last batch this gate admitted.
+    """
+
+    rejected: jax.Array
+    admit_rate: jax.Array
+
+
+def advantage_range(low: float = 0.0, high: float = 0.0) -> AdmissionGate:
+    """Rejects a group iff every trainable-token advantage lies in ``[low, high]``.
+
+    Trainable tokens are those with ``token_mask`` set in a valid rollout; bounds are
+    inclusive. A group with no trainable token passes this gate (other checks decide).
+    ``advantage_range(0.0, 0.0)`` is zero-advantage rejection: under group-relative credit a
+    group whose rollouts all scored the same teaches nothing.
+
+    Args:
+      low: lower bound (inclusive).
+      high: upper bound (inclusive), ``>= low``.
+
+    Returns:
+      An :class:`~curriculax.AdmissionGate`. Metrics: ``rejected`` (cumulative count) and
+      ``admit_rate`` (last batch).
+
+    Example:
+      >>> gate = advantage_range(0.0, 0.0)
+      >>> state = gate.init(jax.random.key(0))
+    """
+    for name, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{name} must be a number, got {value!r}")
+        if math.isnan(value):
+            raise ValueError(f"{name} must not be NaN")
+    if low > high:
+        raise ValueError(f"advantage_range needs low <= high, got low={low} > high={high}")
+
+    def init(key: jax.Array) -> AdvantageRangeState:
+        del key
+        return AdvantageRangeState(_counters.zero(), jnp.ones((), jnp.float32))
+
+    def admit(state: AdvantageRangeState, results: GroupResults):
+        trainable = results.token_mask.astype(bool) & results.valid.astype(bool)[:, :, None]
+        adv = results.advantages
+        inside = (adv >= low) & (adv <= high)
+        all_inside = jnp.all(inside | ~trainable, axis=(1, 2))
+        has_tokens = jnp.any(trainable, axis=(1, 2))
+        admitted = ~(all_inside & has_tokens)
+        rejected = jnp.sum(~admitted, dtype=jnp.int32)
+        rate = jnp.mean(admitted.astype(jnp.float32)) if admitted.shape[0] else jnp.float32(1)
+        return admitted, AdvantageRangeState(_counters.add(state.rejected, rejected), rate)
+
+    def metrics(state: AdvantageRangeState) -> dict[str, jax.Array]:
+        return {
+            "rejected": state.rejected.astype(jnp.float32),
+            "admit_rate": state.admit_rate,
+        }
+
+    return AdmissionGate(init, admit, metrics)

@@ -1,0 +1,18 @@
+"""Built-in task samplers."""
+
+from curriculax.samplers.difficulty_pools import (
+    DEFAULT_BANDS,
+    Band,
+    DifficultyPoolsState,
+    difficulty_pools,
+)
+from curriculax.samplers.sequential import SequentialState, sequential
+
+__all__ = [
+    "DEFAULT_BANDS",
+    "Band",
+    "DifficultyPoolsState",
+    "SequentialState",
+    "difficulty_pools",
+    "sequential",
+]

@@ -1,0 +1,350 @@
+"""Difficulty pools: tasks grouped into named reward bands by their latest score."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax import _counters, _permute, _select
+from curriculax._types import GroupResults, TaskSampler
+from curriculax.samplers._common import check_num, check_num_tasks
+
+_RESERVED_NAMES = ("unseen", "unscored", "fallback", "warmup_remaining", "mean_score")
+
+
+class Band(NamedTuple):
+    """A reward band: tasks whose score is ``<= max_reward`` (and above the band below).
+
+    Attributes:
+      name: metric name of the band (``pool/<name>``).
+      max_reward: inclusive upper bound of the band's scores.
+      weight: relative probability of drawing from this band (0 disables it).
+    """
+
+    name: str
+    max_reward: float
+    weight: float
+
+
+DEFAULT_BANDS = (
+    Band("hard", 0.25, 0.2),
+    Band("medium", 0.75, 1.0),
+    Band("easy", 1.0, 0.2),
+)
+
+
+class DifficultyPoolsState(NamedTuple):
+    """State of :func:`difficulty_pools`.
+
+    Attributes:
+      scores: ``f32[N]`` latest valid group-mean reward per task (0 where unscored).
+      scored: ``bool[N]`` the task has a valid score.
+      seen: ``bool[N]`` the task was dispatched or a result for it was observed.
+      warmup: ``i32[]`` tasks dispatched by the warm-up pass so far (``N`` once complete).
+      fallback: ``i32[]`` sample calls that found nothing drawable and drew uniformly.
+    """
+
+    scores: jax.Array
+    scored: jax.Array
+    seen: jax.Array
+    warmup: jax.Array
+    fallback: jax.Array
+
+
+def _as_bands(bands) -> tuple[Band, ...]:
+    if bands is None:
+        return DEFAULT_BANDS
+    if isinstance(bands, Mapping):
+        out = []
+        for name, spec in bands.items():
+            if isinstance(spec, Band):
+                out.append(spec._replace(name=name))
+                continue
+            if not isinstance(spec, Mapping):
+                raise TypeError(
+                    f"band {name!r} must be a mapping with keys max_reward and weight, got {spec!r}"
+                )
+            unknown = sorted(set(spec) - {"max_reward", "weight"})
+            if unknown:
+                raise ValueError(
+                    f"band {name!r}: unknown key(s) {unknown}; accepted keys are "
+                    "['max_reward', 'weight']"
+                )
+            missing = sorted({"max_reward", "weight"} - set(spec))
+            if missing:
+                raise ValueError(f"band {name!r}: missing key(s) {missing}")
+            out.append(Band(name, spec["max_reward"], spec["weight"]))
+        return tuple(out)
+    if isinstance(bands, Sequence) and not isinstance(bands, str):
+        out = []
+        for b in bands:
+            if isinstance(b, Band):
+                out.append(b)
+            elif isinstance(b, Sequence) and len(b) == 3:
+                out.append(Band(*b))
+            else:
+                raise TypeError(f"bands must hold Band(name, max_reward, weight) values, got {b!r}")
+        return tuple(out)
+    raise TypeError(f"bands must be a sequence of Band or a mapping name -> spec, got {bands!r}")
+
+
+def _check_bands(bands: tuple[Band, ...], unscored_weight: float) -> tuple[Band, ...]:
+    if not bands:
+        raise ValueError("difficulty_pools needs at least one band")
+    names = [b.name for b in bands]
+    for b in bands:
+        if not isinstance(b.name, str) or not b.name or "/" in b.name:
+            raise ValueError(f"band names must be non-empty strings without '/', got {b.name!r}")
+        if b.name in _RESERVED_NAMES:
+            raise ValueError(f"band name {b.name!r} is reserved (it is a metric); pick another")
+        for field in ("max_reward", "weight"):
+            value = getattr(b, field)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"band {b.name!r}: {field} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"band {b.name!r}: {field} must be finite, got {value!r}")
+        if b.weight < 0:
+            raise ValueError(f"band {b.name!r} has a negative weight {b.weight}; use 0 to disable")
+    dup_names = sorted({n for n in names if names.count(n) > 1})
+    if dup_names:
+        raise ValueError(f"duplicate band names: {dup_names}")
+    thresholds = [float(b.max_reward) for b in bands]
+    dup_thr = sorted({t for t in thresholds if thresholds.count(t) > 1})
+    if dup_thr:
+        raise ValueError(f"duplicate band thresholds (max_reward): {dup_thr}")
+    if not any(b.weight > 0 for b in bands):
+        raise ValueError(
+            f"no band has a positive weight ({[(b.name, b.weight) for b in bands]}); "
+            "give at least one band a weight > 0"
+        )
+    if isinstance(unscored_weight, bool) or not isinstance(unscored_weight, int | float):
+        raise TypeError(f"unscored_weight must be a number, got {unscored_weight!r}")
+    if not (unscored_weight >= 0 and math.isfinite(unscored_weight)):
+        raise ValueError(f"unscored_weight must be finite and >= 0, got {unscored_weight}")
+    return tuple(sorted(bands, key=lambda b: float(b.max_reward)))
+
+
+def band_of(scores: jax.Array, thresholds: jax.Array) -> jax.Array:
+    """Band index of each score: the first band whose inclusive ``max_reward`` holds it.
+
+    Scores above every threshold fall in the last band (catch-all). ``f32[N] -> i32[N]``.
+    """
+    above = jnp.sum(scores[:, None] > thresholds[None, :], axis=1, dtype=jnp.int32)
+    return jnp.minimum(above, thresholds.shape[0] - 1)
+
+
+def last_occurrence(ids: jax.Array, use: jax.Array) -> jax.Array:
+    """``bool[G]``: ``use[g]`` and no later used row has the same id. O(G log G).
+
+    Lets a batch holding one task twice apply only the latest result, deterministically.
+    """
+    g = ids.shape[0]
+    sentinel = jnp.iinfo(jnp.int32).min
+    keyed = jnp.where(use, ids.astype(jnp.int32), sentinel)
+    order = jnp.argsort(keyed, stable=True)
+    sorted_ids = keyed[order]
+    last_sorted = jnp.concatenate([sorted_ids[1:] != sorted_ids[:-1], jnp.ones((1,), bool)])
+    return jnp.zeros((g,), bool).at[order].set(last_sorted) & use
+
+
+def draw_groups(
+    key: jax.Array, weights: np.ndarray, counts: jax.Array, num: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Draws ``num`` group labels: each draw picks a non-exhausted group with probability
+    proportional to its weight; a group is exhausted once it gave out all of its members.
+
+    Vectorized exactly: draw every remaining position i.i.d. over the active groups, keep the
+    prefix up to the first draw that overflows a group, retire that group, redraw the rest
+    (C + 1 rounds for C groups). Rejecting draws of retired groups leaves the others'
+    probabilities proportional to their weights, so this is the sequential process.
+
+    Args:
+      key: PRNG key.
+      weights: ``f32[C]`` static group weights.
+      counts: ``i32[C]`` members per group.
+      num: static number of draws.
+
+    Returns:
+      ``(labels i32[num], ranks i32[num], drawable i32[])``: the group of each draw, its rank
+      among that group's draws (0-based), and how many distinct draws exist in total. Only
+      the first ``min(num, drawable)`` positions are meaningful.
+    """
+    c = len(weights)
+    uniforms = jax.random.uniform(key, (c + 1, num))
+    w = jnp.asarray(weights, jnp.float32)
+    groups = jnp.arange(c, dtype=jnp.int32)
+    pos = jnp.arange(num, dtype=jnp.int32)
+    counts = counts.astype(jnp.int32)
+    active = (counts > 0) & (w > 0)
+    labels = jnp.zeros((num,), jnp.int32)
+    ranks = jnp.zeros((num,), jnp.int32)
+    filled = jnp.zeros((), jnp.int32)
+    for r in range(c + 1):
+        cum = jnp.cumsum(jnp.where(active, w, 0.0))
+        total = cum[-1]
+        u = uniforms[r] * total
+        u = jnp.minimum(u, total * (1.0 - 2.0**-22))  # rounding must not reach past the end
+        fresh = jnp.minimum(jnp.sum(u[:, None] >= cum[None, :], axis=1, dtype=jnp.int32), c - 1)
+        labels = jnp.where(pos < filled, labels, fresh)
+        running = jnp.cumsum(labels[:, None] == groups[None, :], axis=0, dtype=jnp.int32)
+        ranks = jnp.take_along_axis(running, labels[:, None], axis=1)[:, 0] - 1
+        over = (pos >= filled) & ((ranks >= counts[labels]) | (total <= 0))
+        any_over = jnp.any(over)
+        first = jnp.where(any_over, jnp.argmax(over), num).astype(jnp.int32)
+        retired = labels[jnp.minimum(first, num - 1)]
+        active = active & ~(any_over & (groups == retired))
+        filled = first
+    drawable = jnp.sum(jnp.where(w > 0, counts, 0), dtype=jnp.int32)
+    return labels, ranks, drawable
+
+
+def difficulty_pools(
+    num_tasks: int,
+    bands: Sequence[Band] | Mapping[str, Mapping[str, float]] | None = None,
+    *,
+    unscored_weight: float = 0.2,
+    seed: int = 0,
+) -> TaskSampler:
+    """Samples tasks by reward band, after a warm-up pass that dispatches every task once.
+
+    A task's score is its latest valid group-mean reward (the mean over the group's valid
+    rollouts; a group with none leaves the score unchanged). Until every task has been
+    dispatched once, ``sample`` hands out undispatched tasks (in a ``seed``-shuffled order);
+    a task whose group failed still counts as dispatched, so failures cannot hold the sampler
+    in warm-up. After warm-up each draw picks a band with probability proportional to its
+    weight among the bands that hold a task, then a task uniformly inside it. Tasks seen but
+    never validly scored form the ``unscored`` group with weight ``unscored_weight``.
+
+    One ``sample`` call returns distinct tasks when at least ``num`` are drawable; when fewer
+    are, each drawable task appears ``num // drawable`` or ``num // drawable + 1`` times. If
+    nothing is drawable (every task sits in a zero-weight band) the call draws uniformly over
+    the pool and the ``fallback`` metric counts it. Cost: O(N + num log N) per call.
+
+    Args:
+      num_tasks: pool size ``N``.
+      bands: :class:`Band` values, or a mapping ``name -> {"max_reward": ..., "weight": ...}``.
+        Ordered by ``max_reward`` (inclusive upper bound); a score above every threshold falls
+        in the last band. Default: hard <= 0.25 (weight 0.2), medium <= 0.75 (1.0),
+        easy <= 1.0 (0.2).
+      unscored_weight: weight of the tasks seen but never validly scored.
+      seed: seed of the warm-up order.
+
+    Returns:
+      A :class:`~curriculax.TaskSampler`. Metrics: ``pool/unseen``, ``pool/unscored``,
+      ``pool/<band>`` (task counts), ``fallback``, ``warmup_remaining``, ``mean_score``.
+
+    Raises:
+      ValueError: negative weights, duplicate thresholds or names, or no band with a
+        positive weight.
+
+    Example:
+      >>> s = difficulty_pools(100)
+      >>> ids, state = s.sample(s.init(jax.random.key(0)), jax.random.key(1), 8)
+      >>> ids.shape
+      (8,)
+    """
+    n = check_num_tasks(num_tasks)
+    bands = _check_bands(_as_bands(bands), unscored_weight)
+    num_bands = len(bands)
+    seed_word = _permute.seed_bits(seed)
+    unscored_label = num_bands
+    thresholds = np.array([b.max_reward for b in bands], np.float32)
+    weights = np.array([b.weight for b in bands] + [unscored_weight], np.float32)
+
+    def labels_of(scores, scored, seen):
+        band = band_of(scores, jnp.asarray(thresholds))
+        labels = jnp.where(scored, band, unscored_label)
+        return jnp.where(seen, labels, -1).astype(jnp.int32)
+
+    def init(key: jax.Array) -> DifficultyPoolsState:
+        del key
+        return DifficultyPoolsState(
+            scores=jnp.zeros((n,), jnp.float32),
+            scored=jnp.zeros((n,), bool),
+            seen=jnp.zeros((n,), bool),
+            warmup=_counters.zero(),
+            fallback=_counters.zero(),
+        )
+
+    def sample(state: DifficultyPoolsState, key: jax.Array, num: int):
+        num = check_num(num)
+        if num == 0:
+            return jnp.zeros((0,), jnp.int32), state
+        pos = jnp.arange(num, dtype=jnp.int32)
+        k_band, k_words = jax.random.split(key)
+        pick_word, fallback_word = jax.random.bits(k_words, (2,), jnp.uint32)
+
+        # Warm-up: the next undispatched tasks in a fixed shuffled order.
+        num_warm = jnp.clip(n - state.warmup, 0, num).astype(jnp.int32)
+        in_warm = pos < num_warm
+        warm_ids = _permute.permute(state.warmup + pos, n, _permute.round_keys(seed_word))
+        warm_slot = jnp.where(in_warm, warm_ids, n)
+        seen = state.seen.at[warm_slot].set(True, mode="drop")
+
+        # Banded draws among the rest (tasks dispatched by warm-up in this call excluded).
+        labels = labels_of(state.scores, state.scored, seen)
+        labels = labels.at[warm_slot].set(-1, mode="drop")
+        index = _select.build_index(labels, num_bands + 1)
+        groups, ranks, drawable = draw_groups(k_band, weights, index.counts, num)
+        member = _permute.permute(
+            ranks, index.counts[groups], _permute.round_keys(pick_word, groups)
+        )
+        band_ids = _select.select(index, groups, member)
+
+        # Position p of the call: warm-up first, then banded draws, cycling when too few.
+        distinct = num_warm + drawable
+        source = jnp.where(distinct < num, pos % jnp.maximum(distinct, 1), pos)
+        ids = jnp.where(
+            source < num_warm, warm_ids[source], band_ids[jnp.maximum(source - num_warm, 0)]
+        )
+        nothing = distinct == 0
+        uniform = _permute.permute(pos % n, n, _permute.round_keys(fallback_word))
+        ids = jnp.where(nothing, uniform, ids).astype(jnp.int32)
+        new = state._replace(
+            seen=seen.at[ids].set(True),
+            warmup=(state.warmup + num_warm).astype(jnp.int32),
+            fallback=_counters.add(state.fallback, nothing.astype(jnp.int32)),
+        )
+        return ids, new
+
+    def observe(state: DifficultyPoolsState, results: GroupResults) -> DifficultyPoolsState:
+        ids = results.task_ids.astype(jnp.int32)
+        in_pool = (ids >= 0) & (ids < n)
+        slot = jnp.where(in_pool, ids, n)
+        valid = results.valid.astype(bool)
+        count = jnp.sum(valid, axis=1)
+        total = jnp.sum(jnp.where(valid, results.rewards, 0.0), axis=1)
+        mean = total / jnp.maximum(count, 1).astype(jnp.float32)
+        winner = last_occurrence(ids, (count > 0) & in_pool)
+        score_slot = jnp.where(winner, ids, n)
+        return state._replace(
+            scores=state.scores.at[score_slot].set(mean.astype(jnp.float32), mode="drop"),
+            scored=state.scored.at[score_slot].set(True, mode="drop"),
+            seen=state.seen.at[slot].set(True, mode="drop"),
+        )
+
+    def metrics(state: DifficultyPoolsState) -> dict[str, jax.Array]:
+        labels = labels_of(state.scores, state.scored, state.seen)
+        counts = jnp.sum(
+            labels[:, None] == jnp.arange(num_bands + 1, dtype=jnp.int32), axis=0, dtype=jnp.int32
+        )
+        scored = jnp.sum(state.scored, dtype=jnp.int32)
+        out = {
+            "pool/unseen": (n - jnp.sum(state.seen, dtype=jnp.int32)).astype(jnp.float32),
+            "pool/unscored": counts[num_bands].astype(jnp.float32),
+        }
+        for i, b in enumerate(bands):
+            out[f"pool/{b.name}"] = counts[i].astype(jnp.float32)
+        out["fallback"] = state.fallback.astype(jnp.float32)
+        out["warmup_remaining"] = (n - state.warmup).astype(jnp.float32)
+        out["mean_score"] = jnp.sum(jnp.where(state.scored, state.scores, 0.0)) / jnp.maximum(
+            scored, 1
+        ).astype(jnp.float32)
+        return out
+
+    return TaskSampler(init, sample, observe, metrics)

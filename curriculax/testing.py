@@ -1,0 +1,292 @@
+"""Conformance checks any task sampler or admission gate can be run through.
+
+``check_sampler(sampler)`` and ``check_gate(gate)`` drive a component for a few steps on
+synthetic results and assert the properties the engine relies on:
+
+- eager == jit: the same ids, votes, states and metrics with and without ``jax.jit``;
+- the state keeps its structure, shapes and dtypes across a step (safe as a ``lax.scan``
+  carry), and a scan over steps runs;
+- a jitted step is traced once, not again on the second call;
+- ``vmap`` over 4 seeds matches 4 separate runs;
+- an Orbax save/restore round-trip returns the same state, NamedTuples included.
+
+Each raises ``AssertionError`` with a message that says which property failed.
+
+Example:
+  >>> import curriculax as cx
+  >>> from curriculax.testing import check_sampler
+  >>> check_sampler(cx.samplers.difficulty_pools(64), num_tasks=64)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax._types import AdmissionGate, GroupResults, TaskSampler
+
+__all__ = ["check_gate", "check_sampler", "synthetic_results"]
+
+
+def synthetic_results(
+    key: jax.Array, task_ids: jax.Array, group_size: int = 4, tokens: int = 2
+) -> GroupResults:
+    """Random finished groups for ``task_ids: i32[G]``: Bernoulli rewards, a few invalid
+    rollouts, group-relative advantages broadcast over ``tokens`` positions, and some groups
+    whose rewards are all equal (zero advantage). A pure function of its inputs.
+    """
+    g = task_ids.shape[0]
+    # One PRNG call (cheap to compile), then thresholds on independent bit fields.
+    bits = jax.random.bits(key, (g, group_size, tokens + 3), jnp.uint32) >> 8
+    unit = bits.astype(jnp.float32) / float(1 << 24)
+    rewards = (unit[:, :, 0] < 0.5).astype(jnp.float32)
+    same = unit[:, :1, 1] < 0.3
+    rewards = jnp.where(same, rewards[:, :1], rewards)
+    valid = unit[:, :, 2] < 0.9
+    count = jnp.maximum(valid.sum(1, keepdims=True), 1)
+    mean = jnp.where(valid, rewards, 0).sum(1, keepdims=True) / count
+    adv = jnp.where(valid, rewards - mean, 0.0)
+    mask = (unit[:, :, 3:] < 0.8) & valid[:, :, None]
+    advantages = jnp.where(mask, adv[:, :, None], 0.0)
+    return GroupResults(task_ids.astype(jnp.int32), rewards, valid, advantages, mask)
+
+
+def _leaves_info(tree) -> list[tuple]:
+    return [(jnp.shape(x), jnp.asarray(x).dtype) for x in jax.tree.leaves(tree)]
+
+
+def _assert_same_layout(before, after, what: str) -> None:
+    if jax.tree.structure(before) != jax.tree.structure(after):
+        raise AssertionError(
+            f"{what}: the state's tree structure changed across a step "
+            f"({jax.tree.structure(before)} -> {jax.tree.structure(after)}); "
+            "it cannot be a lax.scan carry"
+        )
+    for (s0, d0), (s1, d1) in zip(_leaves_info(before), _leaves_info(after)):
+        if s0 != s1 or d0 != d1:
+            raise AssertionError(
+                f"{what}: a state leaf changed from {d0}{list(s0)} to {d1}{list(s1)} across a "
+                "step; fix its dtype and shape so the state is a valid lax.scan carry"
+            )
+
+
+def _assert_equal(a, b, what: str) -> None:
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    if jax.tree.structure(a) != jax.tree.structure(b):
+        raise AssertionError(
+            f"{what}: structures differ: {jax.tree.structure(a)} vs {jax.tree.structure(b)}"
+        )
+    for i, (x, y) in enumerate(zip(la, lb)):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            raise AssertionError(f"{what}: leaf {i} is {x.dtype}{x.shape} vs {y.dtype}{y.shape}")
+        if np.issubdtype(x.dtype, np.floating):
+            if not np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
+                raise AssertionError(f"{what}: leaf {i} differs: {x} vs {y}")
+        elif not np.array_equal(x, y):
+            raise AssertionError(f"{what}: leaf {i} differs: {x} vs {y}")
+
+
+def _orbax_roundtrip(state, what: str, directory: str | None) -> None:
+    import orbax.checkpoint as ocp
+
+    if not jax.tree.leaves(state):
+        return  # nothing to save: an empty state restores trivially
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        path = os.path.abspath(os.path.join(tmp, "state"))
+        ckpt = ocp.StandardCheckpointer()
+        ckpt.save(path, state)
+        ckpt.wait_until_finished()
+        restored = ckpt.restore(path, jax.eval_shape(lambda: state))
+        ckpt.close()
+    if jax.tree.structure(restored) != jax.tree.structure(state):
+        raise AssertionError(
+            f"{what}: Orbax restore changed the state's structure "
+            f"({jax.tree.structure(state)} -> {jax.tree.structure(restored)})"
+        )
+    _assert_equal(state, restored, f"{what}: Orbax round-trip")
+
+
+def _check_component(
+    init: Callable,
+    step: Callable[[Any, jax.Array], tuple[Any, Any]],
+    metrics: Callable,
+    what: str,
+    steps: int,
+    seed: int,
+    checkpoint_dir: str | None,
+    check_output: Callable[[Any], None],
+) -> None:
+    key = jax.random.key(seed)
+    init_key, run_key = jax.random.split(key)
+
+    def run(init_fn, step_fn, metrics_fn, k_init, k_run):
+        state = init_fn(k_init)
+        outs, states = [], [state]
+        for i in range(steps):
+            out, state = step_fn(state, jax.random.fold_in(k_run, i))
+            outs.append(out)
+            states.append(state)
+        return outs, states, metrics_fn(state)
+
+    # eager == jit
+    eager = run(init, step, metrics, init_key, run_key)
+    for out in eager[0]:
+        check_output(out)
+    traces = {"n": 0}
+
+    def counted_step(state, k):
+        traces["n"] += 1
+        return step(state, k)
+
+    jit_step = jax.jit(counted_step)
+    jit_init, jit_metrics = jax.jit(init), jax.jit(metrics)
+    jitted = run(jit_init, jit_step, jit_metrics, init_key, run_key)
+    _assert_equal(eager[0], jitted[0], f"{what}: eager vs jit outputs")
+    _assert_equal(eager[1], jitted[1], f"{what}: eager vs jit states")
+    _assert_equal(eager[2], jitted[2], f"{what}: eager vs jit metrics")
+    for m_key, value in eager[2].items():
+        if jnp.shape(value) != ():
+            raise AssertionError(
+                f"{what}: metric {m_key!r} must be a scalar, got {jnp.shape(value)}"
+            )
+
+    # no retrace on later calls (the first jitted step traced once for all `steps` calls)
+    if traces["n"] != 1:
+        raise AssertionError(
+            f"{what}: the jitted step was traced {traces['n']} times over {steps} calls; "
+            "a state leaf probably changes dtype, shape or weak type between steps"
+        )
+
+    # structure, shapes and dtypes fixed across steps; lax.scan accepts it as a carry
+    for i in range(1, len(eager[1])):
+        _assert_same_layout(eager[1][0], eager[1][i], f"{what}: step {i}")
+
+    def scan_body(state, k):
+        out, state = step(state, k)
+        return state, out
+
+    keys = jax.vmap(lambda i: jax.random.fold_in(run_key, i))(jnp.arange(steps))
+    scan_fn = jax.jit(lambda s, ks: jax.lax.scan(scan_body, s, ks))
+    final, scanned = scan_fn(init(init_key), keys)
+    _assert_equal(eager[1][-1], final, f"{what}: lax.scan vs step-by-step final state")
+    _assert_equal(
+        jax.tree.map(lambda *xs: jnp.stack(xs), *eager[0]), scanned, f"{what}: lax.scan outputs"
+    )
+
+    # vmap over 4 seeds == 4 separate runs (the separate runs reuse the compiled scan)
+    seeds = jax.random.split(jax.random.key(seed + 1), 4)
+
+    def seed_keys(k):
+        ki, kr = jax.random.split(k)
+        return ki, jax.vmap(lambda i: jax.random.fold_in(kr, i))(jnp.arange(steps))
+
+    def one_seed(k):
+        ki, ks = seed_keys(k)
+        final, outs = jax.lax.scan(scan_body, init(ki), ks)
+        return outs, final, metrics(final)
+
+    batched = jax.jit(jax.vmap(one_seed))(seeds)
+    for i in range(4):
+        ki, ks = seed_keys(seeds[i])
+        final, outs = scan_fn(jit_init(ki), ks)
+        _assert_equal(
+            jax.tree.map(lambda x, i=i: x[i], batched),
+            (outs, final, jit_metrics(final)),
+            f"{what}: vmap over seeds, seed {i}",
+        )
+
+    # Orbax round-trip of a state that has been stepped
+    _orbax_roundtrip(eager[1][-1], what, checkpoint_dir)
+
+
+def check_sampler(
+    sampler: TaskSampler,
+    *,
+    num_tasks: int = 32,
+    num: int = 8,
+    group_size: int = 4,
+    steps: int = 3,
+    seed: int = 0,
+    checkpoint_dir: str | None = None,
+) -> None:
+    """Runs a sampler through the conformance checks (see the module docstring).
+
+    Each step samples ``num`` tasks and observes synthetic results for them. Ids must lie in
+    ``[0, num_tasks)``.
+
+    Args:
+      sampler: the :class:`~curriculax.TaskSampler` to check.
+      num_tasks: pool size the sampler was built for (for the id range check).
+      num: tasks per ``sample`` call.
+      group_size: rollouts per synthetic group.
+      steps: steps per run.
+      seed: seed of the synthetic data.
+      checkpoint_dir: where to put the temporary Orbax checkpoint (default: system temp).
+
+    Raises:
+      AssertionError: naming the property that failed.
+    """
+    if not isinstance(sampler, TaskSampler):
+        raise TypeError(f"check_sampler takes a TaskSampler, got {type(sampler).__name__}")
+
+    def step(state, key):
+        k_sample, k_results = jax.random.split(key)
+        ids, state = sampler.sample(state, k_sample, num)
+        state = sampler.observe(state, synthetic_results(k_results, ids, group_size))
+        return ids, state
+
+    def check_ids(ids):
+        ids = np.asarray(ids)
+        if ids.shape != (num,) or ids.dtype != np.int32:
+            raise AssertionError(
+                f"sampler: sample must return int32[num={num}], got {ids.dtype}{list(ids.shape)}"
+            )
+        if num and (ids.min() < 0 or ids.max() >= num_tasks):
+            raise AssertionError(f"sampler: ids {ids.tolist()} fall outside [0, {num_tasks})")
+
+    _check_component(
+        sampler.init, step, sampler.metrics, "sampler", steps, seed, checkpoint_dir, check_ids
+    )
+
+
+def check_gate(
+    gate: AdmissionGate,
+    *,
+    groups: int = 8,
+    group_size: int = 4,
+    tokens: int = 2,
+    steps: int = 3,
+    seed: int = 0,
+    checkpoint_dir: str | None = None,
+) -> None:
+    """Runs an admission gate through the conformance checks (see the module docstring).
+
+    Each step asks the gate about ``groups`` synthetic groups; the vote must be
+    ``bool[groups]``.
+
+    Raises:
+      AssertionError: naming the property that failed.
+    """
+    if not isinstance(gate, AdmissionGate):
+        raise TypeError(f"check_gate takes an AdmissionGate, got {type(gate).__name__}")
+
+    def step(state, key):
+        ids = jax.random.randint(key, (groups,), 0, 1000)
+        vote, state = gate.admit(state, synthetic_results(key, ids, group_size, tokens))
+        return vote, state
+
+    def check_vote(vote):
+        if jnp.shape(vote) != (groups,) or jnp.asarray(vote).dtype != jnp.bool_:
+            raise AssertionError(
+                f"gate: admit must return bool[G={groups}], got "
+                f"{jnp.asarray(vote).dtype}{list(jnp.shape(vote))}"
+            )
+
+    _check_component(gate.init, step, gate.metrics, "gate", steps, seed, checkpoint_dir, check_vote)

@@ -1,0 +1,5 @@
+"""Shared test set-up: keep JAX on CPU and quiet."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
