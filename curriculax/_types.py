@@ -57,6 +57,12 @@ class EmptyState(NamedTuple):
     """State of a stateless component (an empty pytree)."""
 
 
+PER_TASK_ATTR = "PER_TASK"
+"""A state ``NamedTuple`` may declare ``PER_TASK = ("field", ...)``: fields whose leading
+axis is the task pool. The engine checkpoints them with the pool's task keys and permutes
+them when a run is restored onto a reordered pool."""
+
+
 class InitFn(Protocol):
     def __call__(self, key: PRNGKey) -> State:
         """Returns the initial state. ``key`` may be ignored by deterministic components."""

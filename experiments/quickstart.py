@@ -1,56 +1,129 @@
-"""Quick start: drive a curriculum by hand on a tiny synthetic solver and print what it did.
+"""Quick start: the engine with the synthetic solver and two training sources.
 
-python -m experiments.quickstart
+Env ``steady`` uses the default curriculum (epoch-shuffled sequential, no gates); env
+``pools`` uses difficulty pools plus the zero-advantage gate. Runs in seconds on a laptop.
+
+    python -m experiments.quickstart --run-dir runs/q --steps 50
+
+Writes ``runs/q/metrics.jsonl`` (one line per update, curriculum metrics under
+``curriculum/steady/...`` and ``curriculum/pools/...``), ``traces.jsonl``, ``checkpoints/``
+and ``summary.json``.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 
 import curriculax as cx
+from curriculax.engine import Engine, EngineConfig, Env, run
+from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+from experiments import _cli
 
 
-def main() -> None:
-    num_tasks, num, group_size = 200, 16, 8
-    difficulty = jnp.linspace(0.0, 1.0, num_tasks)  # hidden difficulty per task
-    cur = cx.curriculum(
-        cx.samplers.difficulty_pools(num_tasks),
-        gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
+@dataclasses.dataclass(frozen=True)
+class QuickstartConfig:
+    steps: int = 50
+    seed: int = 0
+    batch_groups: int = 16
+    groups_per_generation: int = 8
+    tasks_per_env: int = 400
+    group_size: int = 8
+    pools_weight: float = 1.0
+    steady_weight: float = 1.0
+    checkpoint_every: int = 25
+    curriculum: dict = dataclasses.field(
+        default_factory=lambda: {
+            "sampler": {"type": "difficulty_pools"},
+            "gates": {"zero_advantage": {"type": "advantage_range", "low": 0.0, "high": 0.0}},
+        }
     )
-    state = cur.init(jax.random.key(0))
-    skill = jnp.float32(0.2)
 
-    @jax.jit
-    def step(state, skill, key):
-        k_sample, k_roll = jax.random.split(key)
-        ids, state = cur.sample(state, k_sample, num)
-        p = jax.nn.sigmoid(10.0 * (skill - difficulty[ids]))
-        rewards = jax.random.bernoulli(k_roll, p[:, None], (num, group_size)).astype(jnp.float32)
-        adv = rewards - rewards.mean(axis=1, keepdims=True)
-        results = cx.GroupResults(
-            ids,
-            rewards,
-            jnp.ones_like(rewards, bool),
-            adv[:, :, None],
-            jnp.ones_like(adv, bool)[:, :, None],
-        )
-        admission, state = cur.observe(state, results)
-        # Training on admitted groups nudges the skill toward their difficulty.
-        gain = jnp.sum(jnp.where(admission.admitted, 0.02 * (difficulty[ids] >= skill - 0.1), 0.0))
-        return state, jnp.minimum(skill + gain / num, 1.0), admission
 
-    for i in range(40):
-        state, skill, admission = step(state, skill, jax.random.key(i + 1))
-        if i % 8 == 7:
-            m = {k: float(v) for k, v in cur.metrics(state).items()}
+def build(config: QuickstartConfig) -> tuple[Engine, dict]:
+    n = config.tasks_per_env
+    envs = [
+        Env(
+            "steady",
+            synthetic_tasks(n, seed=config.seed),
+            None,
+            config.group_size,
+            config.steady_weight,
+        ),
+        Env(
+            "pools",
+            synthetic_tasks(n, seed=config.seed + 1),
+            cx.curriculum_from_config(config.curriculum, n),
+            config.group_size,
+            config.pools_weight,
+        ),
+    ]
+    engine = Engine(
+        synthetic_solver(),
+        envs,
+        EngineConfig(
+            batch_groups=config.batch_groups,
+            groups_per_generation=config.groups_per_generation,
+            seed=config.seed,
+        ),
+    )
+    held_out = {"difficulty": jnp.linspace(0.0, 1.0, 101, dtype=jnp.float32)}
+    return engine, held_out
+
+
+def main(argv=None) -> None:
+    parser = _cli.base_parser(__doc__.splitlines()[0], steps=50, run_dir="runs/quickstart")
+    args = parser.parse_args(argv)
+    config = _cli.load_config(QuickstartConfig, args)
+    engine, held_out = build(config)
+    evaluate = jax.jit(engine.solver.evaluate)
+
+    def on_update(state, record):
+        if record["step"] % 10 == 0 or record["step"] == config.steps:
+            score = evaluate(state.solver, held_out, jax.random.key(0))
+            return {"eval/held_out_success": float(jnp.mean(score))}
+        return None
+
+    result = run(
+        engine,
+        steps=config.steps,
+        run_dir=args.run_dir,
+        resume=args.resume,
+        allow_partial=args.allow_partial,
+        checkpoint_every=args.checkpoint_every or config.checkpoint_every,
+        progress=not args.no_progress,
+        on_update=on_update,
+        config=dataclasses.asdict(config),
+    )
+    m = result.metrics
+    print(
+        f"\n{result.summary['steps']} updates, {result.summary['rollouts']:,} rollouts, "
+        f"{result.summary['wall_seconds']:.1f}s -> {args.run_dir}"
+    )
+    rows = [
+        ("held-out success", "eval/held_out_success"),
+        ("batch share steady / pools", None),
+        ("pools: admission rate (last batch)", "curriculum/pools/admission_rate"),
+        ("pools: zero-advantage gate rejected", "curriculum/pools/gate/zero_advantage/rejected"),
+        ("pools: tasks hard / medium / easy", None),
+        ("steady: epoch / cursor", None),
+    ]
+    for label, key in rows:
+        if key is not None:
+            print(f"  {label:38s} {m.get(key, float('nan')):.3f}")
+        elif label.startswith("batch"):
+            print(f"  {label:38s} {m['batch/steady']:.2f} / {m['batch/pools']:.2f}")
+        elif label.startswith("pools"):
+            p = "curriculum/pools/sampler/pool/"
             print(
-                f"step {i + 1:3d}  skill {float(skill):.2f}  admitted {int(admission.admitted.sum()):2d}/{num}"
-                f"  pools hard/medium/easy/unscored "
-                f"{m['sampler/pool/hard']:.0f}/{m['sampler/pool/medium']:.0f}/"
-                f"{m['sampler/pool/easy']:.0f}/{m['sampler/pool/unscored']:.0f}"
-                f"  gate rejected {m['gate/zero_advantage/rejected']:.0f}"
+                f"  {label:38s} {m[p + 'hard']:.0f} / {m[p + 'medium']:.0f} / {m[p + 'easy']:.0f}"
             )
+        else:
+            s = "curriculum/steady/sampler/"
+            print(f"  {label:38s} {m[s + 'epoch']:.0f} / {m[s + 'cursor']:.0f}")
+    _cli.exit_for(result.stopped)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,48 @@
-"""The training-loop machinery: the solver interface, env mixing, admission with backfill."""
+"""The training-loop machinery: env mixing, rollout groups, admission with backfill, the
+pending batch, the no-progress guard, checkpoints, traces and logs.
 
+Example:
+  >>> import curriculax as cx
+  >>> from curriculax.engine import Engine, EngineConfig, Env, run
+  >>> from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+  >>> engine = Engine(synthetic_solver(), [Env("a", synthetic_tasks(100))], EngineConfig(8))
+  >>> result = run(engine, steps=5, progress=False)
+"""
+
+from curriculax.engine._engine import (
+    Counters,
+    Engine,
+    EngineConfig,
+    EngineState,
+    Generation,
+)
+from curriculax.engine._env import Env, content_keys
+from curriculax.engine._guard import CurriculumStalled
+from curriculax.engine._loop import RunResult, run
+from curriculax.engine._mixer import MixerState
+from curriculax.engine._pending import PendingBatch
+from curriculax.engine._restore import CheckpointMismatch
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
+from curriculax.engine.synthetic import SyntheticState, synthetic_solver, synthetic_tasks
 
-__all__ = ["Rollouts", "Solver", "TrainBatch"]
+__all__ = [
+    "CheckpointMismatch",
+    "Counters",
+    "CurriculumStalled",
+    "Engine",
+    "EngineConfig",
+    "EngineState",
+    "Env",
+    "Generation",
+    "MixerState",
+    "PendingBatch",
+    "Rollouts",
+    "RunResult",
+    "Solver",
+    "SyntheticState",
+    "TrainBatch",
+    "content_keys",
+    "run",
+    "synthetic_solver",
+    "synthetic_tasks",
+]

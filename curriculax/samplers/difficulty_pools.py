@@ -55,6 +55,9 @@ class DifficultyPoolsState(NamedTuple):
     warmup: jax.Array
     fallback: jax.Array
 
+    # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
+    PER_TASK = ("scores", "scored", "seen")
+
 
 def _as_bands(bands) -> tuple[Band, ...]:
     if bands is None:

@@ -1,0 +1,465 @@
+"""The compiled core of the training loop: one function per generation batch, one per update.
+
+``generate`` mixes (picks an env), samples tasks from that env's curriculum, rolls them out,
+computes credit, lets the curriculum observe and vote, and appends the admitted groups to a
+fixed-capacity pending batch. ``train`` takes exactly ``batch_groups`` groups from the pending
+batch and runs one solver update; the surplus waits. Both are pure functions of an
+:class:`EngineState` (plus the task pools, passed as arguments, not baked in as constants),
+so a run is a deterministic function of its seed, and resuming from a checkpoint continues
+exactly as the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax import _counters
+from curriculax._curriculum import sanitize
+from curriculax._types import CurriculumState, GroupResults
+from curriculax.engine import _mixer, _pending
+from curriculax.engine._env import Env
+from curriculax.engine._mixer import MixerState
+from curriculax.engine._pending import PendingBatch
+from curriculax.engine._solver import Rollouts, Solver, TrainBatch
+
+STALL_POLICIES = ("raise", "warn")
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """Static settings of the engine.
+
+    Attributes:
+      batch_groups: groups per update (``B``); every update trains on exactly this many.
+      groups_per_generation: groups rolled out per generation batch (``G``); default ``B``.
+      pending_capacity: rows of the pending batch; default ``B + G``. Must hold
+        ``B - 1 + G`` rows, the most that can wait after a generation batch.
+      stall_windows: consecutive no-progress windows (a batch-equivalent, ``B`` finalized
+        groups, with no admitted group) before the guard fires.
+      stall_policy: ``"raise"`` stops with :class:`CurriculumStalled`; ``"warn"`` logs and
+        keeps going.
+      seed: seed of the engine's key (mixing, sampling, rollouts, updates).
+    """
+
+    batch_groups: int = 16
+    groups_per_generation: int | None = None
+    pending_capacity: int | None = None
+    stall_windows: int = 10
+    stall_policy: str = "raise"
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("batch_groups", "groups_per_generation", "pending_capacity", "stall_windows"):
+            value = getattr(self, name)
+            if value is None and name in ("groups_per_generation", "pending_capacity"):
+                continue
+            if isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, got {value!r}")
+            try:
+                value = operator.index(value)
+            except TypeError:
+                raise TypeError(f"{name} must be an int, got {value!r}") from None
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.stall_policy not in STALL_POLICIES:
+            raise ValueError(
+                f"stall_policy must be one of {STALL_POLICIES}, got {self.stall_policy!r}"
+            )
+        g = self.generation
+        need = self.batch_groups - 1 + g
+        if self.capacity < self.batch_groups:
+            raise ValueError(
+                f"pending_capacity={self.capacity} is smaller than one update "
+                f"(batch_groups={self.batch_groups}); it must be at least {need}"
+            )
+        if self.capacity < need:
+            raise ValueError(
+                f"pending_capacity={self.capacity} cannot hold the groups that may wait after a "
+                f"generation batch: batch_groups - 1 + groups_per_generation = {need}"
+            )
+
+    @property
+    def generation(self) -> int:
+        """Groups per generation batch (``G``)."""
+        return self.groups_per_generation or self.batch_groups
+
+    @property
+    def capacity(self) -> int:
+        """Rows of the pending batch."""
+        return self.pending_capacity or self.batch_groups + self.generation
+
+
+class Counters(NamedTuple):
+    """Run counters (all ``i32[]``)."""
+
+    updates: jax.Array
+    generations: jax.Array
+    groups: jax.Array
+    rollouts: jax.Array
+    admitted: jax.Array
+    since_progress: jax.Array  # groups finalized since the last admitted group
+    groups_at_update: jax.Array  # `groups` when the last update ran
+    admitted_at_update: jax.Array  # `admitted` when the last update ran
+
+
+class EngineState(NamedTuple):
+    """Everything a run carries and checkpoints.
+
+    Attributes:
+      solver: the solver's state (params, optimiser state, ...).
+      curricula: ``{env: CurriculumState}`` (checkpointed as ``<env>/sampler``,
+        ``<env>/gates/<name>``).
+      mixer: :class:`MixerState`.
+      pending: admitted groups waiting for an update (:class:`PendingBatch`).
+      key: ``u32[2]`` raw key data of the engine's PRNG key.
+      counters: :class:`Counters`.
+      since_progress: ``i32[E]`` groups per env finalized since the last admitted group.
+    """
+
+    solver: Any
+    curricula: dict[str, CurriculumState]
+    mixer: MixerState
+    pending: PendingBatch
+    key: jax.Array
+    counters: Counters
+    since_progress: jax.Array
+
+
+class Generation(NamedTuple):
+    """What one generation batch did (for traces, logs and the guard). Leading axis ``G``.
+
+    Attributes:
+      env: ``i32[]`` env index of the batch.
+      task_ids: ``i32[G]``.
+      task_keys: ``u32[G]`` stable keys of the tasks.
+      rewards: ``f32[G, K]`` raw rewards (``K`` = the run's largest group size).
+      valid: ``bool[G, K]`` after non-finite values were made invalid.
+      admitted: ``bool[G]``.
+      votes: ``{"<env>/<gate>": bool[G]}`` each gate's vote (True for other envs' gates).
+      pending: ``i32[]`` pending rows after the append.
+      since_progress: ``i32[]`` groups finalized since the last admitted group.
+      generation: ``i32[]`` index of this generation batch (0-based).
+      updates: ``i32[]`` updates done before this batch.
+    """
+
+    env: jax.Array
+    task_ids: jax.Array
+    task_keys: jax.Array
+    rewards: jax.Array
+    valid: jax.Array
+    admitted: jax.Array
+    votes: dict[str, jax.Array]
+    pending: jax.Array
+    since_progress: jax.Array
+    generation: jax.Array
+    updates: jax.Array
+
+
+def _check_envs(envs: Sequence[Env]) -> tuple[Env, ...]:
+    if isinstance(envs, Env):
+        envs = (envs,)
+    envs = tuple(envs)
+    if not envs:
+        raise ValueError("the engine needs at least one Env")
+    for e in envs:
+        if not isinstance(e, Env):
+            raise TypeError(f"envs must be curriculax.engine.Env values, got {type(e).__name__}")
+    names = [e.name for e in envs]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise ValueError(f"env names must be unique, duplicated: {dups}")
+    if not any(e.weight > 0 for e in envs):
+        raise ValueError(
+            f"at least one env needs a positive weight, got {[(e.name, e.weight) for e in envs]}"
+        )
+    return envs
+
+
+class Engine:
+    """The compiled training-loop core for a solver and a set of envs.
+
+    Build it once; it compiles ``generate`` and ``train`` on first use and never again (the
+    task pools are arguments, not constants). Use :func:`curriculax.engine.run` for the full
+    loop with logging, traces, checkpoints and the no-progress guard, or drive
+    ``init``/``generate``/``train`` yourself.
+
+    Args:
+      solver: the :class:`~curriculax.engine.Solver`.
+      envs: one or more :class:`~curriculax.engine.Env`.
+      config: :class:`EngineConfig`.
+
+    Raises:
+      ValueError: at construction, for settings that cannot work, with what to change:
+        duplicate env names, no positive weight, a pending batch too small, rollouts whose
+        shapes differ between envs, or a group size of 1 with a gate that would then reject
+        every group (e.g. zero-advantage rejection under group-relative credit).
+    """
+
+    def __init__(self, solver: Solver, envs: Sequence[Env] | Env, config: EngineConfig):
+        if not isinstance(solver, Solver):
+            raise TypeError(f"solver must be a curriculax.engine.Solver, got {type(solver)}")
+        if not isinstance(config, EngineConfig):
+            raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
+        self.solver = solver
+        self.envs = _check_envs(envs)
+        self.config = config
+        self.env_names = tuple(e.name for e in self.envs)
+        self.weights = np.array([e.weight for e in self.envs], np.float64)
+        self.max_group_size = max(e.group_size for e in self.envs)
+        self.vote_names = tuple(f"{e.name}/{g}" for e in self.envs for g in e.curriculum.gates)
+        self.pools = {e.name: e.tasks for e in self.envs}
+        self.pool_keys = {e.name: jnp.asarray(e.keys) for e in self.envs}
+        self._check_rollout_shapes()
+        self._check_group_size_one()
+        self._generate = jax.jit(self._generate_impl, donate_argnums=0)
+        self._train = jax.jit(self._train_impl, donate_argnums=0)
+        self._init = jax.jit(self._init_impl)
+
+    # ----------------------------------------------------------------- construction checks
+    def _rollout_fn(self, env: Env):
+        return env.rollout if env.rollout is not None else self.solver.rollout
+
+    def _env_rows(self, i: int, solver_state, pool, ids, key):
+        """Rolls out ``ids`` of env ``i``: raw results, sanitized results and padded rows."""
+        env = self.envs[i]
+        tasks = jax.tree.map(lambda x: x[ids], pool)
+        rollouts = self._rollout_fn(env)(solver_state, tasks, key, env.group_size)
+        if not isinstance(rollouts, Rollouts):
+            raise TypeError(
+                f"env {env.name!r}: rollout must return curriculax.engine.Rollouts, "
+                f"got {type(rollouts).__name__}"
+            )
+        advantages = self.solver.credit(rollouts)
+        raw = GroupResults(ids, rollouts.rewards, rollouts.valid, advantages, rollouts.token_mask)
+        clean, _ = sanitize(raw)
+        rollouts = rollouts._replace(rewards=clean.rewards, valid=clean.valid)
+        rollouts, advantages = _pending.pad_group_axis(
+            rollouts, clean.advantages, self.max_group_size
+        )
+        env_ids = jnp.full(ids.shape, i, jnp.int32)
+        return raw, TrainBatch(rollouts, advantages, env_ids, ids)
+
+    def _check_rollout_shapes(self) -> None:
+        g = self.config.generation
+        key = jax.random.key(0)
+        solver_state = jax.eval_shape(self.solver.init, key)
+        layouts = []
+        for i, env in enumerate(self.envs):
+
+            def probe(s, pool, i=i):
+                return self._env_rows(i, s, pool, jnp.zeros((g,), jnp.int32), key)[1]
+
+            rows = jax.eval_shape(probe, solver_state, self.pools[env.name])
+            layouts.append(rows)
+            for name in ("rewards", "valid"):
+                shape = getattr(rows.rollouts, name).shape
+                if shape != (g, self.max_group_size):
+                    raise ValueError(
+                        f"env {env.name!r}: rollout {name} has shape {shape}, expected "
+                        f"[G={g}, K={self.max_group_size}] (after padding K={env.group_size})"
+                    )
+        first = layouts[0]
+        flat0 = jax.tree_util.tree_flatten_with_path(first)
+        for env, rows in zip(self.envs[1:], layouts[1:]):
+            flat = jax.tree_util.tree_flatten_with_path(rows)
+            if flat0[1] != flat[1]:
+                raise ValueError(
+                    f"env {env.name!r}: rollout data has a different structure from env "
+                    f"{self.envs[0].name!r}: {flat[1]} vs {flat0[1]}; every env of a run must "
+                    "produce the same rollout layout (pad tokens to a common length)"
+                )
+            for (path, a), (_, b) in zip(flat0[0], flat[0]):
+                if a.shape != b.shape or a.dtype != b.dtype:
+                    raise ValueError(
+                        f"env {env.name!r}: rollout leaf {jax.tree_util.keystr(path)} is "
+                        f"{b.dtype}{list(b.shape)} but {a.dtype}{list(a.shape)} in env "
+                        f"{self.envs[0].name!r}; every env must produce the same layout"
+                    )
+
+    def _check_group_size_one(self) -> None:
+        """A group of one under group-relative credit has zero advantage everywhere; a gate
+        that rejects zero-advantage groups would then reject every group and the run would
+        never fill a batch. Probe the real credit function and gates to find out."""
+        for env in self.envs:
+            if env.group_size != 1 or not env.curriculum.gates:
+                continue
+            key = jax.random.key(0)
+            solver_state = jax.eval_shape(self.solver.init, key)
+            ids = jnp.zeros((2,), jnp.int32)
+            tasks = jax.tree.map(lambda x: x[:2], self.pools[env.name])
+            shapes = jax.eval_shape(self._rollout_fn(env), solver_state, tasks, key, 1)
+            probe = Rollouts(
+                rewards=jnp.array([[0.25], [1.0]], jnp.float32),
+                valid=jnp.ones((2, 1), bool),
+                token_mask=jnp.ones(shapes.token_mask.shape, bool),
+                data=jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes.data),
+            )
+            adv = self.solver.credit(probe)
+            results = GroupResults(ids, probe.rewards, probe.valid, adv, probe.token_mask)
+            admission, _ = env.curriculum.observe(env.curriculum.init(key), results)
+            if not bool(jnp.any(admission.admitted)):
+                rejecting = [
+                    name for name, vote in admission.by_gate.items() if not bool(jnp.any(vote))
+                ]
+                raise ValueError(
+                    f"env {env.name!r}: group_size=1 with gate(s) {rejecting}: this solver's "
+                    "credit gives a single-rollout group zero advantage (group-relative "
+                    "credit), so every group would be rejected and no batch could ever fill. "
+                    "Use group_size >= 2, or remove the gate for this env."
+                )
+
+    # ----------------------------------------------------------------------- pure functions
+    def _init_impl(self, key: jax.Array) -> EngineState:
+        k_solver, k_cur, k_run = jax.random.split(key, 3)
+        solver_state = self.solver.init(k_solver)
+        cur_keys = jax.random.split(k_cur, len(self.envs))
+        curricula = {e.name: e.curriculum.init(cur_keys[i]) for i, e in enumerate(self.envs)}
+        g = self.config.generation
+        example = self._env_rows(
+            0, solver_state, self.pools[self.envs[0].name], jnp.zeros((g,), jnp.int32), k_run
+        )[1]
+        example = jax.tree.map(jnp.zeros_like, example)
+        zero = _counters.zero()
+        return EngineState(
+            solver=solver_state,
+            curricula=curricula,
+            mixer=_mixer.init(len(self.envs)),
+            pending=_pending.empty(example, self.config.capacity),
+            key=jax.random.key_data(k_run),
+            counters=Counters(*([zero] * len(Counters._fields))),
+            since_progress=jnp.zeros((len(self.envs),), jnp.int32),
+        )
+
+    def init(self, key: jax.Array | None = None) -> EngineState:
+        """A fresh run state (``key`` default: ``jax.random.key(config.seed)``)."""
+        if key is None:
+            key = jax.random.key(self.config.seed)
+        return self._init(key)
+
+    def _generate_impl(self, state: EngineState, pools, pool_keys):
+        g = self.config.generation
+        key = jax.random.wrap_key_data(state.key)
+        key, k_mix, k_sample, k_roll = jax.random.split(key, 4)
+        env_index = _mixer.choose(k_mix, self.weights)
+
+        def branch(i):
+            env = self.envs[i]
+
+            def run(curricula):
+                cur = curricula[env.name]
+                ids, cur = env.curriculum.sample(cur, k_sample, g)
+                ids = ids.astype(jnp.int32)
+                raw, rows = self._env_rows(i, state.solver, pools[env.name], ids, k_roll)
+                admission, cur = env.curriculum.observe(cur, raw)
+                votes = {name: jnp.ones((g,), bool) for name in self.vote_names}
+                for gate, vote in admission.by_gate.items():
+                    votes[f"{env.name}/{gate}"] = vote
+                curricula = {**curricula, env.name: cur}
+                rollouts = jnp.int32(env.group_size * g)
+                keys = pool_keys[env.name][ids]
+                rewards = _pending.pad_k(raw.rewards, self.max_group_size)
+                return curricula, rows, admission.admitted, votes, rewards, keys, rollouts
+
+            return run
+
+        branches = [branch(i) for i in range(len(self.envs))]
+        if len(branches) == 1:
+            out = branches[0](state.curricula)
+        else:
+            out = jax.lax.switch(env_index, branches, state.curricula)
+        curricula, rows, admitted, votes, raw_rewards, task_keys, rollouts = out
+        pending = _pending.append(state.pending, rows, admitted)
+        num_admitted = jnp.sum(admitted, dtype=jnp.int32)
+        progress = num_admitted > 0
+        c = state.counters
+        since = jnp.where(progress, 0, _counters.add(c.since_progress, g))
+        hit = (jnp.arange(len(self.envs)) == env_index).astype(jnp.int32) * g
+        since_env = jnp.where(progress, 0, state.since_progress + hit).astype(jnp.int32)
+        counters = c._replace(
+            generations=_counters.add(c.generations, 1),
+            groups=_counters.add(c.groups, g),
+            rollouts=_counters.add(c.rollouts, rollouts),
+            admitted=_counters.add(c.admitted, num_admitted),
+            since_progress=since,
+        )
+        new_state = EngineState(
+            solver=state.solver,
+            curricula=curricula,
+            mixer=_mixer.record(state.mixer, env_index, g),
+            pending=pending,
+            key=jax.random.key_data(key),
+            counters=counters,
+            since_progress=since_env,
+        )
+        report = Generation(
+            env=env_index,
+            task_ids=rows.task_ids,
+            task_keys=task_keys,
+            rewards=raw_rewards,
+            valid=rows.rollouts.valid,
+            admitted=admitted,
+            votes=votes,
+            pending=pending.count,
+            since_progress=since,
+            generation=c.generations,
+            updates=c.updates,
+        )
+        return new_state, report
+
+    def generate(self, state: EngineState) -> tuple[EngineState, Generation]:
+        """Rolls out one generation batch and appends its admitted groups. ``state`` is donated."""
+        return self._generate(state, self.pools, self.pool_keys)
+
+    def _train_impl(self, state: EngineState):
+        b = self.config.batch_groups
+        batch, pending = _pending.take(state.pending, b)
+        key = jax.random.wrap_key_data(state.key)
+        key, k_update = jax.random.split(key)
+        solver_state, solver_metrics = self.solver.update(state.solver, batch, k_update)
+        c = state.counters
+        counters = c._replace(
+            updates=_counters.add(c.updates, 1),
+            groups_at_update=c.groups,
+            admitted_at_update=c.admitted,
+        )
+        new_state = state._replace(
+            solver=solver_state, pending=pending, key=jax.random.key_data(key), counters=counters
+        )
+        metrics = {f"solver/{k}": jnp.asarray(v, jnp.float32) for k, v in solver_metrics.items()}
+        valid = batch.rollouts.valid
+        metrics["batch/reward_mean"] = jnp.sum(
+            jnp.where(valid, batch.rollouts.rewards, 0.0)
+        ) / jnp.maximum(jnp.sum(valid), 1)
+        finalized = (c.groups - c.groups_at_update).astype(jnp.float32)
+        metrics["batch/admission_rate"] = (c.admitted - c.admitted_at_update).astype(
+            jnp.float32
+        ) / jnp.maximum(finalized, 1.0)
+        metrics["batch/finalized_groups"] = finalized
+        for i, name in enumerate(self.env_names):
+            metrics[f"batch/{name}"] = jnp.mean((batch.env == i).astype(jnp.float32))
+        metrics.update(self._curriculum_metrics(new_state))
+        return new_state, metrics
+
+    def _curriculum_metrics(self, state: EngineState) -> dict[str, jax.Array]:
+        out = {}
+        for i, env in enumerate(self.envs):
+            for k, v in env.curriculum.metrics(state.curricula[env.name]).items():
+                out[f"curriculum/{env.name}/{k}"] = jnp.asarray(v, jnp.float32)
+            out[f"mix/{env.name}/groups"] = state.mixer.groups[i].astype(jnp.float32)
+        return out
+
+    def train(self, state: EngineState) -> tuple[EngineState, dict[str, jax.Array]]:
+        """One update on exactly ``batch_groups`` pending groups (the caller checked there are
+        enough). ``state`` is donated. Returns the metrics of this update."""
+        return self._train(state)
+
+    @property
+    def tasks_per_env(self) -> dict[str, int]:
+        return {e.name: e.num_tasks for e in self.envs}

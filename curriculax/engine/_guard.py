@@ -1,0 +1,63 @@
+"""The no-progress guard: a curriculum that admits nothing must not spin forever."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class CurriculumStalled(RuntimeError):
+    """Raised when ``stall_windows`` batch-equivalents in a row admitted no group."""
+
+
+def stall_message(
+    *,
+    windows: int,
+    batch_groups: int,
+    since_progress: Mapping[str, int],
+    curriculum_metrics: Mapping[str, Mapping[str, float]],
+) -> str:
+    """Names each env that produced groups since the last admission, each gate's admit rate
+    and what to check.
+
+    Args:
+      windows: consecutive no-progress windows.
+      batch_groups: groups per window (``B``).
+      since_progress: ``{env: groups finalized since the last admitted group}``.
+      curriculum_metrics: ``{env: curriculum metrics}`` (``gate/<name>/admit_rate`` etc.).
+    """
+    lines = [
+        f"no group was admitted for {windows} consecutive batch-equivalents "
+        f"({windows} x {batch_groups} = {windows * batch_groups} finalized groups or more)."
+    ]
+    hints = set()
+    for env, groups in since_progress.items():
+        if groups <= 0:
+            continue
+        m = curriculum_metrics.get(env, {})
+        gates = sorted(
+            k.split("/")[1] for k in m if k.startswith("gate/") and k.endswith("/admit_rate")
+        )
+        rates = ", ".join(f"gate {g!r} admit rate {m[f'gate/{g}/admit_rate']:.2f}" for g in gates)
+        failed = m.get("failed_groups", 0.0)
+        nonfinite = m.get("nonfinite", 0.0)
+        lines.append(
+            f"  env {env!r}: {groups} groups since the last admission; "
+            f"{rates or 'no gates'}; failed groups so far {failed:.0f}; "
+            f"non-finite rollouts so far {nonfinite:.0f}"
+        )
+        for g in gates:
+            if m[f"gate/{g}/admit_rate"] <= 0.0:
+                hints.add(
+                    f"gate {g!r} rejects every group: if it is an advantage-range gate, every "
+                    "group scored the same (collapsed policy, or tasks all too easy / too hard): "
+                    "try a higher sampling temperature, an entropy bonus, mean-only advantages, "
+                    "a larger group size, or a curriculum that picks tasks of middling difficulty"
+                )
+        if failed > 0:
+            hints.add("groups fail (no valid rollout): check the rollout/verifier for errors")
+        if nonfinite > 0:
+            hints.add("rewards or advantages are NaN/inf: check the reward function and credit")
+    lines.append("What to check:")
+    lines.extend(f"  - {h}" for h in sorted(hints) or ["the gates' thresholds and the rewards"])
+    lines.append("Set stall_policy='warn' to keep going, or raise stall_windows to wait longer.")
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""Host-side outputs of a run: metrics lines, trace lines, a progress bar, TensorBoard."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: numpy scalars to Python, non-finite floats to None."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def truncate_jsonl(path: str, field: str, limit: int) -> None:
+    """Keeps only the lines of a JSON-lines file whose ``field`` is below ``limit``.
+
+    A resumed run replays everything after its checkpoint; dropping the lines written after
+    that point keeps every record exactly once.
+    """
+    if not os.path.exists(path):
+        return
+    kept = []
+    with open(path) as f:
+        for line in f:
+            try:
+                if json.loads(line).get(field, -1) < limit:
+                    kept.append(line)
+            except json.JSONDecodeError:
+                break  # a torn last line from a crash
+    with open(path, "w") as f:
+        f.writelines(kept)
+
+
+class JsonlWriter:
+    """Appends one JSON object per line, flushed at every write."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._file = open(path, "a")  # noqa: SIM115 (kept open for the run)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self._file.write(json.dumps(_clean(dict(record)), separators=(",", ":")) + "\n")
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class TensorBoardWriter:
+    """Scalars to TensorBoard through ``tensorboardX`` (install it to use this)."""
+
+    def __init__(self, logdir: str):
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError as e:
+            raise ImportError(
+                "TensorBoard logging needs tensorboardX: pip install tensorboardX"
+            ) from e
+        self._writer = SummaryWriter(logdir)
+
+    def write(self, step: int, metrics: Mapping[str, float]) -> None:
+        for k, v in metrics.items():
+            if isinstance(v, int | float) and math.isfinite(v):
+                self._writer.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr: step, mean reward, admission rate, groups/s."""
+
+    def __init__(self, total: int, start: int = 0, stream=None, width: int = 24):
+        self.total, self.start = total, start
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.t0 = time.perf_counter()
+        self.interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._last = 0.0
+
+    def update(self, step: int, reward: float, admission: float, groups_done: int) -> None:
+        now = time.perf_counter()
+        if not self.interactive and now - self._last < 5.0 and step < self.total:
+            return
+        self._last = now
+        frac = min(1.0, step / max(self.total, 1))
+        filled = round(frac * self.width)
+        rate = groups_done / max(now - self.t0, 1e-9)
+        line = (
+            f"[{'#' * filled}{'.' * (self.width - filled)}] step {step}/{self.total} "
+            f"| reward {reward:.3f} | admit {admission:.2f} | {rate:,.0f} groups/s"
+        )
+        end = "\r" if self.interactive and step < self.total else "\n"
+        self.stream.write(line + end)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.interactive:
+            self.stream.write("\n")
+            self.stream.flush()

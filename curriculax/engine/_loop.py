@@ -1,0 +1,324 @@
+"""The host loop: drives the compiled engine, logs, traces, checkpoints and raises."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from curriculax.checkpoint import CheckpointStore
+from curriculax.engine import _restore
+from curriculax.engine._engine import Engine, EngineState, Generation
+from curriculax.engine._guard import CurriculumStalled, stall_message
+from curriculax.engine._logging import (
+    JsonlWriter,
+    ProgressBar,
+    TensorBoardWriter,
+    truncate_jsonl,
+)
+
+OnUpdate = Callable[[EngineState, dict[str, float]], dict[str, float] | None]
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What :func:`run` returns.
+
+    Attributes:
+      state: the final engine state.
+      metrics: the last update's metrics (host floats).
+      summary: what ``summary.json`` holds.
+      stopped: ``"completed"``, or the signal that stopped the run (``"SIGTERM"``,
+        ``"SIGINT"``) after it saved a checkpoint.
+    """
+
+    state: EngineState
+    metrics: dict[str, float]
+    summary: dict[str, Any]
+    stopped: str
+
+
+def _trace_keep(generation: int, index: np.ndarray, rate: float) -> np.ndarray:
+    """Deterministic sampling of trace lines (the same groups on a resumed run)."""
+    if rate >= 1.0:
+        return np.ones(index.shape, bool)
+    h = (np.uint64(generation) * np.uint64(0x9E3779B97F4A7C15) + index.astype(np.uint64)) & (
+        np.uint64(0xFFFFFFFF)
+    )
+    h = (h * np.uint64(0x85EBCA6B)) & np.uint64(0xFFFFFFFF)
+    return (h % np.uint64(1_000_000)).astype(np.float64) < rate * 1_000_000
+
+
+def _trace_rate(traces: bool | float | str) -> float:
+    if traces is True or traces == "all":
+        return 1.0
+    if traces is False or traces is None or traces == "off":
+        return 0.0
+    rate = float(traces)
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(
+            f"traces must be True/False, 'all'/'off' or a rate in [0, 1], got {traces!r}"
+        )
+    return rate
+
+
+class _Signals:
+    """Turns SIGTERM/SIGINT into a flag the loop checks between compiled calls."""
+
+    def __init__(self, enabled: bool):
+        self.received: str | None = None
+        self._old = {}
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+
+    def __enter__(self):
+        if self.enabled:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.received = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _write_traces(writer: JsonlWriter, engine: Engine, gen: Generation, rate: float) -> None:
+    g = jax.device_get(gen)
+    env = engine.envs[int(g.env)]
+    k = env.group_size
+    gates = list(env.curriculum.gates)
+    keep = _trace_keep(int(g.generation), np.arange(len(g.task_ids)), rate)
+    for i in np.flatnonzero(keep):
+        writer.write(
+            {
+                "generation": int(g.generation),
+                "step": int(g.updates),
+                "env": env.name,
+                "task": int(g.task_ids[i]),
+                "key": int(g.task_keys[i]),
+                "rewards": g.rewards[i, :k].astype(float).tolist(),
+                "valid": g.valid[i, :k].tolist(),
+                "admitted": bool(g.admitted[i]),
+                "votes": {name: bool(g.votes[f"{env.name}/{name}"][i]) for name in gates},
+            }
+        )
+
+
+def _stall_text(engine: Engine, state: EngineState, windows: int) -> str:
+    since = np.asarray(jax.device_get(state.since_progress))
+    metrics = {
+        e.name: {
+            k: float(v)
+            for k, v in jax.device_get(e.curriculum.metrics(state.curricula[e.name])).items()
+        }
+        for e in engine.envs
+    }
+    return stall_message(
+        windows=windows,
+        batch_groups=engine.config.batch_groups,
+        since_progress={e.name: int(since[i]) for i, e in enumerate(engine.envs)},
+        curriculum_metrics=metrics,
+    )
+
+
+def run(
+    engine: Engine,
+    *,
+    steps: int,
+    run_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    allow_partial: bool = False,
+    state: EngineState | None = None,
+    checkpoint_every: int = 0,
+    keep_checkpoints: int = 3,
+    traces: bool | float | str = True,
+    progress: bool = True,
+    tensorboard: bool = False,
+    on_update: OnUpdate | None = None,
+    config: dict | None = None,
+    handle_signals: bool = True,
+) -> RunResult:
+    """Trains until ``steps`` updates are done.
+
+    Per generation batch the compiled ``engine.generate`` runs; whenever at least
+    ``batch_groups`` admitted groups wait, the compiled ``engine.train`` runs. The host only
+    logs, traces, checkpoints and raises.
+
+    Args:
+      engine: the :class:`Engine`.
+      steps: total updates of the run (a resumed run continues up to this number).
+      run_dir: where ``metrics.jsonl``, ``traces.jsonl``, ``checkpoints/`` and
+        ``summary.json`` go; ``None`` writes nothing and never checkpoints.
+      resume: continue from the latest checkpoint in ``run_dir`` if there is one.
+      allow_partial: on resume, start new envs/gates fresh and drop removed ones (with a
+        warning) instead of raising :class:`CheckpointMismatch`.
+      state: start from this state instead of a fresh one (ignored when resuming).
+      checkpoint_every: save every this many updates (0: only at the end and on SIGTERM/SIGINT).
+      keep_checkpoints: how many checkpoints to keep.
+      traces: trace every finalized group (``True``), none (``False``), or a sampled share.
+      progress: show a progress bar on stderr.
+      tensorboard: also log scalars to ``run_dir/tensorboard`` (needs ``tensorboardX``).
+      on_update: ``(state, metrics) -> extra metrics`` called on the host after each update
+        (e.g. a held-out evaluation every n steps); its metrics are logged too.
+      config: a JSON-able description of the run, saved in checkpoints and the summary.
+      handle_signals: save a checkpoint and stop cleanly on SIGTERM/SIGINT.
+
+    Returns:
+      A :class:`RunResult`.
+
+    Raises:
+      CurriculumStalled: ``stall_windows`` batch-equivalents in a row admitted nothing (with
+        ``stall_policy="raise"``).
+      CheckpointMismatch: a strict resume found a checkpoint that does not fit.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    cfg = engine.config
+    b = cfg.batch_groups
+    rate = _trace_rate(traces)
+    store = metrics_writer = trace_writer = tb = None
+    if run_dir is not None:
+        run_dir = os.path.abspath(os.fspath(run_dir))
+        os.makedirs(run_dir, exist_ok=True)
+        ckpt_dir = os.path.join(run_dir, "checkpoints")
+        has_ckpt = os.path.isdir(ckpt_dir) and any(n.isdigit() for n in os.listdir(ckpt_dir))
+        if not resume and has_ckpt:
+            print(
+                f"note: starting fresh in {run_dir}; removing its old checkpoints", file=sys.stderr
+            )
+            shutil.rmtree(ckpt_dir)
+        store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
+
+    restored = False
+    if resume and store is not None and store.latest_step() is not None:
+        state = _restore.restore(store, engine, allow_partial=allow_partial)
+        restored = True
+    elif state is None:
+        state = engine.init()
+
+    counters = jax.device_get(state.counters)
+    updates = int(counters.updates)
+    if run_dir is not None:
+        metrics_path = os.path.join(run_dir, "metrics.jsonl")
+        traces_path = os.path.join(run_dir, "traces.jsonl")
+        if restored:
+            truncate_jsonl(metrics_path, "step", updates + 1)
+            truncate_jsonl(traces_path, "generation", int(counters.generations))
+        else:
+            for p in (metrics_path, traces_path):
+                if os.path.exists(p):
+                    os.remove(p)
+        metrics_writer = JsonlWriter(metrics_path)
+        if rate > 0:
+            trace_writer = JsonlWriter(traces_path)
+        if tensorboard:
+            tb = TensorBoardWriter(os.path.join(run_dir, "tensorboard"))
+
+    bar = ProgressBar(steps, start=updates) if progress else None
+    t0 = time.perf_counter()
+    groups_at_start = int(counters.groups)
+    pending = int(jax.device_get(state.pending.count))
+    last: dict[str, float] = {}
+    stopped = "completed"
+    warned_windows = 0
+
+    def save(step_state: EngineState, step: int) -> None:
+        if store is not None:
+            _restore.save(store, step, engine, step_state, config)
+
+    try:
+        with _Signals(handle_signals) as sig:
+            while True:
+                while pending >= b and updates < steps:
+                    state, metrics = engine.train(state)
+                    updates += 1
+                    pending -= b
+                    host = {k: float(v) for k, v in jax.device_get(metrics).items()}
+                    c = jax.device_get(state.counters)
+                    record = {
+                        "step": updates,
+                        "time": round(time.perf_counter() - t0, 4),
+                        "rollouts": int(c.rollouts),
+                        "groups": int(c.groups),
+                        "generations": int(c.generations),
+                        **host,
+                    }
+                    if on_update is not None:
+                        extra = on_update(state, record)
+                        if extra:
+                            record.update({k: float(v) for k, v in extra.items()})
+                    last = record
+                    if metrics_writer is not None:
+                        metrics_writer.write(record)
+                        metrics_writer.flush()
+                    if tb is not None:
+                        tb.write(updates, record)
+                    if bar is not None:
+                        bar.update(
+                            updates,
+                            host.get("batch/reward_mean", float("nan")),
+                            host.get("batch/admission_rate", float("nan")),
+                            int(c.groups) - groups_at_start,
+                        )
+                    if checkpoint_every and updates % checkpoint_every == 0:
+                        save(state, updates)
+                    if sig.received:
+                        break
+                if updates >= steps or sig.received:
+                    break
+                state, gen = engine.generate(state)
+                if trace_writer is not None:
+                    _write_traces(trace_writer, engine, gen, rate)
+                pending = int(gen.pending)
+                windows = int(gen.since_progress) // b
+                if windows >= cfg.stall_windows:
+                    if cfg.stall_policy == "raise":
+                        raise CurriculumStalled(_stall_text(engine, state, windows))
+                    if windows > warned_windows:
+                        warned_windows = windows
+                        warnings.warn(_stall_text(engine, state, windows), stacklevel=2)
+                elif windows == 0:
+                    warned_windows = 0
+                if sig.received:
+                    break
+            if sig.received:
+                stopped = sig.received
+            save(state, updates)
+    finally:
+        if store is not None:
+            store.close()
+        for w in (metrics_writer, trace_writer, tb):
+            if w is not None:
+                w.close()
+        if bar is not None:
+            bar.close()
+
+    c = jax.device_get(state.counters)
+    summary = {
+        "stopped": stopped,
+        "steps": updates,
+        "rollouts": int(c.rollouts),
+        "groups": int(c.groups),
+        "admitted": int(c.admitted),
+        "generations": int(c.generations),
+        "wall_seconds": round(time.perf_counter() - t0, 3),
+        "final_metrics": last,
+        "config": config or {},
+    }
+    if run_dir is not None:
+        with open(os.path.join(run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True, default=float)
+    return RunResult(state, last, summary, stopped)

@@ -1,0 +1,245 @@
+"""Saving an engine's state and restoring it strictly, partially, or onto a reordered pool."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import jax
+import numpy as np
+
+from curriculax._types import PER_TASK_ATTR
+from curriculax.checkpoint import CheckpointStore, assemble
+from curriculax.engine._engine import Engine, EngineState
+
+FORMAT = 1
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint does not fit this run (strict restore); the message says what differs."""
+
+
+def engine_meta(engine: Engine, extra: dict | None = None) -> dict:
+    """The JSON item saved beside the arrays: layout facts, versions and the user's config."""
+    import curriculax
+
+    return {
+        "format": FORMAT,
+        "envs": {
+            e.name: {
+                "num_tasks": e.num_tasks,
+                "group_size": e.group_size,
+                "weight": e.weight,
+                "gates": list(e.curriculum.gates),
+            }
+            for e in engine.envs
+        },
+        "batch_groups": engine.config.batch_groups,
+        "groups_per_generation": engine.config.generation,
+        "versions": {
+            "curriculax": curriculax.__version__,
+            "jax": jax.__version__,
+            "numpy": np.__version__,
+        },
+        "config": extra or {},
+    }
+
+
+def save(store: CheckpointStore, step: int, engine: Engine, state: EngineState, extra=None):
+    """Saves ``state`` with the pools' task keys and the run metadata as checkpoint ``step``.
+
+    A checkpoint already at ``step`` (saved earlier in the same update) is replaced.
+    """
+    if step in store.steps():
+        store.wait()
+        store._manager.delete(step)
+    item = {"engine": state, "pool_keys": {e.name: engine.pool_keys[e.name] for e in engine.envs}}
+    store.save(step, item, engine_meta(engine, extra))
+
+
+def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str]]:
+    """Human-readable differences, envs to start fresh, envs whose gates to start fresh."""
+    lines, fresh_envs, changed_gates = [], set(), set()
+    saved = meta.get("envs", {})
+    now = {e.name: e for e in engine.envs}
+    removed = sorted(set(saved) - set(now))
+    added = sorted(set(now) - set(saved))
+    if removed:
+        lines.append(
+            f"envs in the checkpoint but not in this run: {removed} (their state is dropped)"
+        )
+    if added:
+        lines.append(f"envs in this run but not in the checkpoint: {added} (they start fresh)")
+        fresh_envs.update(added)
+    for name in sorted(set(saved) & set(now)):
+        s, e = saved[name], now[name]
+        if s["num_tasks"] != e.num_tasks:
+            lines.append(
+                f"env {name!r}: pool size {s['num_tasks']} in the checkpoint, {e.num_tasks} now "
+                "(its curriculum starts fresh)"
+            )
+            fresh_envs.add(name)
+            continue
+        saved_gates, gates = list(s["gates"]), list(e.curriculum.gates)
+        gone = [g for g in saved_gates if g not in gates]
+        new = [g for g in gates if g not in saved_gates]
+        if gone and new:
+            lines.append(
+                f"env {name!r}: gates {gone} in the checkpoint and {new} in this run "
+                f"(renamed? checkpoint gates {saved_gates}, run gates {gates})"
+            )
+        elif gone:
+            lines.append(f"env {name!r}: gates {gone} are in the checkpoint but not in this run")
+        elif new:
+            lines.append(f"env {name!r}: gates {new} are in this run but not in the checkpoint")
+        if gone or new:
+            changed_gates.add(name)
+    return lines, fresh_envs, changed_gates
+
+
+def _per_task_fields(state: Any, prefix: str) -> list[str]:
+    """Paths of fields declared per-task (``PER_TASK``) in NamedTuples inside ``state``."""
+    out = []
+
+    def walk(node, path):
+        if isinstance(node, tuple) and hasattr(node, "_fields"):
+            for f in getattr(type(node), PER_TASK_ATTR, ()):
+                out.append(f"{path}/{f}")
+            for f in node._fields:
+                walk(getattr(node, f), f"{path}/{f}")
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{path}/{k}")
+        elif isinstance(node, list | tuple):
+            for i, v in enumerate(node):
+                walk(v, f"{path}/{i}")
+
+    walk(state, prefix)
+    return out
+
+
+def restore(
+    store: CheckpointStore,
+    engine: Engine,
+    step: int | None = None,
+    *,
+    allow_partial: bool = False,
+) -> EngineState:
+    """Restores an engine state saved by :func:`save`.
+
+    Strict by default: a changed env set, a renamed/added/removed gate, a changed pool size
+    or a changed state layout raises :class:`CheckpointMismatch` saying exactly what differs.
+    With ``allow_partial=True`` new components start fresh and removed ones are dropped, with
+    a warning. A pool holding the same task keys in a different order is always fine: the
+    per-task curriculum state follows the keys.
+    """
+    if step is None:
+        step = store.latest_step()
+        if step is None:
+            raise FileNotFoundError(f"no checkpoint in {store.directory}")
+    meta = store.meta(step)
+    if meta.get("format") != FORMAT:
+        raise CheckpointMismatch(f"checkpoint format {meta.get('format')!r}, expected {FORMAT}")
+    lines, fresh_envs, changed_gates = _diff(engine, meta)
+
+    abstract = jax.eval_shape(engine.init, jax.random.key(0))
+    saved = store.restore_leaves(step)
+    expected = {f"engine/{p}": v for p, v in _layout(abstract).items()}
+    # Pool keys: same set in another order is remapped; a different set is a mismatch.
+    perms: dict[str, np.ndarray] = {}
+    for e in engine.envs:
+        if e.name in fresh_envs:
+            continue
+        old = np.asarray(saved.get(f"pool_keys/{e.name}"))
+        new = np.asarray(e.keys)
+        if old.shape == new.shape and np.array_equal(old, new):
+            continue
+        pos = {int(k): i for i, k in enumerate(old.tolist())}
+        missing = [int(k) for k in new.tolist() if int(k) not in pos]
+        if missing:
+            lines.append(
+                f"env {e.name!r}: {len(missing)} of {len(new)} task keys are not in the "
+                f"checkpoint's pool (e.g. {missing[:3]}): a different task set (its curriculum "
+                "starts fresh)"
+            )
+            fresh_envs.add(e.name)
+            continue
+        perms[e.name] = np.array([pos[int(k)] for k in new.tolist()], np.int64)
+
+    # Leaf-level layout changes that the env-level diff did not explain.
+    skip = {f"engine/curricula/{n}" for n in fresh_envs}
+    skip |= {f"engine/curricula/{n}/gates" for n in changed_gates}
+    env_set_changed = set(meta.get("envs", {})) != set(engine.env_names)
+    if env_set_changed:
+        skip |= {"engine/pending", "engine/mixer", "engine/since_progress"}
+    for path, (shape, dtype) in expected.items():
+        if any(path == s or path.startswith(s + "/") for s in skip):
+            continue
+        got = saved.get(path)
+        if got is None:
+            lines.append(f"{path}: not in the checkpoint")
+        elif tuple(np.shape(got)) != shape or np.dtype(got.dtype).name != dtype:
+            lines.append(
+                f"{path}: {np.dtype(got.dtype).name}{list(np.shape(got))} in the checkpoint, "
+                f"{dtype}{list(shape)} in this run"
+            )
+    if lines and not allow_partial:
+        raise CheckpointMismatch(
+            f"checkpoint step {step} in {store.directory} does not match this run:\n  - "
+            + "\n  - ".join(lines)
+            + "\nPass allow_partial=True (--allow-partial) to start new components fresh and "
+            "drop removed ones."
+        )
+
+    if not lines and not perms:
+        return store.restore(step, {"engine": abstract, "pool_keys": engine.pool_keys})["engine"]
+
+    leaves = {p[len("engine/") :]: v for p, v in saved.items() if p.startswith("engine/")}
+    for name, perm in perms.items():
+        state_at = abstract.curricula[name]
+        for path in _per_task_fields(state_at, f"curricula/{name}"):
+            if path in leaves:
+                leaves[path] = np.asarray(leaves[path])[perm]
+        _remap_pending_ids(leaves, engine.env_names.index(name), perm)
+    fresh = engine.init()
+    state, fresh_paths = assemble(
+        abstract, leaves, fresh, skip=frozenset(s[len("engine/") :] for s in skip)
+    )
+    if lines:
+        warnings.warn(
+            f"partial restore of checkpoint step {step}:\n  - "
+            + "\n  - ".join(lines)
+            + (f"\nfresh state for: {sorted(_summarize(fresh_paths))}" if fresh_paths else ""),
+            stacklevel=2,
+        )
+    return jax.tree.map(jax.numpy.asarray, state)
+
+
+def _layout(tree) -> dict[str, tuple[tuple[int, ...], str]]:
+    from curriculax.checkpoint import leaf_layout
+
+    return leaf_layout(tree)
+
+
+def _remap_pending_ids(leaves: dict, env_index: int, perm: np.ndarray) -> None:
+    """Pending rows refer to pool positions; map them to the reordered pool's positions."""
+    ids_path, env_path = "pending/groups/task_ids", "pending/groups/env"
+    if ids_path not in leaves or env_path not in leaves:
+        return
+    inverse = np.empty_like(perm)
+    inverse[perm] = np.arange(len(perm))
+    ids = np.asarray(leaves[ids_path]).copy()
+    rows = np.asarray(leaves[env_path]) == env_index
+    ids[rows] = inverse[np.clip(ids[rows], 0, len(perm) - 1)]
+    leaves[ids_path] = ids
+
+
+def _summarize(paths: list[str]) -> set[str]:
+    out = set()
+    for p in paths:
+        parts = p.split("/")
+        if parts[0] == "curricula" and len(parts) > 2:
+            out.add("/".join(parts[:4] if parts[2] == "gates" else parts[:3]))
+        else:
+            out.add(parts[0])
+    return out
