@@ -16,6 +16,7 @@ from curriculax._types import (
     CurriculumState,
     EmptyState,
     GroupResults,
+    TaskDraw,
     TaskSampler,
 )
 
@@ -28,6 +29,7 @@ __all__ = [
     "CurriculumState",
     "EmptyState",
     "GroupResults",
+    "TaskDraw",
     "TaskSampler",
     "__version__",
     "curriculum",

@@ -56,10 +56,15 @@ def _half_bits(n: jax.Array) -> jax.Array:
 
 def _feistel(x: jax.Array, half: jax.Array, keys: jax.Array) -> jax.Array:
     mask = (jnp.uint32(1) << half) - jnp.uint32(1)
-    left, right = x >> half, x & mask
-    for r in range(NUM_ROUNDS):
-        k = keys[..., r]
-        left, right = right, left ^ (_mix32(right ^ k) & mask)
+
+    def round_(r, lr):
+        left, right = lr
+        k = jax.lax.dynamic_index_in_dim(keys, r, axis=keys.ndim - 1, keepdims=False)
+        return right, left ^ (_mix32(right ^ k) & mask)
+
+    # A rolled loop: the round body is compiled once (unrolling 8 rounds at every call site
+    # made XLA's CPU compile several times slower).
+    left, right = jax.lax.fori_loop(0, NUM_ROUNDS, round_, (x >> half, x & mask))
     return (left << half) | right
 
 

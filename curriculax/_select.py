@@ -59,13 +59,18 @@ def select(index: GroupIndex, group: jax.Array, rank: jax.Array) -> jax.Array:
     group = group.astype(jnp.int32)
     rank = rank.astype(jnp.int32)
     # First block whose inclusive prefix count exceeds the rank.
-    lo = jnp.zeros_like(rank)
-    hi = jnp.full_like(rank, num_blocks - 1)
-    for _ in range(max(1, num_blocks.bit_length())):
+    def halve(_, bounds):
+        lo, hi = bounds
         mid = (lo + hi) // 2
         right = index.ends[mid, group] > rank
-        hi = jnp.where(right, mid, hi)
-        lo = jnp.where(right, lo, mid + 1)
+        return jnp.where(right, lo, mid + 1), jnp.where(right, mid, hi)
+
+    lo, _ = jax.lax.fori_loop(
+        0,
+        max(1, num_blocks.bit_length()),
+        halve,
+        (jnp.zeros_like(rank), jnp.full_like(rank, num_blocks - 1)),
+    )
     blk = jnp.minimum(lo, num_blocks - 1)
     before = jnp.where(blk > 0, index.ends[jnp.maximum(blk - 1, 0), group], 0)
     local = rank - before

@@ -53,6 +53,27 @@ class Admission(NamedTuple):
     by_gate: dict[str, Array]
 
 
+class TaskDraw(NamedTuple):
+    """What a sampler may return instead of plain ids: some tasks as payloads.
+
+    The engine looks up rows with ``from_pool`` set in the env's pool (by ``ids``) and takes
+    the others as they are from ``tasks`` (the frontier sampler hands out generated tasks this
+    way). ``ids`` still identify every task to ``observe`` (a sampler may use ids ``>= N`` for
+    its own payloads).
+
+    Attributes:
+      ids: ``i32[num]`` task ids.
+      from_pool: ``bool[num]`` resolve this row through the pool.
+      tasks: payload pytree with leaves ``[num, ...]``, shaped like the pool's rows.
+      keys: ``u32[num]`` stable keys of the payload tasks (for traces).
+    """
+
+    ids: Array
+    from_pool: Array
+    tasks: Any
+    keys: Array
+
+
 class EmptyState(NamedTuple):
     """State of a stateless component (an empty pytree)."""
 

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax._types import AdmissionGate, GroupResults, TaskSampler
+from curriculax._types import AdmissionGate, GroupResults, TaskDraw, TaskSampler
 
 __all__ = ["check_gate", "check_sampler", "synthetic_results"]
 
@@ -223,7 +223,8 @@ def check_sampler(
 
     Args:
       sampler: the :class:`~curriculax.TaskSampler` to check.
-      num_tasks: pool size the sampler was built for (for the id range check).
+      num_tasks: ids must lie in ``[0, num_tasks)`` (a sampler that hands out payloads
+        with ids past its pool, like the frontier sampler, passes its full id range).
       num: tasks per ``sample`` call.
       group_size: rollouts per synthetic group.
       steps: steps per run.
@@ -238,12 +239,13 @@ def check_sampler(
 
     def step(state, key):
         k_sample, k_results = jax.random.split(key)
-        ids, state = sampler.sample(state, k_sample, num)
+        drawn, state = sampler.sample(state, k_sample, num)
+        ids = drawn.ids if isinstance(drawn, TaskDraw) else drawn
         state = sampler.observe(state, synthetic_results(k_results, ids, group_size))
-        return ids, state
+        return drawn, state
 
-    def check_ids(ids):
-        ids = np.asarray(ids)
+    def check_ids(drawn):
+        ids = np.asarray(drawn.ids if isinstance(drawn, TaskDraw) else drawn)
         if ids.shape != (num,) or ids.dtype != np.int32:
             raise AssertionError(
                 f"sampler: sample must return int32[num={num}], got {ids.dtype}{list(ids.shape)}"

@@ -1,5 +1,17 @@
-"""Shared test set-up: keep JAX on CPU and quiet."""
+"""Shared test set-up: JAX on CPU, and a compilation cache shared by the whole session.
+
+Many tests build engines whose compiled programs are identical; the persistent cache lets
+every test after the first reuse them instead of compiling again.
+"""
 
 import os
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+
+_CACHE = os.environ.get("CURRICULAX_TEST_JAX_CACHE") or tempfile.mkdtemp(prefix="cx-jax-cache-")
+jax.config.update("jax_compilation_cache_dir", _CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -22,7 +22,7 @@ import numpy as np
 
 from curriculax import _counters
 from curriculax._curriculum import sanitize
-from curriculax._types import CurriculumState, GroupResults
+from curriculax._types import CurriculumState, GroupResults, TaskDraw
 from curriculax.engine import _mixer, _pending
 from curriculax.engine._env import Env
 from curriculax.engine._mixer import MixerState
@@ -226,10 +226,27 @@ class Engine:
     def _rollout_fn(self, env: Env):
         return env.rollout if env.rollout is not None else self.solver.rollout
 
-    def _env_rows(self, i: int, solver_state, pool, ids, key):
-        """Rolls out ``ids`` of env ``i``: raw results, sanitized results and padded rows."""
+    def _resolve(self, pool, pool_keys, drawn):
+        """Task rows for a sampler's draw: pool lookups for ids, payloads as they are."""
+        if not isinstance(drawn, TaskDraw):
+            ids = jnp.asarray(drawn).astype(jnp.int32)
+            return ids, jax.tree.map(lambda x: x[ids], pool), pool_keys[ids]
+        n = pool_keys.shape[0]
+        ids = drawn.ids.astype(jnp.int32)
+        at = jnp.clip(ids, 0, n - 1)
+        use = drawn.from_pool
+
+        def pick(x, payload):
+            mask = use.reshape((-1,) + (1,) * (x.ndim - 1))
+            return jnp.where(mask, x[at], payload.astype(x.dtype))
+
+        tasks = jax.tree.map(pick, pool, drawn.tasks)
+        keys = jnp.where(use, pool_keys[at], drawn.keys.astype(jnp.uint32))
+        return ids, tasks, keys
+
+    def _env_rows(self, i: int, solver_state, tasks, ids, key):
+        """Rolls out tasks ``ids`` of env ``i``: raw results and padded training rows."""
         env = self.envs[i]
-        tasks = jax.tree.map(lambda x: x[ids], pool)
         rollouts = self._rollout_fn(env)(solver_state, tasks, key, env.group_size)
         if not isinstance(rollouts, Rollouts):
             raise TypeError(
@@ -254,7 +271,9 @@ class Engine:
         for i, env in enumerate(self.envs):
 
             def probe(s, pool, i=i):
-                return self._env_rows(i, s, pool, jnp.zeros((g,), jnp.int32), key)[1]
+                ids = jnp.zeros((g,), jnp.int32)
+                tasks = jax.tree.map(lambda x: x[ids], pool)
+                return self._env_rows(i, s, tasks, ids, key)[1]
 
             rows = jax.eval_shape(probe, solver_state, self.pools[env.name])
             layouts.append(rows)
@@ -294,7 +313,9 @@ class Engine:
             solver_state = jax.eval_shape(self.solver.init, key)
             ids = jnp.zeros((2,), jnp.int32)
             tasks = jax.tree.map(lambda x: x[:2], self.pools[env.name])
-            shapes = jax.eval_shape(self._rollout_fn(env), solver_state, tasks, key, 1)
+            shapes = jax.eval_shape(
+                lambda s, t, k, env=env: self._rollout_fn(env)(s, t, k, 1), solver_state, tasks, key
+            )
             probe = Rollouts(
                 rewards=jnp.array([[0.25], [1.0]], jnp.float32),
                 valid=jnp.ones((2, 1), bool),
@@ -322,9 +343,9 @@ class Engine:
         cur_keys = jax.random.split(k_cur, len(self.envs))
         curricula = {e.name: e.curriculum.init(cur_keys[i]) for i, e in enumerate(self.envs)}
         g = self.config.generation
-        example = self._env_rows(
-            0, solver_state, self.pools[self.envs[0].name], jnp.zeros((g,), jnp.int32), k_run
-        )[1]
+        ids = jnp.zeros((g,), jnp.int32)
+        tasks = jax.tree.map(lambda x: x[ids], self.pools[self.envs[0].name])
+        example = self._env_rows(0, solver_state, tasks, ids, k_run)[1]
         example = jax.tree.map(jnp.zeros_like, example)
         zero = _counters.zero()
         return EngineState(
@@ -354,16 +375,15 @@ class Engine:
 
             def run(curricula):
                 cur = curricula[env.name]
-                ids, cur = env.curriculum.sample(cur, k_sample, g)
-                ids = ids.astype(jnp.int32)
-                raw, rows = self._env_rows(i, state.solver, pools[env.name], ids, k_roll)
+                drawn, cur = env.curriculum.sample(cur, k_sample, g)
+                ids, tasks, keys = self._resolve(pools[env.name], pool_keys[env.name], drawn)
+                raw, rows = self._env_rows(i, state.solver, tasks, ids, k_roll)
                 admission, cur = env.curriculum.observe(cur, raw)
                 votes = {name: jnp.ones((g,), bool) for name in self.vote_names}
                 for gate, vote in admission.by_gate.items():
                     votes[f"{env.name}/{gate}"] = vote
                 curricula = {**curricula, env.name: cur}
                 rollouts = jnp.int32(env.group_size * g)
-                keys = pool_keys[env.name][ids]
                 rewards = _pending.pad_k(raw.rewards, self.max_group_size)
                 return curricula, rows, admission.admitted, votes, rewards, keys, rollouts
 

@@ -53,9 +53,8 @@ def _trace_keep(generation: int, index: np.ndarray, rate: float) -> np.ndarray:
     """Deterministic sampling of trace lines (the same groups on a resumed run)."""
     if rate >= 1.0:
         return np.ones(index.shape, bool)
-    h = (np.uint64(generation) * np.uint64(0x9E3779B97F4A7C15) + index.astype(np.uint64)) & (
-        np.uint64(0xFFFFFFFF)
-    )
+    g = np.full(index.shape, generation, np.uint64)  # arrays wrap silently; scalars warn
+    h = (g * np.uint64(0x9E3779B97F4A7C15) + index.astype(np.uint64)) & (np.uint64(0xFFFFFFFF))
     h = (h * np.uint64(0x85EBCA6B)) & np.uint64(0xFFFFFFFF)
     return (h % np.uint64(1_000_000)).astype(np.float64) < rate * 1_000_000
 
@@ -165,7 +164,8 @@ def run(
       resume: continue from the latest checkpoint in ``run_dir`` if there is one.
       allow_partial: on resume, start new envs/gates fresh and drop removed ones (with a
         warning) instead of raising :class:`CheckpointMismatch`.
-      state: start from this state instead of a fresh one (ignored when resuming).
+      state: continue from this state instead of a fresh one (ignored when resuming from a
+        checkpoint); files in ``run_dir`` are kept up to this state's step.
       checkpoint_every: save every this many updates (0: only at the end and on SIGTERM/SIGINT).
       keep_checkpoints: how many checkpoints to keep.
       traces: trace every finalized group (``True``), none (``False``), or a sampled share.
@@ -190,22 +190,22 @@ def run(
     b = cfg.batch_groups
     rate = _trace_rate(traces)
     store = metrics_writer = trace_writer = tb = None
+    fresh = state is None
     if run_dir is not None:
         run_dir = os.path.abspath(os.fspath(run_dir))
         os.makedirs(run_dir, exist_ok=True)
         ckpt_dir = os.path.join(run_dir, "checkpoints")
         has_ckpt = os.path.isdir(ckpt_dir) and any(n.isdigit() for n in os.listdir(ckpt_dir))
-        if not resume and has_ckpt:
+        if fresh and not resume and has_ckpt:
             print(
                 f"note: starting fresh in {run_dir}; removing its old checkpoints", file=sys.stderr
             )
             shutil.rmtree(ckpt_dir)
         store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
 
-    restored = False
     if resume and store is not None and store.latest_step() is not None:
         state = _restore.restore(store, engine, allow_partial=allow_partial)
-        restored = True
+        fresh = False
     elif state is None:
         state = engine.init()
 
@@ -214,13 +214,13 @@ def run(
     if run_dir is not None:
         metrics_path = os.path.join(run_dir, "metrics.jsonl")
         traces_path = os.path.join(run_dir, "traces.jsonl")
-        if restored:
-            truncate_jsonl(metrics_path, "step", updates + 1)
-            truncate_jsonl(traces_path, "generation", int(counters.generations))
-        else:
+        if fresh:
             for p in (metrics_path, traces_path):
                 if os.path.exists(p):
                     os.remove(p)
+        else:  # continuing: keep exactly the records that precede this state
+            truncate_jsonl(metrics_path, "step", updates + 1)
+            truncate_jsonl(traces_path, "generation", int(counters.generations))
         metrics_writer = JsonlWriter(metrics_path)
         if rate > 0:
             trace_writer = JsonlWriter(traces_path)

@@ -132,6 +132,11 @@ def _check_bands(bands: tuple[Band, ...], unscored_weight: float) -> tuple[Band,
     return tuple(sorted(bands, key=lambda b: float(b.max_reward)))
 
 
+def _unit(bits: jax.Array) -> jax.Array:
+    """Uniform floats in [0, 1) from ``u32`` bits (24 bits of precision)."""
+    return (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+
+
 def band_of(scores: jax.Array, thresholds: jax.Array) -> jax.Array:
     """Band index of each score: the first band whose inclusive ``max_reward`` holds it.
 
@@ -156,7 +161,7 @@ def last_occurrence(ids: jax.Array, use: jax.Array) -> jax.Array:
 
 
 def draw_groups(
-    key: jax.Array, weights: np.ndarray, counts: jax.Array, num: int
+    uniforms: jax.Array, weights: np.ndarray, counts: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Draws ``num`` group labels: each draw picks a non-exhausted group with probability
     proportional to its weight; a group is exhausted once it gave out all of its members.
@@ -167,10 +172,9 @@ def draw_groups(
     probabilities proportional to their weights, so this is the sequential process.
 
     Args:
-      key: PRNG key.
+      uniforms: ``f32[C + 1, num]`` uniform numbers in [0, 1), one row per round.
       weights: ``f32[C]`` static group weights.
       counts: ``i32[C]`` members per group.
-      num: static number of draws.
 
     Returns:
       ``(labels i32[num], ranks i32[num], drawable i32[])``: the group of each draw, its rank
@@ -178,30 +182,37 @@ def draw_groups(
       the first ``min(num, drawable)`` positions are meaningful.
     """
     c = len(weights)
-    uniforms = jax.random.uniform(key, (c + 1, num))
+    num = uniforms.shape[1]
     w = jnp.asarray(weights, jnp.float32)
     groups = jnp.arange(c, dtype=jnp.int32)
     pos = jnp.arange(num, dtype=jnp.int32)
     counts = counts.astype(jnp.int32)
-    active = (counts > 0) & (w > 0)
-    labels = jnp.zeros((num,), jnp.int32)
-    ranks = jnp.zeros((num,), jnp.int32)
-    filled = jnp.zeros((), jnp.int32)
-    for r in range(c + 1):
+
+    def round_(r, carry):
+        labels, ranks, filled, active = carry
         cum = jnp.cumsum(jnp.where(active, w, 0.0))
         total = cum[-1]
         u = uniforms[r] * total
         u = jnp.minimum(u, total * (1.0 - 2.0**-22))  # rounding must not reach past the end
         fresh = jnp.minimum(jnp.sum(u[:, None] >= cum[None, :], axis=1, dtype=jnp.int32), c - 1)
         labels = jnp.where(pos < filled, labels, fresh)
-        running = jnp.cumsum(labels[:, None] == groups[None, :], axis=0, dtype=jnp.int32)
-        ranks = jnp.take_along_axis(running, labels[:, None], axis=1)[:, 0] - 1
+        onehot = labels[:, None] == groups[None, :]
+        running = jnp.cumsum(onehot, axis=0, dtype=jnp.int32)
+        ranks = jnp.sum(jnp.where(onehot, running, 0), axis=1) - 1
         over = (pos >= filled) & ((ranks >= counts[labels]) | (total <= 0))
         any_over = jnp.any(over)
         first = jnp.where(any_over, jnp.argmax(over), num).astype(jnp.int32)
         retired = labels[jnp.minimum(first, num - 1)]
         active = active & ~(any_over & (groups == retired))
-        filled = first
+        return labels, ranks, first, active
+
+    init = (
+        jnp.zeros((num,), jnp.int32),
+        jnp.zeros((num,), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        (counts > 0) & (w > 0),
+    )
+    labels, ranks, _, _ = jax.lax.fori_loop(0, c + 1, round_, init)
     drawable = jnp.sum(jnp.where(w > 0, counts, 0), dtype=jnp.int32)
     return labels, ranks, drawable
 
@@ -279,8 +290,11 @@ def difficulty_pools(
         if num == 0:
             return jnp.zeros((0,), jnp.int32), state
         pos = jnp.arange(num, dtype=jnp.int32)
-        k_band, k_words = jax.random.split(key)
-        pick_word, fallback_word = jax.random.bits(k_words, (2,), jnp.uint32)
+        # One PRNG call per sample: threefry is slow to compile on CPU, so derive everything
+        # from one block of bits.
+        bits = jax.random.bits(key, ((num_bands + 2) * num + 2,), jnp.uint32)
+        uniforms = _unit(bits[:-2]).reshape(num_bands + 2, num)
+        pick_word, fallback_word = bits[-2], bits[-1]
 
         # Warm-up: the next undispatched tasks in a fixed shuffled order.
         num_warm = jnp.clip(n - state.warmup, 0, num).astype(jnp.int32)
@@ -293,7 +307,7 @@ def difficulty_pools(
         labels = labels_of(state.scores, state.scored, seen)
         labels = labels.at[warm_slot].set(-1, mode="drop")
         index = _select.build_index(labels, num_bands + 1)
-        groups, ranks, drawable = draw_groups(k_band, weights, index.counts, num)
+        groups, ranks, drawable = draw_groups(uniforms, weights, index.counts)
         member = _permute.permute(
             ranks, index.counts[groups], _permute.round_keys(pick_word, groups)
         )

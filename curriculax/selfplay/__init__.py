@@ -1,0 +1,36 @@
+"""Solver-challenger self-play: a challenger proposes tasks at the solver's frontier.
+
+``Challenger(generate, validate, propose)`` owns a task-generation spec; the frontier sampler
+mixes seed tasks with generated ones and judges whether the solver learns each one (first vs
+latest pass rate); ``curriculum_evolve`` runs the rounds (challenge, solve, judge, tune) on one
+engine, evaluating on held-out seed tasks the challenger never touches.
+"""
+
+from curriculax.selfplay._challenger import Challenge, Challenger, InvalidTask, run_challenge
+from curriculax.selfplay._evolve import (
+    EvolutionResult,
+    RoundReport,
+    curriculum_evolve,
+    held_out_mask,
+)
+from curriculax.selfplay._frontier import (
+    Frontier,
+    FrontierState,
+    JudgeReport,
+    frontier_sampler,
+)
+
+__all__ = [
+    "Challenge",
+    "Challenger",
+    "EvolutionResult",
+    "Frontier",
+    "FrontierState",
+    "InvalidTask",
+    "JudgeReport",
+    "RoundReport",
+    "curriculum_evolve",
+    "frontier_sampler",
+    "held_out_mask",
+    "run_challenge",
+]

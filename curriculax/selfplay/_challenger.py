@@ -1,0 +1,175 @@
+"""The challenger: a task-generation spec and the three callables that use it."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from curriculax.engine._env import _keys_from_data, content_keys
+
+
+class InvalidTask(ValueError):
+    """Raised by ``Challenger.validate`` for a payload that is not a well-formed task."""
+
+
+class Challenger(NamedTuple):
+    """A challenger: plain callables, so offline fixtures are deterministic and live runs can
+    call a model.
+
+    Attributes:
+      generate: ``(spec, key) -> payload``: one task payload for the family. With
+        ``vectorized=True``: ``(spec, keys[P]) -> payloads`` (leaves ``[P, ...]``), e.g. a pure
+        JAX generator ``vmap``-ped over keys.
+      validate: ``(payload) -> task``: the validity gate; raises :class:`InvalidTask` on any
+        payload that is not a well-formed, answerable task. With ``vectorized=True``:
+        ``(payloads) -> (tasks, valid bool[P])``, a validity mask instead of an exception.
+      propose: ``(spec, report) -> spec``: tunes the spec from the round's
+        :class:`RoundReport` (raise the difficulty, keep it, or lower it).
+      vectorized: whether ``generate``/``validate`` work on batches.
+    """
+
+    generate: Callable[..., Any]
+    validate: Callable[..., Any]
+    propose: Callable[[Any, Any], Any]
+    vectorized: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Challenge:
+    """One challenge phase: ``P`` payload slots, the valid ones filled.
+
+    Attributes:
+      tasks: leaves ``[P, ...]`` (numpy), zeros where not valid.
+      valid: ``bool[P]``.
+      keys: ``u32[P]`` content keys.
+      gen_seeds: ``u32[P]`` generation seeds.
+      generated: valid tasks produced.
+      invalid: payloads rejected by ``validate`` (or malformed).
+      collisions: valid tasks rejected because they equal a held-out task.
+      duplicates: valid tasks rejected because this round already produced them.
+    """
+
+    tasks: Any
+    valid: np.ndarray
+    keys: np.ndarray
+    gen_seeds: np.ndarray
+    generated: int
+    invalid: int
+    collisions: int
+    duplicates: int
+
+
+def _conform(task: Any, layout: Any) -> Any:
+    """The task as numpy arrays in the payload layout, or raises InvalidTask."""
+    try:
+        leaves, tree = jax.tree.flatten(task)
+        want_leaves, want_tree = jax.tree.flatten(layout)
+    except Exception as e:  # a payload jax cannot even flatten
+        raise InvalidTask(f"payload is not a pytree of arrays: {e}") from e
+    if tree != want_tree:
+        raise InvalidTask(f"task structure {tree} differs from the pool's {want_tree}")
+    out = []
+    for leaf, want in zip(leaves, want_leaves):
+        arr = np.asarray(leaf)
+        if arr.shape != tuple(want.shape):
+            raise InvalidTask(f"task leaf of shape {arr.shape}, expected {tuple(want.shape)}")
+        if not np.can_cast(arr.dtype, want.dtype, casting="same_kind"):
+            raise InvalidTask(f"task leaf of dtype {arr.dtype}, expected {want.dtype}")
+        out.append(arr.astype(want.dtype))
+    return jax.tree.unflatten(want_tree, out)
+
+
+def _seed_word(key: jax.Array) -> np.uint32:
+    return np.uint32(np.asarray(jax.random.key_data(key)).ravel()[-1])
+
+
+def run_challenge(
+    challenger: Challenger,
+    spec: Any,
+    key: jax.Array,
+    count: int,
+    layout: Any,
+    forbidden: np.ndarray,
+    *,
+    max_tries: int | None = None,
+) -> Challenge:
+    """Generates up to ``count`` valid tasks with ``spec``.
+
+    Invalid payloads are counted, never raised; a task whose content key equals a forbidden
+    (held-out) key is rejected and counted. A non-vectorized challenger gets up to
+    ``max_tries`` (default ``4 * count``) attempts.
+
+    Args:
+      challenger: the :class:`Challenger`.
+      spec: the current spec.
+      key: PRNG key of this round.
+      count: payload slots ``P``.
+      layout: one task's layout (pytree of ``ShapeDtypeStruct``).
+      forbidden: ``u32[...]`` keys no generated task may have (the held-out set).
+    """
+    forbidden_set = set(np.asarray(forbidden, np.uint32).tolist())
+    rows, keys, seeds = [], [], []
+    invalid = collisions = duplicates = 0
+    seen: set[int] = set()
+
+    def accept(task, seed) -> None:
+        nonlocal collisions, duplicates
+        one = jax.tree.map(lambda x: np.asarray(x)[None], task)
+        own = _keys_from_data(one)  # the family's own key field, as the seed pool's keys
+        k = int((own if own is not None else content_keys(one))[0])
+        if k in forbidden_set:
+            collisions += 1
+        elif k in seen:
+            duplicates += 1
+        else:
+            seen.add(k)
+            rows.append(task)
+            keys.append(k)
+            seeds.append(seed)
+
+    if challenger.vectorized:
+        subkeys = jax.random.split(key, count)
+        payloads = challenger.generate(spec, subkeys)
+        tasks, mask = challenger.validate(payloads)
+        mask = np.asarray(mask, bool)
+        invalid = int((~mask).sum())
+        for i in np.flatnonzero(mask):
+            task = _conform(jax.tree.map(lambda x, i=i: np.asarray(x)[i], tasks), layout)
+            accept(task, _seed_word(subkeys[i]))
+    else:
+        tries = max_tries if max_tries is not None else 4 * count
+        warned = False
+        for i in range(tries):
+            if len(rows) >= count:
+                break
+            k = jax.random.fold_in(key, i)
+            try:
+                task = _conform(challenger.validate(challenger.generate(spec, k)), layout)
+            except InvalidTask as e:
+                invalid += 1
+                if not warned and invalid >= tries // 2:
+                    warned = True
+                    warnings.warn(f"challenger: many invalid payloads, e.g. {e}", stacklevel=2)
+                continue
+            accept(task, _seed_word(k))
+
+    generated = len(rows)
+    pad = count - generated
+    zeros = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), layout)
+    all_rows = rows + [zeros] * pad
+    tasks = jax.tree.map(lambda *xs: np.stack(xs), *all_rows)
+    return Challenge(
+        tasks=tasks,
+        valid=np.array([True] * generated + [False] * pad, bool),
+        keys=np.array(keys + [0] * pad, np.uint32),
+        gen_seeds=np.array(seeds + [0] * pad, np.uint32),
+        generated=generated,
+        invalid=invalid,
+        collisions=collisions,
+        duplicates=duplicates,
+    )

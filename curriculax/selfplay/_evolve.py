@@ -1,0 +1,349 @@
+"""``curriculum_evolve``: train a solver while a challenger keeps proposing frontier tasks."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax._config import sampler_from_config
+from curriculax._curriculum import curriculum
+from curriculax._types import AdmissionGate, TaskSampler
+from curriculax.engine._engine import Engine, EngineConfig, EngineState
+from curriculax.engine._env import Env, _keys_from_data, check_unique_keys, content_keys
+from curriculax.engine._loop import run
+from curriculax.engine._solver import Solver
+from curriculax.selfplay._challenger import Challenger, run_challenge
+from curriculax.selfplay._frontier import frontier_sampler
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundReport:
+    """What one round of self-play did (the report ``propose`` tunes the spec from).
+
+    Attributes:
+      round: 0-based round index.
+      spec: the spec the challenger generated with this round.
+      generated: valid tasks generated (and inserted, up to the frontier's free slots).
+      invalid: payloads rejected by the validity gate (or malformed).
+      collisions: generated tasks rejected because they equal a held-out task.
+      learned: frontier tasks judged learned this round.
+      stuck: frontier tasks judged stuck this round.
+      dropped_easy: frontier tasks dropped this round because the solver already passed them.
+      r0: mean (latest - first) pass rate over the tasks judged this round.
+      occupancy: tasks left on the frontier after judging.
+      held_out_reward: mean held-out score after the round (seed tasks only).
+      steps: updates done so far.
+      rollouts: solver rollouts so far.
+      metrics: the round's last update metrics (``solver/...``, ``curriculum/...``; no wall
+        time, so a report is a deterministic function of the seed).
+    """
+
+    round: int
+    spec: Any
+    generated: int
+    invalid: int
+    collisions: int
+    learned: int
+    stuck: int
+    dropped_easy: int
+    r0: float
+    occupancy: int
+    held_out_reward: float
+    steps: int
+    rollouts: int
+    metrics: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvolutionResult:
+    """What :func:`curriculum_evolve` returns.
+
+    Attributes:
+      final_reward: mean held-out score at the end (held-out seed tasks only).
+      history: one dict per round (the :class:`RoundReport` fields, JSON-able).
+      curriculum: the per-round :class:`RoundReport` values.
+      state: the final engine state.
+      engine: the engine (one instance for the whole run).
+    """
+
+    final_reward: float
+    history: list[dict]
+    curriculum: tuple[RoundReport, ...]
+    state: EngineState
+    engine: Engine
+
+
+def _mix32(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.uint32).astype(np.uint64)
+    m = np.uint64(0xFFFFFFFF)
+    x ^= x >> np.uint64(16)
+    x = (x * np.uint64(0x7FEB352D)) & m
+    x ^= x >> np.uint64(15)
+    x = (x * np.uint64(0x846CA68B)) & m
+    x ^= x >> np.uint64(16)
+    return x.astype(np.uint32)
+
+
+def held_out_mask(keys: np.ndarray, fraction: float) -> np.ndarray:
+    """``bool[N]``: the tasks in the held-out split, by a stable hash of their keys.
+
+    Depends on nothing but the keys and ``fraction``: the split is the same with and without a
+    challenger, on every machine, and does not move when the pool is reordered.
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"held_out_frac must be in [0, 1), got {fraction}")
+    h = _mix32(np.asarray(keys, np.uint32) ^ np.uint32(0x5EED5EED))
+    return h.astype(np.float64) < fraction * 2.0**32
+
+
+def _take(tasks: Any, idx: np.ndarray) -> Any:
+    return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[idx]), tasks)
+
+
+def _build_sampler(sampler: Any, num_tasks: int) -> TaskSampler:
+    if sampler is None:
+        sampler = {"type": "difficulty_pools"}
+    if isinstance(sampler, TaskSampler):
+        return sampler
+    if isinstance(sampler, Mapping):
+        return sampler_from_config(sampler, num_tasks)
+    if callable(sampler):
+        return sampler(num_tasks)
+    raise TypeError(
+        "sampler must be a TaskSampler, a config mapping, or a factory num_tasks -> TaskSampler"
+    )
+
+
+def curriculum_evolve(
+    solver: Solver,
+    seed_tasks: Any,
+    *,
+    challenger: Challenger | None = None,
+    spec: Any = None,
+    rounds: int = 5,
+    steps_per_round: int = 20,
+    generated_per_round: int = 32,
+    frontier_share: float = 0.25,
+    frontier_capacity: int | None = None,
+    max_attempts: int = 4,
+    held_out_frac: float = 0.2,
+    key: jax.Array | int = 0,
+    sampler: Any = None,
+    gates: Mapping[str, AdmissionGate] | None = None,
+    group_size: int = 8,
+    batch_groups: int = 16,
+    groups_per_generation: int | None = None,
+    success_threshold: float = 1.0,
+    pass_rate: float = 0.5,
+    z: float = 2.0,
+    seed_keys: Any = None,
+    run_dir: str | os.PathLike | None = None,
+    progress: bool = False,
+    traces: bool | float = False,
+    on_round: Callable[[RoundReport], None] | None = None,
+) -> EvolutionResult:
+    """Trains ``solver`` on ``seed_tasks`` while a challenger proposes frontier tasks.
+
+    A round: **challenge** (generate ``generated_per_round`` valid tasks with the current spec;
+    invalid payloads are counted), **solve** (train ``steps_per_round`` updates on seed plus
+    frontier tasks), **judge** (drop learned and stuck frontier tasks; r0 = mean(latest -
+    first)), **tune** (``spec = challenger.propose(spec, report)``). One engine instance runs
+    the whole time: solver and optimiser state, curriculum state and the compiled step persist
+    across rounds; nothing is rebuilt or recompiled per round.
+
+    Isolation: the held-out split is taken from the seed tasks alone, by a stable hash of
+    their keys, before round 1. The challenger, ``propose`` and the sampler never see held-out
+    tasks or scores; a generated task equal to a held-out one is rejected and counted.
+    ``final_reward`` and every reported evaluation are measured on held-out seed tasks only.
+
+    Without a challenger this is an ordinary training run (rounds only set the evaluation
+    points): self-play is opt-in.
+
+    Args:
+      solver: the :class:`~curriculax.engine.Solver`.
+      seed_tasks: the seed pool (any pytree of arrays with a leading task axis).
+      challenger: the :class:`Challenger`, or ``None``.
+      spec: the challenger's initial spec.
+      rounds: rounds to run.
+      steps_per_round: updates per round.
+      generated_per_round: valid tasks to generate per round.
+      frontier_share: share of each generation batch drawn from the frontier.
+      frontier_capacity: frontier buffer size (default ``4 * generated_per_round``).
+      max_attempts: attempts before an unlearned frontier task is judged stuck.
+      held_out_frac: share of seed tasks held out for evaluation.
+      key: PRNG key or int seed of the run.
+      sampler: the seed sampler: a TaskSampler for the training split, a config mapping
+        (``{"type": "difficulty_pools"}``, the default), or ``num_tasks -> TaskSampler``.
+      gates: admission gates (default: none).
+      group_size: rollouts per task (several rollouts per attempt keep learnability honest).
+      batch_groups: groups per update.
+      groups_per_generation: groups per generation batch (default ``batch_groups``).
+      success_threshold: reward counted as a success by the frontier.
+      pass_rate: pass rate that counts as passing (first measurement: dropped as easy).
+      z: standard errors the latest pass rate must exceed the first by to count as learned.
+      seed_keys: stable ``u32[N]`` keys of the seed tasks (default: their ``key`` field or a
+        content hash).
+      run_dir: optional run directory (metrics, traces, ``rounds.jsonl``, ``summary.json``).
+      progress: show a progress bar.
+      traces: trace groups (as in :func:`curriculax.engine.run`).
+      on_round: called with each :class:`RoundReport` (e.g. to print a table).
+
+    Returns:
+      An :class:`EvolutionResult`.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+    if (
+        isinstance(steps_per_round, bool)
+        or not isinstance(steps_per_round, int)
+        or steps_per_round < 1
+    ):
+        raise ValueError(f"steps_per_round must be an int >= 1, got {steps_per_round!r}")
+    if challenger is not None and not isinstance(challenger, Challenger):
+        raise TypeError(
+            f"challenger must be a selfplay.Challenger, got {type(challenger).__name__}"
+        )
+    if challenger is not None and (
+        isinstance(generated_per_round, bool) or generated_per_round < 1
+    ):
+        raise ValueError(f"generated_per_round must be >= 1, got {generated_per_round}")
+    if isinstance(key, int):
+        key = jax.random.key(key)
+
+    keys = seed_keys if seed_keys is not None else _keys_from_data(seed_tasks)
+    keys = content_keys(seed_tasks) if keys is None else np.asarray(keys, np.uint32)
+    check_unique_keys(keys, "seed_tasks")
+    held = held_out_mask(keys, held_out_frac)
+    train_idx, held_idx = np.flatnonzero(~held), np.flatnonzero(held)
+    if len(train_idx) == 0:
+        raise ValueError("every seed task fell in the held-out split; lower held_out_frac")
+    if held_out_frac > 0 and len(held_idx) == 0:
+        raise ValueError(
+            f"no seed task fell in the held-out split ({len(keys)} tasks, "
+            f"held_out_frac={held_out_frac}); add tasks or raise held_out_frac"
+        )
+    train_tasks, train_keys = _take(seed_tasks, train_idx), keys[train_idx]
+    held_tasks = _take(seed_tasks, held_idx)
+    held_keys = keys[held_idx]
+    n = len(train_idx)
+
+    inner = _build_sampler(sampler, n)
+    frontier = None
+    if challenger is not None:
+        layout = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), train_tasks)
+        frontier = frontier_sampler(
+            inner,
+            n,
+            layout,
+            capacity=frontier_capacity or 4 * generated_per_round,
+            frontier_share=frontier_share,
+            max_attempts=max_attempts,
+            success_threshold=success_threshold,
+            pass_rate=pass_rate,
+            z=z,
+        )
+        cur = curriculum(frontier.sampler, gates)
+    else:
+        cur = curriculum(inner, gates)
+    env = Env("train", train_tasks, cur, group_size, keys=train_keys)
+    engine = Engine(
+        solver,
+        [env],
+        EngineConfig(batch_groups=batch_groups, groups_per_generation=groups_per_generation),
+    )
+    k_init, k_rounds, k_eval = jax.random.split(key, 3)
+    state = engine.init(k_init)
+    insert = jax.jit(frontier.insert) if frontier else None
+    judge = jax.jit(frontier.judge) if frontier else None
+    evaluate = jax.jit(solver.evaluate)
+
+    def set_frontier(state: EngineState, fstate) -> EngineState:
+        cs = state.curricula["train"]
+        return state._replace(curricula={"train": cs._replace(sampler=fstate)})
+
+    reports: list[RoundReport] = []
+    for r in range(rounds):
+        generated = invalid = collisions = 0
+        easy_before = 0
+        if frontier is not None:
+            fstate = state.curricula["train"].sampler
+            easy_before = int(fstate.dropped_easy)
+            ch = run_challenge(
+                challenger,
+                spec,
+                jax.random.fold_in(k_rounds, r),
+                generated_per_round,
+                layout,
+                held_keys,
+            )
+            generated, invalid, collisions = ch.generated, ch.invalid, ch.collisions
+            fstate = insert(
+                fstate,
+                jax.tree.map(jnp.asarray, ch.tasks),
+                jnp.asarray(ch.valid),
+                jnp.asarray(ch.keys),
+                jnp.int32(r),
+                jnp.asarray(ch.gen_seeds),
+                jnp.int32(ch.invalid),
+            )
+            state = set_frontier(state, fstate)
+        result = run(
+            engine,
+            steps=(r + 1) * steps_per_round,
+            state=state,
+            run_dir=run_dir,
+            progress=progress,
+            traces=traces,
+            handle_signals=False,
+        )
+        state = result.state
+        learned = stuck = dropped_easy = occupancy = 0
+        r0 = 0.0
+        if frontier is not None:
+            fstate, rep = judge(state.curricula["train"].sampler)
+            state = set_frontier(state, fstate)
+            learned, stuck = int(rep.learned), int(rep.stuck)
+            r0, occupancy = float(rep.r0), int(rep.occupancy)
+            dropped_easy = int(fstate.dropped_easy) - easy_before
+        held_reward = (
+            float(jnp.mean(evaluate(state.solver, held_tasks, jax.random.fold_in(k_eval, r))))
+            if len(held_idx)
+            else float("nan")
+        )
+        c = jax.device_get(state.counters)
+        report = RoundReport(
+            round=r,
+            spec=spec,
+            generated=generated,
+            invalid=invalid,
+            collisions=collisions,
+            learned=learned,
+            stuck=stuck,
+            dropped_easy=dropped_easy,
+            r0=r0,
+            occupancy=occupancy,
+            held_out_reward=held_reward,
+            steps=int(c.updates),
+            rollouts=int(c.rollouts),
+            metrics={k: v for k, v in result.metrics.items() if k != "time"},
+        )
+        reports.append(report)
+        if on_round is not None:
+            on_round(report)
+        if challenger is not None:
+            spec = challenger.propose(spec, report)
+
+    history = [dataclasses.asdict(rep) for rep in reports]
+    return EvolutionResult(
+        final_reward=reports[-1].held_out_reward,
+        history=history,
+        curriculum=tuple(reports),
+        state=state,
+        engine=engine,
+    )

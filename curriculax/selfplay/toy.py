@@ -1,0 +1,122 @@
+"""A deterministic toy for self-play: a solver with a capability cap and a level challenger.
+
+The solver's capability is one number, the cap. A task has a difficulty ``level``; a rollout
+succeeds with probability ``sigmoid(sharpness * (cap + 0.5 - level))``: tasks at or below the
+cap are mostly solved, tasks two levels above almost never. Training on a group raises the
+cap in proportion to the group's learning signal (mean absolute advantage) when the task
+sits just above the cap (``cap <= level <= cap + reach``): easy tasks teach nothing, tasks far
+above the cap produce no signal. The challenger generates tasks around ``spec["level"]`` and
+moves the level by the measured learnability: up when generated tasks get learned (r0 > 0),
+down when they only get stuck.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax import _counters
+from curriculax.engine._solver import Rollouts, Solver, TrainBatch
+from curriculax.selfplay._challenger import Challenger, InvalidTask
+
+
+class CapState(NamedTuple):
+    """State of :func:`capped_solver`: ``cap: f32[]`` and ``updates: i32[]``."""
+
+    cap: jax.Array
+    updates: jax.Array
+
+
+def level_tasks(levels: int = 8, per_level: int = 40) -> dict[str, jax.Array]:
+    """Seed tasks: ``{"level": f32[N], "variant": i32[N]}`` for levels ``0..levels-1``."""
+    level = np.repeat(np.arange(levels, dtype=np.float32), per_level)
+    variant = np.tile(np.arange(per_level, dtype=np.int32), levels)
+    return {"level": jnp.asarray(level), "variant": jnp.asarray(variant)}
+
+
+def capped_solver(
+    *,
+    initial_cap: float = 1.0,
+    sharpness: float = 3.0,
+    learning_rate: float = 0.5,
+    reach: float = 1.5,
+) -> Solver:
+    """The toy solver (``learning_rate=0``: a solver that never learns)."""
+
+    def success(cap, level):
+        return jax.nn.sigmoid(sharpness * (cap + 0.5 - level))
+
+    def init(key):
+        del key
+        return CapState(jnp.float32(initial_cap), _counters.zero())
+
+    def rollout(state, tasks, key, group_size):
+        level = tasks["level"]
+        g = level.shape[0]
+        p = success(state.cap, level)
+        rewards = jax.random.bernoulli(key, p[:, None], (g, group_size)).astype(jnp.float32)
+        valid = jnp.ones((g, group_size), bool)
+        data = {"level": jnp.broadcast_to(level[:, None], (g, group_size))}
+        return Rollouts(rewards, valid, valid[:, :, None], data)
+
+    def credit(rollouts):
+        valid = rollouts.valid
+        count = jnp.maximum(valid.sum(1, keepdims=True), 1)
+        mean = jnp.where(valid, rollouts.rewards, 0.0).sum(1, keepdims=True) / count
+        adv = jnp.where(valid, rollouts.rewards - mean, 0.0)
+        return jnp.where(rollouts.token_mask, adv[:, :, None], 0.0)
+
+    def update(state, batch: TrainBatch, key):
+        del key
+        mask = batch.rollouts.token_mask
+        signal = jnp.abs(jnp.where(mask, batch.advantages, 0.0)).sum((1, 2)) / jnp.maximum(
+            mask.sum((1, 2)), 1
+        )
+        level = batch.rollouts.data["level"][:, 0]
+        useful = (level >= state.cap) & (level <= state.cap + reach)
+        gain = learning_rate * jnp.mean(jnp.where(useful, signal, 0.0))
+        cap = (state.cap + gain).astype(jnp.float32)
+        return CapState(cap, _counters.add(state.updates, 1)), {"cap": cap, "gain": gain}
+
+    def evaluate(state, tasks, key):
+        del key
+        return success(state.cap, tasks["level"])
+
+    return Solver(init, rollout, credit, update, evaluate)
+
+
+def level_challenger(*, step_up: float = 1.0, step_down: float = 0.5, max_level: float = 64.0):
+    """A challenger over ``spec = {"level": float}``.
+
+    ``generate`` draws a level uniformly in ``[spec.level, spec.level + 1)`` (a payload
+    ``{"level": f32[], "variant": i32[]}``); ``validate`` rejects non-finite or out-of-range
+    levels; ``propose`` raises the level by ``step_up`` when the round learned more tasks than
+    it left stuck (r0 > 0), lowers it by ``step_down`` when it learned nothing but left tasks
+    stuck, and keeps it otherwise.
+    """
+
+    def generate(spec, key):
+        k_level, k_variant = jax.random.split(key)
+        level = float(spec["level"]) + float(jax.random.uniform(k_level))
+        variant = int(jax.random.randint(k_variant, (), 0, 2**30))
+        return {"level": np.float32(level), "variant": np.int32(variant)}
+
+    def validate(payload):
+        level = float(payload["level"])
+        if not math.isfinite(level) or not 0.0 <= level <= max_level:
+            raise InvalidTask(f"level {level} outside [0, {max_level}]")
+        return payload
+
+    def propose(spec, report):
+        level = float(spec["level"])
+        if report.learned > report.stuck and report.r0 > 0:
+            level += step_up
+        elif report.learned == 0 and report.stuck > 0:
+            level = max(0.0, level - step_down)
+        return {**spec, "level": level}
+
+    return Challenger(generate, validate, propose)
