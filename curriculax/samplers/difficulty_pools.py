@@ -116,7 +116,8 @@ def _check_bands(bands: tuple[Band, ...], unscored_weight: float) -> tuple[Band,
     dup_names = sorted({n for n in names if names.count(n) > 1})
     if dup_names:
         raise ValueError(f"duplicate band names: {dup_names}")
-    thresholds = [float(b.max_reward) for b in bands]
+    # Compared as stored (float32): thresholds equal in float32 would make one band empty.
+    thresholds = [float(np.float32(b.max_reward)) for b in bands]
     dup_thr = sorted({t for t in thresholds if thresholds.count(t) > 1})
     if dup_thr:
         raise ValueError(f"duplicate band thresholds (max_reward): {dup_thr}")
@@ -238,6 +239,10 @@ def difficulty_pools(
     are, each drawable task appears ``num // drawable`` or ``num // drawable + 1`` times. If
     nothing is drawable (every task sits in a zero-weight band) the call draws uniformly over
     the pool and the ``fallback`` metric counts it. Cost: O(N + num log N) per call.
+
+    ``observe`` trusts its input: non-finite rewards are made invalid by
+    :func:`curriculax.curriculum`, not here, so use the sampler inside a curriculum (as the
+    engine does) or sanitize the results yourself.
 
     Args:
       num_tasks: pool size ``N``.

@@ -61,6 +61,10 @@ def sequential(num_tasks: int | None, *, shuffle: bool = True, seed: int = 0) ->
         del key
         num = check_num(num)
         offsets = jnp.arange(num, dtype=jnp.int32)
+        # A position rebuilt from plain ints (a log, JSON metadata) is as good as the state.
+        state = SequentialState(
+            jnp.asarray(state.epoch, jnp.int32), jnp.asarray(state.cursor, jnp.int32)
+        )
         if n is None:
             ids = state.cursor + offsets
             return ids, SequentialState(state.epoch, _counters.add(state.cursor, num))
