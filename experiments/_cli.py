@@ -39,9 +39,43 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
         help="override one config value, e.g. --set engine.batch_groups=32 (repeatable)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--devices", type=int, default=1, help="data-parallel mesh over N devices (default 1)"
+    )
+    p.add_argument("--coordinator", default=None, help="multi-host: coordinator host:port")
+    p.add_argument("--num-processes", type=int, default=1, help="multi-host: process count")
+    p.add_argument("--process-id", type=int, default=0, help="multi-host: this process's id")
     p.add_argument("--checkpoint-every", type=int, default=None, help="save every N updates")
     p.set_defaults(default_steps=steps)
     return p
+
+
+def setup_devices(args: argparse.Namespace):
+    """Starts JAX's distributed runtime when asked and returns the engine mesh (or None).
+
+    Call before any JAX computation. On CPU, ``--devices N`` makes N (fake) CPU devices, split
+    over the processes, so the multi-device code path can run anywhere.
+    """
+    import jax
+
+    from curriculax.engine import make_mesh
+
+    if args.devices < 1:
+        raise SystemExit(f"--devices must be >= 1, got {args.devices}")
+    if args.num_processes > 1:
+        if args.devices % args.num_processes:
+            raise SystemExit("--devices must be a multiple of --num-processes")
+        if not args.coordinator:
+            raise SystemExit("--num-processes > 1 needs --coordinator host:port")
+    per_process = args.devices // args.num_processes
+    if per_process > 1:
+        jax.config.update("jax_num_cpu_devices", per_process)
+    if args.num_processes > 1:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(
+            args.coordinator, num_processes=args.num_processes, process_id=args.process_id
+        )
+    return make_mesh(args.devices) if args.devices > 1 else None
 
 
 def _field_types(cls) -> dict[str, Any]:

@@ -34,6 +34,7 @@ class QuickstartConfig:
     pools_weight: float = 1.0
     steady_weight: float = 1.0
     checkpoint_every: int = 25
+    eval_every: int = 10
     curriculum: dict = dataclasses.field(
         default_factory=lambda: {
             "sampler": {"type": "difficulty_pools"},
@@ -42,8 +43,12 @@ class QuickstartConfig:
     )
 
 
-def build(config: QuickstartConfig) -> tuple[Engine, dict]:
+def build(config: QuickstartConfig, mesh=None) -> tuple[Engine, dict]:
     n = config.tasks_per_env
+    curriculum = dict(config.curriculum)
+    split = mesh is not None and curriculum.get("sampler", {}).get("type") == "difficulty_pools"
+    if split:  # split the pools env's per-task state over the devices (identical draws)
+        curriculum["sampler"] = {**curriculum["sampler"], "axis_name": "data"}
     envs = [
         Env(
             "steady",
@@ -55,9 +60,10 @@ def build(config: QuickstartConfig) -> tuple[Engine, dict]:
         Env(
             "pools",
             synthetic_tasks(n, seed=config.seed + 1),
-            cx.curriculum_from_config(config.curriculum, n),
+            cx.curriculum_from_config(curriculum, n),
             config.group_size,
             config.pools_weight,
+            shard_tasks=split,
         ),
     ]
     engine = Engine(
@@ -68,6 +74,7 @@ def build(config: QuickstartConfig) -> tuple[Engine, dict]:
             groups_per_generation=config.groups_per_generation,
             seed=config.seed,
         ),
+        mesh=mesh,
     )
     held_out = {"difficulty": jnp.linspace(0.0, 1.0, 101, dtype=jnp.float32)}
     return engine, held_out
@@ -77,13 +84,18 @@ def main(argv=None) -> None:
     parser = _cli.base_parser(__doc__.splitlines()[0], steps=50, run_dir="runs/quickstart")
     args = parser.parse_args(argv)
     config = _cli.load_config(QuickstartConfig, args)
-    engine, held_out = build(config)
+    mesh = _cli.setup_devices(args)
+    engine, held_out = build(config, mesh)
     evaluate = jax.jit(engine.solver.evaluate)
 
+    def held_out_success(state) -> float:
+        return float(jnp.mean(evaluate(state.solver, held_out, jax.random.key(0))))
+
     def on_update(state, record):
-        if record["step"] % 10 == 0 or record["step"] == config.steps:
-            score = evaluate(state.solver, held_out, jax.random.key(0))
-            return {"eval/held_out_success": float(jnp.mean(score))}
+        # A fixed schedule (not tied to --steps) keeps a resumed run's log identical to an
+        # uninterrupted one.
+        if record["step"] % config.eval_every == 0:
+            return {"eval/held_out_success": held_out_success(state)}
         return None
 
     result = run(
@@ -97,7 +109,7 @@ def main(argv=None) -> None:
         on_update=on_update,
         config=dataclasses.asdict(config),
     )
-    m = result.metrics
+    m = {**result.metrics, "eval/held_out_success": held_out_success(result.state)}
     print(
         f"\n{result.summary['steps']} updates, {result.summary['rollouts']:,} rollouts, "
         f"{result.summary['wall_seconds']:.1f}s -> {args.run_dir}"

@@ -19,6 +19,7 @@ from curriculax.engine._engine import (
 from curriculax.engine._env import Env, content_keys
 from curriculax.engine._guard import CurriculumStalled
 from curriculax.engine._loop import RunResult, run
+from curriculax.engine._mesh import make_mesh
 from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
 from curriculax.engine._restore import CheckpointMismatch
@@ -42,6 +43,7 @@ __all__ = [
     "SyntheticState",
     "TrainBatch",
     "content_keys",
+    "make_mesh",
     "run",
     "synthetic_solver",
     "synthetic_tasks",

@@ -19,11 +19,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from curriculax import _counters
 from curriculax._curriculum import sanitize
 from curriculax._types import CurriculumState, GroupResults, TaskDraw
-from curriculax.engine import _mixer, _pending
+from curriculax.engine import _mesh, _mixer, _pending
 from curriculax.engine._env import Env
 from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
@@ -194,6 +196,11 @@ class Engine:
       solver: the :class:`~curriculax.engine.Solver`.
       envs: one or more :class:`~curriculax.engine.Env`.
       config: :class:`EngineConfig`.
+      mesh: optional 1-D device mesh (see :func:`curriculax.engine.make_mesh`): rollouts,
+        credit and updates run data-parallel along the group axis, the state is replicated,
+        except the per-task curriculum state of envs with ``shard_tasks=True``, which is
+        split along the axis.
+      axis: the mesh axis name.
 
     Raises:
       ValueError: at construction, for settings that cannot work, with what to change:
@@ -202,7 +209,15 @@ class Engine:
         every group (e.g. zero-advantage rejection under group-relative credit).
     """
 
-    def __init__(self, solver: Solver, envs: Sequence[Env] | Env, config: EngineConfig):
+    def __init__(
+        self,
+        solver: Solver,
+        envs: Sequence[Env] | Env,
+        config: EngineConfig,
+        *,
+        mesh: Mesh | None = None,
+        axis: str = _mesh.AXIS,
+    ):
         if not isinstance(solver, Solver):
             raise TypeError(f"solver must be a curriculax.engine.Solver, got {type(solver)}")
         if not isinstance(config, EngineConfig):
@@ -216,11 +231,68 @@ class Engine:
         self.vote_names = tuple(f"{e.name}/{g}" for e in self.envs for g in e.curriculum.gates)
         self.pools = {e.name: e.tasks for e in self.envs}
         self.pool_keys = {e.name: jnp.asarray(e.keys) for e in self.envs}
+        self.curricula = {e.name: e.curriculum for e in self.envs}
+        self.mesh, self.axis = mesh, axis
         self._check_rollout_shapes()
         self._check_group_size_one()
-        self._generate = jax.jit(self._generate_impl, donate_argnums=0)
-        self._train = jax.jit(self._train_impl, donate_argnums=0)
-        self._init = jax.jit(self._init_impl)
+        self.state_sharding = None
+        if mesh is None:
+            if any(e.shard_tasks for e in self.envs):
+                raise ValueError("Env(shard_tasks=True) needs a device mesh: Engine(..., mesh=...)")
+            self._generate = jax.jit(self._generate_impl, donate_argnums=0)
+            self._train = jax.jit(self._train_impl, donate_argnums=0)
+            self._init = jax.jit(self._init_impl)
+        else:
+            self._setup_mesh(mesh, axis)
+
+    def _setup_mesh(self, mesh: Mesh, axis: str) -> None:
+        """Data parallelism over the mesh; per-task state of ``shard_tasks`` envs split."""
+        if axis not in mesh.shape:
+            raise ValueError(f"mesh has axes {tuple(mesh.shape)}, not {axis!r}")
+        d = mesh.shape[axis]
+        g, b = self.config.generation, self.config.batch_groups
+        for name, value in (("groups_per_generation", g), ("batch_groups", b)):
+            if value % d:
+                raise ValueError(
+                    f"{name}={value} must be a multiple of the {d} devices of mesh axis {axis!r}"
+                )
+        abstract = jax.eval_shape(self._init_impl, jax.random.key(0))
+        specs = jax.tree.map(lambda _: P(), abstract)
+        curricula_specs = dict(specs.curricula)
+        for e in self.envs:
+            if not e.shard_tasks:
+                continue
+            if e.num_tasks % d:
+                raise ValueError(
+                    f"env {e.name!r}: shard_tasks needs a pool size divisible by the {d} devices, "
+                    f"got {e.num_tasks}"
+                )
+            env_specs = _mesh.per_task_specs(abstract.curricula[e.name], axis)
+            if not _mesh.has_per_task_fields(env_specs):
+                raise ValueError(
+                    f"env {e.name!r}: shard_tasks=True but its curriculum state declares no "
+                    "per-task fields (PER_TASK); nothing to split"
+                )
+            curricula_specs[e.name] = env_specs
+            self.curricula[e.name] = _mesh.shard_curriculum(e.curriculum, mesh, axis, env_specs)
+        specs = specs._replace(curricula=curricula_specs)
+        self.state_sharding = _mesh.shardings(specs, mesh)
+        replicated = NamedSharding(mesh, P())
+        self.pools = jax.device_put(self.pools, replicated)
+        self.pool_keys = jax.device_put(self.pool_keys, replicated)
+        self._generate = jax.jit(
+            self._generate_impl,
+            donate_argnums=0,
+            in_shardings=(self.state_sharding, replicated, replicated),
+            out_shardings=(self.state_sharding, replicated),
+        )
+        self._train = jax.jit(
+            self._train_impl,
+            donate_argnums=0,
+            in_shardings=(self.state_sharding,),
+            out_shardings=(self.state_sharding, replicated),
+        )
+        self._init = jax.jit(self._init_impl, out_shardings=self.state_sharding)
 
     # ----------------------------------------------------------------- construction checks
     def _rollout_fn(self, env: Env):
@@ -247,13 +319,22 @@ class Engine:
     def _env_rows(self, i: int, solver_state, tasks, ids, key):
         """Rolls out tasks ``ids`` of env ``i``: raw results and padded training rows."""
         env = self.envs[i]
+        if getattr(self, "mesh", None) is not None:  # split the groups over the devices
+            tasks = _mesh.constrain(tasks, self.mesh, P(self.axis))
         rollouts = self._rollout_fn(env)(solver_state, tasks, key, env.group_size)
         if not isinstance(rollouts, Rollouts):
             raise TypeError(
                 f"env {env.name!r}: rollout must return curriculax.engine.Rollouts, "
                 f"got {type(rollouts).__name__}"
             )
-        advantages = self.solver.credit(rollouts)
+        # Credit sees only finite rewards: one NaN must not poison its group's baseline (the
+        # raw rewards still go to observe, which counts the rollout as non-finite).
+        finite = jnp.isfinite(rollouts.rewards)
+        advantages = self.solver.credit(
+            rollouts._replace(
+                rewards=jnp.where(finite, rollouts.rewards, 0.0), valid=rollouts.valid & finite
+            )
+        )
         raw = GroupResults(ids, rollouts.rewards, rollouts.valid, advantages, rollouts.token_mask)
         clean, _ = sanitize(raw)
         rollouts = rollouts._replace(rewards=clean.rewards, valid=clean.valid)
@@ -373,12 +454,14 @@ class Engine:
         def branch(i):
             env = self.envs[i]
 
+            curriculum = self.curricula[env.name]
+
             def run(curricula):
                 cur = curricula[env.name]
-                drawn, cur = env.curriculum.sample(cur, k_sample, g)
+                drawn, cur = curriculum.sample(cur, k_sample, g)
                 ids, tasks, keys = self._resolve(pools[env.name], pool_keys[env.name], drawn)
                 raw, rows = self._env_rows(i, state.solver, tasks, ids, k_roll)
-                admission, cur = env.curriculum.observe(cur, raw)
+                admission, cur = curriculum.observe(cur, raw)
                 votes = {name: jnp.ones((g,), bool) for name in self.vote_names}
                 for gate, vote in admission.by_gate.items():
                     votes[f"{env.name}/{gate}"] = vote
@@ -440,6 +523,7 @@ class Engine:
     def _train_impl(self, state: EngineState):
         b = self.config.batch_groups
         batch, pending = _pending.take(state.pending, b)
+        batch = _mesh.constrain(batch, self.mesh, P(self.axis))  # data-parallel update
         key = jax.random.wrap_key_data(state.key)
         key, k_update = jax.random.split(key)
         solver_state, solver_metrics = self.solver.update(state.solver, batch, k_update)
@@ -470,7 +554,7 @@ class Engine:
     def _curriculum_metrics(self, state: EngineState) -> dict[str, jax.Array]:
         out = {}
         for i, env in enumerate(self.envs):
-            for k, v in env.curriculum.metrics(state.curricula[env.name]).items():
+            for k, v in self.curricula[env.name].metrics(state.curricula[env.name]).items():
                 out[f"curriculum/{env.name}/{k}"] = jnp.asarray(v, jnp.float32)
             out[f"mix/{env.name}/groups"] = state.mixer.groups[i].astype(jnp.float32)
         return out

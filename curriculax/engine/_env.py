@@ -84,6 +84,10 @@ class Env:
         :func:`content_keys`). Per-task curriculum state is checkpointed with these keys.
       rollout: optional ``(solver_state, tasks, key, group_size) -> Rollouts`` used instead of
         the solver's own ``rollout`` for this env (e.g. a different verifier).
+      shard_tasks: with an engine mesh, split this env's per-task curriculum state along the
+        mesh axis (for pools too large to replicate). The sampler must be built with
+        ``axis_name`` equal to the engine's axis, e.g.
+        ``difficulty_pools(N, axis_name="data")``; ``N`` must divide evenly.
     """
 
     name: str
@@ -93,6 +97,7 @@ class Env:
     weight: float = 1.0
     keys: Any = None
     rollout: Any = None
+    shard_tasks: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.match(self.name):

@@ -14,16 +14,19 @@ def stall_message(
     windows: int,
     batch_groups: int,
     since_progress: Mapping[str, int],
+    gate_votes: Mapping[str, Mapping[str, tuple[int, int]]],
     curriculum_metrics: Mapping[str, Mapping[str, float]],
 ) -> str:
-    """Names each env that produced groups since the last admission, each gate's admit rate
-    and what to check.
+    """Names each env that produced groups since the last admission, each of its gates' admit
+    rate over those groups, and what to check.
 
     Args:
       windows: consecutive no-progress windows.
       batch_groups: groups per window (``B``).
       since_progress: ``{env: groups finalized since the last admitted group}``.
-      curriculum_metrics: ``{env: curriculum metrics}`` (``gate/<name>/admit_rate`` etc.).
+      gate_votes: ``{env: {gate: (groups it admitted, groups it voted on)}}`` since the last
+        admitted group.
+      curriculum_metrics: ``{env: curriculum metrics}`` (``failed_groups``, ``nonfinite``).
     """
     lines = [
         f"no group was admitted for {windows} consecutive batch-equivalents "
@@ -33,11 +36,11 @@ def stall_message(
     for env, groups in since_progress.items():
         if groups <= 0:
             continue
-        m = curriculum_metrics.get(env, {})
-        gates = sorted(
-            k.split("/")[1] for k in m if k.startswith("gate/") and k.endswith("/admit_rate")
+        votes = gate_votes.get(env, {})
+        rates = ", ".join(
+            f"gate {g!r} admit rate {a / max(t, 1):.2f} ({a}/{t})" for g, (a, t) in votes.items()
         )
-        rates = ", ".join(f"gate {g!r} admit rate {m[f'gate/{g}/admit_rate']:.2f}" for g in gates)
+        m = curriculum_metrics.get(env, {})
         failed = m.get("failed_groups", 0.0)
         nonfinite = m.get("nonfinite", 0.0)
         lines.append(
@@ -45,8 +48,8 @@ def stall_message(
             f"{rates or 'no gates'}; failed groups so far {failed:.0f}; "
             f"non-finite rollouts so far {nonfinite:.0f}"
         )
-        for g in gates:
-            if m[f"gate/{g}/admit_rate"] <= 0.0:
+        for g, (a, t) in votes.items():
+            if t and a == 0:
                 hints.add(
                     f"gate {g!r} rejects every group: if it is an advantage-range gate, every "
                     "group scored the same (collapsed policy, or tasks all too easy / too hard): "

@@ -116,12 +116,14 @@ def _write_traces(writer: JsonlWriter, engine: Engine, gen: Generation, rate: fl
         )
 
 
-def _stall_text(engine: Engine, state: EngineState, windows: int) -> str:
+def _stall_text(engine: Engine, state: EngineState, windows: int, votes: dict) -> str:
     since = np.asarray(jax.device_get(state.since_progress))
     metrics = {
         e.name: {
             k: float(v)
-            for k, v in jax.device_get(e.curriculum.metrics(state.curricula[e.name])).items()
+            for k, v in jax.device_get(
+                engine.curricula[e.name].metrics(state.curricula[e.name])
+            ).items()
         }
         for e in engine.envs
     }
@@ -129,8 +131,23 @@ def _stall_text(engine: Engine, state: EngineState, windows: int) -> str:
         windows=windows,
         batch_groups=engine.config.batch_groups,
         since_progress={e.name: int(since[i]) for i, e in enumerate(engine.envs)},
+        gate_votes=votes,
         curriculum_metrics=metrics,
     )
+
+
+def _count_votes(votes: dict, engine: Engine, gen: Generation) -> None:
+    """Accumulates each gate's votes since the last admitted group (reset on progress)."""
+    env_index, admitted, by_gate = jax.device_get((gen.env, gen.admitted, gen.votes))
+    if admitted.any():
+        votes.clear()
+        return
+    env = engine.envs[int(env_index)]
+    counts = votes.setdefault(env.name, {g: (0, 0) for g in env.curriculum.gates})
+    for g in env.curriculum.gates:
+        a, t = counts[g]
+        vote = by_gate[f"{env.name}/{g}"]
+        counts[g] = (a + int(vote.sum()), t + int(vote.size))
 
 
 def run(
@@ -191,12 +208,20 @@ def run(
     rate = _trace_rate(traces)
     store = metrics_writer = trace_writer = tb = None
     fresh = state is None
+    # On several hosts every process runs the loop and saves checkpoints (Orbax needs all of
+    # them); only process 0 writes the logs.
+    writer = jax.process_index() == 0
     if run_dir is not None:
         run_dir = os.path.abspath(os.fspath(run_dir))
         os.makedirs(run_dir, exist_ok=True)
         ckpt_dir = os.path.join(run_dir, "checkpoints")
         has_ckpt = os.path.isdir(ckpt_dir) and any(n.isdigit() for n in os.listdir(ckpt_dir))
         if fresh and not resume and has_ckpt:
+            if jax.process_count() > 1:
+                raise FileExistsError(
+                    f"{ckpt_dir} holds checkpoints: pass resume=True (--resume) or use a new run "
+                    "directory (several processes cannot safely clear it)"
+                )
             print(
                 f"note: starting fresh in {run_dir}; removing its old checkpoints", file=sys.stderr
             )
@@ -211,7 +236,7 @@ def run(
 
     counters = jax.device_get(state.counters)
     updates = int(counters.updates)
-    if run_dir is not None:
+    if run_dir is not None and writer:
         metrics_path = os.path.join(run_dir, "metrics.jsonl")
         traces_path = os.path.join(run_dir, "traces.jsonl")
         if fresh:
@@ -227,13 +252,14 @@ def run(
         if tensorboard:
             tb = TensorBoardWriter(os.path.join(run_dir, "tensorboard"))
 
-    bar = ProgressBar(steps, start=updates) if progress else None
+    bar = ProgressBar(steps, start=updates) if progress and writer else None
     t0 = time.perf_counter()
     groups_at_start = int(counters.groups)
     pending = int(jax.device_get(state.pending.count))
     last: dict[str, float] = {}
     stopped = "completed"
     warned_windows = 0
+    votes: dict[str, dict[str, tuple[int, int]]] = {}
 
     def save(step_state: EngineState, step: int) -> None:
         if store is not None:
@@ -283,13 +309,14 @@ def run(
                 if trace_writer is not None:
                     _write_traces(trace_writer, engine, gen, rate)
                 pending = int(gen.pending)
+                _count_votes(votes, engine, gen)
                 windows = int(gen.since_progress) // b
                 if windows >= cfg.stall_windows:
                     if cfg.stall_policy == "raise":
-                        raise CurriculumStalled(_stall_text(engine, state, windows))
+                        raise CurriculumStalled(_stall_text(engine, state, windows, votes))
                     if windows > warned_windows:
                         warned_windows = windows
-                        warnings.warn(_stall_text(engine, state, windows), stacklevel=2)
+                        warnings.warn(_stall_text(engine, state, windows, votes), stacklevel=2)
                 elif windows == 0:
                     warned_windows = 0
                 if sig.received:
@@ -318,7 +345,7 @@ def run(
         "final_metrics": last,
         "config": config or {},
     }
-    if run_dir is not None:
+    if run_dir is not None and writer:
         with open(os.path.join(run_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2, sort_keys=True, default=float)
     return RunResult(state, last, summary, stopped)

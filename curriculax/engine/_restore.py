@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from curriculax._types import PER_TASK_ATTR
-from curriculax.checkpoint import CheckpointStore, assemble
+from curriculax.checkpoint import CheckpointStore, assemble, leaf_layout
 from curriculax.engine._engine import Engine, EngineState
 
 FORMAT = 1
@@ -19,9 +21,11 @@ class CheckpointMismatch(ValueError):
     """The checkpoint does not fit this run (strict restore); the message says what differs."""
 
 
-def engine_meta(engine: Engine, extra: dict | None = None) -> dict:
+def engine_meta(engine: Engine, state: EngineState, extra: dict | None = None) -> dict:
     """The JSON item saved beside the arrays: layout facts, versions and the user's config."""
     import curriculax
+
+    layout = leaf_layout(state)
 
     return {
         "format": FORMAT,
@@ -36,6 +40,8 @@ def engine_meta(engine: Engine, extra: dict | None = None) -> dict:
         },
         "batch_groups": engine.config.batch_groups,
         "groups_per_generation": engine.config.generation,
+        "layout": {p: [list(shape), dtype] for p, (shape, dtype) in layout.items()},
+        "pool_fingerprints": {e.name: _fingerprint(e.keys) for e in engine.envs},
         "versions": {
             "curriculax": curriculax.__version__,
             "jax": jax.__version__,
@@ -54,7 +60,7 @@ def save(store: CheckpointStore, step: int, engine: Engine, state: EngineState, 
         store.wait()
         store._manager.delete(step)
     item = {"engine": state, "pool_keys": {e.name: engine.pool_keys[e.name] for e in engine.envs}}
-    store.save(step, item, engine_meta(engine, extra))
+    store.save(step, item, engine_meta(engine, state, extra))
 
 
 def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str]]:
@@ -118,6 +124,10 @@ def _per_task_fields(state: Any, prefix: str) -> list[str]:
     return out
 
 
+def _fingerprint(keys: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(keys, np.uint32).tobytes()).hexdigest()[:24]
+
+
 def restore(
     store: CheckpointStore,
     engine: Engine,
@@ -131,7 +141,8 @@ def restore(
     or a changed state layout raises :class:`CheckpointMismatch` saying exactly what differs.
     With ``allow_partial=True`` new components start fresh and removed ones are dropped, with
     a warning. A pool holding the same task keys in a different order is always fine: the
-    per-task curriculum state follows the keys.
+    per-task curriculum state follows the keys. With an engine mesh the state is restored
+    onto the engine's shardings, whatever device count saved it.
     """
     if step is None:
         step = store.latest_step()
@@ -141,46 +152,60 @@ def restore(
     if meta.get("format") != FORMAT:
         raise CheckpointMismatch(f"checkpoint format {meta.get('format')!r}, expected {FORMAT}")
     lines, fresh_envs, changed_gates = _diff(engine, meta)
-
+    # Restore onto this run's devices, whatever topology saved the checkpoint.
     abstract = jax.eval_shape(engine.init, jax.random.key(0))
-    saved = store.restore_leaves(step)
-    expected = {f"engine/{p}": v for p, v in _layout(abstract).items()}
-    # Pool keys: same set in another order is remapped; a different set is a mismatch.
+    if engine.state_sharding is not None:
+        target_sharding = engine.state_sharding
+        keys_sharding = NamedSharding(engine.mesh, PartitionSpec())
+    else:
+        keys_sharding = SingleDeviceSharding(jax.devices()[0])
+        target_sharding = jax.tree.map(lambda _: keys_sharding, abstract)
+    abstract = jax.tree.map(
+        lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh),
+        abstract,
+        target_sharding,
+    )
+
+    # Pool keys: the same set in another order is remapped; a different set is a mismatch.
+    saved_prints = meta.get("pool_fingerprints", {})
+    reordered = [
+        e.name
+        for e in engine.envs
+        if e.name not in fresh_envs and saved_prints.get(e.name) != _fingerprint(e.keys)
+    ]
+    saved = store.restore_leaves(step) if reordered or lines else None
     perms: dict[str, np.ndarray] = {}
     for e in engine.envs:
-        if e.name in fresh_envs:
+        if e.name not in reordered:
             continue
-        old = np.asarray(saved.get(f"pool_keys/{e.name}"))
-        new = np.asarray(e.keys)
-        if old.shape == new.shape and np.array_equal(old, new):
-            continue
+        old = np.asarray(saved[f"pool_keys/{e.name}"])
         pos = {int(k): i for i, k in enumerate(old.tolist())}
-        missing = [int(k) for k in new.tolist() if int(k) not in pos]
+        missing = [int(k) for k in e.keys.tolist() if int(k) not in pos]
         if missing:
             lines.append(
-                f"env {e.name!r}: {len(missing)} of {len(new)} task keys are not in the "
+                f"env {e.name!r}: {len(missing)} of {e.num_tasks} task keys are not in the "
                 f"checkpoint's pool (e.g. {missing[:3]}): a different task set (its curriculum "
                 "starts fresh)"
             )
             fresh_envs.add(e.name)
             continue
-        perms[e.name] = np.array([pos[int(k)] for k in new.tolist()], np.int64)
+        perms[e.name] = np.array([pos[int(k)] for k in e.keys.tolist()], np.int64)
 
     # Leaf-level layout changes that the env-level diff did not explain.
-    skip = {f"engine/curricula/{n}" for n in fresh_envs}
-    skip |= {f"engine/curricula/{n}/gates" for n in changed_gates}
-    env_set_changed = set(meta.get("envs", {})) != set(engine.env_names)
-    if env_set_changed:
-        skip |= {"engine/pending", "engine/mixer", "engine/since_progress"}
-    for path, (shape, dtype) in expected.items():
+    skip = {f"curricula/{n}" for n in fresh_envs}
+    skip |= {f"curricula/{n}/gates" for n in changed_gates}
+    if set(meta.get("envs", {})) != set(engine.env_names):
+        skip |= {"pending", "mixer", "since_progress"}
+    saved_layout = meta.get("layout", {})
+    for path, (shape, dtype) in leaf_layout(abstract).items():
         if any(path == s or path.startswith(s + "/") for s in skip):
             continue
-        got = saved.get(path)
+        got = saved_layout.get(path)
         if got is None:
-            lines.append(f"{path}: not in the checkpoint")
-        elif tuple(np.shape(got)) != shape or np.dtype(got.dtype).name != dtype:
+            lines.append(f"engine/{path}: not in the checkpoint")
+        elif tuple(got[0]) != shape or got[1] != dtype:
             lines.append(
-                f"{path}: {np.dtype(got.dtype).name}{list(np.shape(got))} in the checkpoint, "
+                f"engine/{path}: {got[1]}{list(got[0])} in the checkpoint, "
                 f"{dtype}{list(shape)} in this run"
             )
     if lines and not allow_partial:
@@ -192,19 +217,22 @@ def restore(
         )
 
     if not lines and not perms:
-        return store.restore(step, {"engine": abstract, "pool_keys": engine.pool_keys})["engine"]
+        keys = {
+            e.name: jax.ShapeDtypeStruct((e.num_tasks,), np.uint32, sharding=keys_sharding)
+            for e in engine.envs
+        }
+        return store.restore(step, {"engine": abstract, "pool_keys": keys})["engine"]
 
+    if saved is None:
+        saved = store.restore_leaves(step)
     leaves = {p[len("engine/") :]: v for p, v in saved.items() if p.startswith("engine/")}
     for name, perm in perms.items():
-        state_at = abstract.curricula[name]
-        for path in _per_task_fields(state_at, f"curricula/{name}"):
+        for path in _per_task_fields(abstract.curricula[name], f"curricula/{name}"):
             if path in leaves:
                 leaves[path] = np.asarray(leaves[path])[perm]
         _remap_pending_ids(leaves, engine.env_names.index(name), perm)
     fresh = engine.init()
-    state, fresh_paths = assemble(
-        abstract, leaves, fresh, skip=frozenset(s[len("engine/") :] for s in skip)
-    )
+    state, fresh_paths = assemble(abstract, leaves, fresh, skip=frozenset(skip))
     if lines:
         warnings.warn(
             f"partial restore of checkpoint step {step}:\n  - "
@@ -212,13 +240,9 @@ def restore(
             + (f"\nfresh state for: {sorted(_summarize(fresh_paths))}" if fresh_paths else ""),
             stacklevel=2,
         )
+    if engine.state_sharding is not None:
+        return jax.device_put(state, engine.state_sharding)
     return jax.tree.map(jax.numpy.asarray, state)
-
-
-def _layout(tree) -> dict[str, tuple[tuple[int, ...], str]]:
-    from curriculax.checkpoint import leaf_layout
-
-    return leaf_layout(tree)
 
 
 def _remap_pending_ids(leaves: dict, env_index: int, perm: np.ndarray) -> None:

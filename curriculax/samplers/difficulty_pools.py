@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import _counters, _permute, _select
+from curriculax import _counters, _permute, _select, _shard
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers._common import check_num, check_num_tasks
 
@@ -224,6 +224,7 @@ def difficulty_pools(
     *,
     unscored_weight: float = 0.2,
     seed: int = 0,
+    axis_name: str | None = None,
 ) -> TaskSampler:
     """Samples tasks by reward band, after a warm-up pass that dispatches every task once.
 
@@ -252,6 +253,12 @@ def difficulty_pools(
         easy <= 1.0 (0.2).
       unscored_weight: weight of the tasks seen but never validly scored.
       seed: seed of the warm-up order.
+      axis_name: for pools too large to replicate: the mesh axis along which the per-task
+        state is split when ``sample``/``observe``/``metrics`` run under ``shard_map`` (the
+        engine does this for an ``Env(..., shard_tasks=True)``). Each device then works on
+        its ``N / devices`` tasks; the draws need two small collectives (per-device band
+        counts, and the chosen ids) and are identical to the unsplit sampler's. Traced where
+        the axis is not bound (one device, plain ``jit``) the sampler runs unsplit.
 
     Returns:
       A :class:`~curriculax.TaskSampler`. Metrics: ``pool/unseen``, ``pool/unscored``,
@@ -295,6 +302,9 @@ def difficulty_pools(
         if num == 0:
             return jnp.zeros((0,), jnp.int32), state
         pos = jnp.arange(num, dtype=jnp.int32)
+        axis = _shard.bound(axis_name)
+        n_local = state.scores.shape[0]
+        start = _shard.offset(axis, n_local)
         # One PRNG call per sample: threefry is slow to compile on CPU, so derive everything
         # from one block of bits.
         bits = jax.random.bits(key, ((num_bands + 2) * num + 2,), jnp.uint32)
@@ -305,18 +315,25 @@ def difficulty_pools(
         num_warm = jnp.clip(n - state.warmup, 0, num).astype(jnp.int32)
         in_warm = pos < num_warm
         warm_ids = _permute.permute(state.warmup + pos, n, _permute.round_keys(seed_word))
-        warm_slot = jnp.where(in_warm, warm_ids, n)
+        warm_slot = _shard.to_local(jnp.where(in_warm, warm_ids, -1), start, n_local)
         seen = state.seen.at[warm_slot].set(True, mode="drop")
 
         # Banded draws among the rest (tasks dispatched by warm-up in this call excluded).
         labels = labels_of(state.scores, state.scored, seen)
         labels = labels.at[warm_slot].set(-1, mode="drop")
         index = _select.build_index(labels, num_bands + 1)
-        groups, ranks, drawable = draw_groups(uniforms, weights, index.counts)
-        member = _permute.permute(
-            ranks, index.counts[groups], _permute.round_keys(pick_word, groups)
-        )
-        band_ids = _select.select(index, groups, member)
+        per_device = _shard.gather(index.counts, axis)  # [D, C]: a small collective
+        counts = jnp.sum(per_device, axis=0)
+        groups, ranks, drawable = draw_groups(uniforms, weights, counts)
+        member = _permute.permute(ranks, counts[groups], _permute.round_keys(pick_word, groups))
+        # The member-th task of its band in pool order: find the device holding it, then the
+        # task inside that device's slice; every draw has exactly one owner.
+        ends = jnp.cumsum(per_device, axis=0)
+        owner = jnp.sum(ends[:, groups] <= member[None, :], axis=0, dtype=jnp.int32)
+        before = (ends - per_device)[jnp.minimum(owner, per_device.shape[0] - 1), groups]
+        mine = owner == _shard.index(axis)
+        local = _select.select(index, groups, jnp.where(mine, member - before, 0))
+        band_ids = _shard.psum(jnp.where(mine, start + local, 0), axis)
 
         # Position p of the call: warm-up first, then banded draws, cycling when too few.
         distinct = num_warm + drawable
@@ -328,26 +345,28 @@ def difficulty_pools(
         uniform = _permute.permute(pos % n, n, _permute.round_keys(fallback_word))
         ids = jnp.where(nothing, uniform, ids).astype(jnp.int32)
         new = state._replace(
-            seen=seen.at[ids].set(True),
+            seen=seen.at[_shard.to_local(ids, start, n_local)].set(True, mode="drop"),
             warmup=(state.warmup + num_warm).astype(jnp.int32),
             fallback=_counters.add(state.fallback, nothing.astype(jnp.int32)),
         )
         return ids, new
 
     def observe(state: DifficultyPoolsState, results: GroupResults) -> DifficultyPoolsState:
+        n_local = state.scores.shape[0]
+        start = _shard.offset(_shard.bound(axis_name), n_local)
         ids = results.task_ids.astype(jnp.int32)
         in_pool = (ids >= 0) & (ids < n)
-        slot = jnp.where(in_pool, ids, n)
         valid = results.valid.astype(bool)
         count = jnp.sum(valid, axis=1)
         total = jnp.sum(jnp.where(valid, results.rewards, 0.0), axis=1)
         mean = total / jnp.maximum(count, 1).astype(jnp.float32)
         winner = last_occurrence(ids, (count > 0) & in_pool)
-        score_slot = jnp.where(winner, ids, n)
+        score_slot = _shard.to_local(jnp.where(winner, ids, -1), start, n_local)
+        seen_slot = _shard.to_local(jnp.where(in_pool, ids, -1), start, n_local)
         return state._replace(
             scores=state.scores.at[score_slot].set(mean.astype(jnp.float32), mode="drop"),
             scored=state.scored.at[score_slot].set(True, mode="drop"),
-            seen=state.seen.at[slot].set(True, mode="drop"),
+            seen=state.seen.at[seen_slot].set(True, mode="drop"),
         )
 
     def metrics(state: DifficultyPoolsState) -> dict[str, jax.Array]:
@@ -355,18 +374,20 @@ def difficulty_pools(
         counts = jnp.sum(
             labels[:, None] == jnp.arange(num_bands + 1, dtype=jnp.int32), axis=0, dtype=jnp.int32
         )
-        scored = jnp.sum(state.scored, dtype=jnp.int32)
+        axis = _shard.bound(axis_name)
+        counts = _shard.psum(counts, axis)
+        seen = _shard.psum(jnp.sum(state.seen, dtype=jnp.int32), axis)
+        scored = _shard.psum(jnp.sum(state.scored, dtype=jnp.int32), axis)
+        score_sum = _shard.psum(jnp.sum(jnp.where(state.scored, state.scores, 0.0)), axis)
         out = {
-            "pool/unseen": (n - jnp.sum(state.seen, dtype=jnp.int32)).astype(jnp.float32),
+            "pool/unseen": (n - seen).astype(jnp.float32),
             "pool/unscored": counts[num_bands].astype(jnp.float32),
         }
         for i, b in enumerate(bands):
             out[f"pool/{b.name}"] = counts[i].astype(jnp.float32)
         out["fallback"] = state.fallback.astype(jnp.float32)
         out["warmup_remaining"] = (n - state.warmup).astype(jnp.float32)
-        out["mean_score"] = jnp.sum(jnp.where(state.scored, state.scores, 0.0)) / jnp.maximum(
-            scored, 1
-        ).astype(jnp.float32)
+        out["mean_score"] = score_sum / jnp.maximum(scored, 1).astype(jnp.float32)
         return out
 
     return TaskSampler(init, sample, observe, metrics)

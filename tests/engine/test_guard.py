@@ -1,0 +1,120 @@
+"""The no-progress guard: ``stall_windows`` batch-equivalents in a row with no admitted group
+stop the run with ``CurriculumStalled`` (or warn); any admitted group resets the count."""
+
+import functools
+import math
+
+import pytest
+from engine_test_helpers import (
+    id_pool,
+    id_solver,
+    in_order,
+    open_gate,
+    opens_after,
+    periodic_gate,
+    read_jsonl,
+    reject_gate,
+    trained,
+)
+
+import curriculax as cx
+from curriculax.engine import CurriculumStalled, Engine, EngineConfig, Env, run
+
+N = 512
+
+
+def _engine(gates, *, batch=4, generation=None, windows=3, policy="raise", name="stuck"):
+    env = Env(name, id_pool(N), cx.curriculum(in_order(N), gates), group_size=2)
+    config = EngineConfig(
+        batch_groups=batch,
+        groups_per_generation=generation,
+        stall_windows=windows,
+        stall_policy=policy,
+    )
+    return Engine(id_solver(), [env], config)
+
+
+@functools.cache
+def _rejecting(generation: int) -> Engine:
+    """Every group rejected by a built-in gate: advantages +-0.5 all lie in [-10, 10]."""
+    gates = {"zero_adv": cx.gates.advantage_range(-10.0, 10.0), "mine": open_gate()}
+    return _engine(gates, generation=generation)
+
+
+def _stall(engine, tmp_path) -> tuple[str, list[dict]]:
+    with pytest.raises(CurriculumStalled) as info:
+        run(engine, steps=5, run_dir=tmp_path, progress=False)
+    return str(info.value), read_jsonl(tmp_path / "traces.jsonl")
+
+
+@pytest.mark.parametrize("generation", [4, 3, 5])
+def test_guard_fires_after_exactly_the_configured_windows(generation, tmp_path):
+    """B = 4, stall_windows = 3: the run stops at the first generation batch that brings the
+    groups since the last admission to 3 x 4 = 12 or more (G = 4: 3 batches, 12 groups;
+    G = 3: 4 batches, 12 groups; G = 5: 3 batches, 15 groups)."""
+    _, traces = _stall(_rejecting(generation), tmp_path)
+    batches = math.ceil(3 * 4 / generation)
+    assert len(traces) == batches * generation
+    assert sorted({t["generation"] for t in traces}) == list(range(batches))
+    assert not any(t["admitted"] for t in traces)
+
+
+def test_stall_message_names_env_gate_rate_and_what_to_check(tmp_path):
+    message, _ = _stall(_rejecting(4), tmp_path)
+    assert "3 consecutive batch-equivalents" in message
+    assert "env 'stuck': 12 groups since the last admission" in message
+    assert "gate 'zero_adv' admit rate 0.00" in message
+    assert "What to check:" in message
+    assert "gate 'zero_adv' rejects every group" in message
+
+
+def test_stall_message_names_every_gate_of_the_env(tmp_path):
+    """Each gate's admit rate is named, including gates that publish no ``admit_rate``
+    metric of their own (the engine sees every gate's votes)."""
+    message, _ = _stall(_rejecting(4), tmp_path)
+    assert "gate 'mine' admit rate 1.00" in message
+    assert "no gates" not in message
+
+
+def test_guard_names_gates_that_publish_no_metrics(tmp_path):
+    """A user's own gates (no metrics at all): the message must still name them, not claim the
+    env has no gates."""
+    engine = _engine({"picky": reject_gate(), "lenient": open_gate()}, name="custom")
+    with pytest.raises(CurriculumStalled) as info:
+        run(engine, steps=1, progress=False, traces=False)
+    message = str(info.value)
+    assert "env 'custom'" in message
+    assert "gate 'picky' admit rate 0.00" in message
+    assert "gate 'lenient' admit rate 1.00" in message
+    assert "no gates" not in message
+
+
+def test_any_admitted_group_resets_the_count():
+    """One group admitted every 3rd generation batch: at most 2 windows without progress, so
+    with stall_windows = 3 the guard never fires (8 admissions need 24 batches)."""
+    result = run(_engine({"periodic": periodic_gate(3)}), steps=2, progress=False, traces=False)
+    assert result.stopped == "completed"
+    assert int(result.state.counters.generations) == 24
+    # The first group of batches 3, 6, 9, ... (ids 8, 20, 32, ...).
+    assert [i for _, i in trained(result.state.solver)] == [8 + 12 * j for j in range(8)]
+
+
+def test_one_window_more_between_admissions_fires(tmp_path):
+    """One group admitted every 4th batch: 3 silent windows come first, and the guard fires
+    after the 3rd batch, before the admitting 4th."""
+    engine = _engine({"periodic": periodic_gate(4)})
+    with pytest.raises(CurriculumStalled):
+        run(engine, steps=1, run_dir=tmp_path, progress=False)
+    assert len(read_jsonl(tmp_path / "traces.jsonl")) == 3 * 4
+
+
+def test_warn_policy_keeps_going_and_warns():
+    """Closed for 5 generation batches (5 windows, stall_windows = 2), then open."""
+    engine = _engine({"late": opens_after(5)}, windows=2, policy="warn", name="slow")
+    with pytest.warns(UserWarning, match="no group was admitted") as record:
+        result = run(engine, steps=2, progress=False, traces=False)
+    assert result.stopped == "completed"
+    assert int(result.state.counters.updates) == 2
+    assert [i for _, i in trained(result.state.solver)] == list(range(20, 28))
+    messages = [str(w.message) for w in record if "no group was admitted" in str(w.message)]
+    assert any("env 'slow'" in m and "What to check:" in m for m in messages)

@@ -1,0 +1,229 @@
+"""Strict restore says exactly what differs; ``allow_partial`` starts new components fresh and
+drops removed ones; a reordered pool keeps its per-task state by key; duplicate keys fail."""
+
+import shutil
+
+import jax
+import numpy as np
+import pytest
+from engine_test_helpers import assert_trees_equal, host, id_pool, id_solver, in_order, mod_gate
+
+import curriculax as cx
+from curriculax.checkpoint import CheckpointStore
+from curriculax.engine import CheckpointMismatch, Engine, EngineConfig, Env, run
+from curriculax.engine._restore import restore
+from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+
+N = 32
+STEPS = 3
+CONFIG = EngineConfig(batch_groups=4)
+
+
+def _a(n=N, gate="even"):
+    return Env("a", id_pool(n), cx.curriculum(in_order(n), {gate: mod_gate(2)}), group_size=2)
+
+
+def _b():
+    return Env("b", id_pool(N), cx.curriculum(in_order(N)), group_size=2)
+
+
+def _c():
+    return Env("c", id_pool(N), cx.curriculum(in_order(N)), group_size=2)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A checkpoint at step 3 of envs ``a`` (gate ``even``) and ``b``."""
+    run_dir = tmp_path_factory.mktemp("saved")
+    engine = Engine(id_solver(), [_a(), _b()], CONFIG)
+    result = run(engine, steps=STEPS, run_dir=run_dir, progress=False, config={"note": "x"})
+    return run_dir, host(result.state)
+
+
+@pytest.fixture
+def run_dir(saved, tmp_path):
+    """A private copy of the saved run (a resume may write to it)."""
+    copy = tmp_path / "run"
+    shutil.copytree(saved[0], copy)
+    return copy
+
+
+def _mismatch(engine, run_dir) -> list[str]:
+    """The bullet lines of the CheckpointMismatch a strict resume raises."""
+    with pytest.raises(CheckpointMismatch) as info:
+        run(engine, steps=STEPS + 2, run_dir=run_dir, resume=True, progress=False)
+    message = str(info.value)
+    assert f"checkpoint step {STEPS}" in message
+    assert "allow_partial=True" in message
+    return [line.strip()[2:] for line in message.splitlines() if line.startswith("  - ")]
+
+
+def _partial(engine, run_dir):
+    store = CheckpointStore(run_dir / "checkpoints")
+    try:
+        with pytest.warns(UserWarning, match="partial restore of checkpoint step 3") as record:
+            state = restore(store, engine, allow_partial=True)
+    finally:
+        store.close()
+    return host(state), "\n".join(str(w.message) for w in record)
+
+
+def test_strict_restore_names_a_changed_env_set(run_dir):
+    engine = Engine(id_solver(), [_a(), _c()], CONFIG)
+    assert _mismatch(engine, run_dir) == [
+        "envs in the checkpoint but not in this run: ['b'] (their state is dropped)",
+        "envs in this run but not in the checkpoint: ['c'] (they start fresh)",
+    ]
+
+
+def test_strict_restore_names_a_renamed_gate(run_dir):
+    engine = Engine(id_solver(), [_a(gate="evens"), _b()], CONFIG)
+    assert _mismatch(engine, run_dir) == [
+        "env 'a': gates ['even'] in the checkpoint and ['evens'] in this run "
+        "(renamed? checkpoint gates ['even'], run gates ['evens'])"
+    ]
+
+
+def test_strict_restore_names_a_changed_pool_size(run_dir):
+    engine = Engine(id_solver(), [_a(n=48), _b()], CONFIG)
+    assert _mismatch(engine, run_dir) == [
+        "env 'a': pool size 32 in the checkpoint, 48 now (its curriculum starts fresh)"
+    ]
+
+
+def test_checkpoint_meta_holds_layout_config_and_versions(saved):
+    store = CheckpointStore(saved[0] / "checkpoints")
+    try:
+        meta = store.meta(STEPS)
+    finally:
+        store.close()
+    assert meta["envs"]["a"] == {"num_tasks": N, "group_size": 2, "weight": 1.0, "gates": ["even"]}
+    assert meta["envs"]["b"]["gates"] == []
+    assert meta["config"] == {"note": "x"}
+    assert meta["versions"]["jax"] == jax.__version__
+    assert meta["versions"]["curriculax"] == cx.__version__
+
+
+def test_partial_restore_of_a_changed_env_set(saved, run_dir):
+    engine = Engine(id_solver(), [_a(), _c()], CONFIG)
+    state, warning = _partial(engine, run_dir)
+    assert "['b']" in warning and "['c']" in warning
+    old = saved[1]
+    assert set(state.curricula) == {"a", "c"}  # b dropped
+    assert_trees_equal(state.curricula["a"], old.curricula["a"], "a")
+    assert_trees_equal(state.curricula["c"], host(engine.init()).curricula["c"], "c")
+    assert_trees_equal(state.solver, old.solver, "solver")
+    assert_trees_equal(state.counters, old.counters, "counters")
+    assert state.mixer.batches.shape == (2,)
+
+    # And the run goes on from there, env c from scratch.
+    with pytest.warns(UserWarning, match="partial restore"):
+        result = run(
+            engine,
+            steps=STEPS + 2,
+            run_dir=run_dir,
+            resume=True,
+            allow_partial=True,
+            progress=False,
+        )
+    s = host(result.state)
+    assert int(s.counters.updates) == STEPS + 2
+    assert int(s.curricula["c"].groups) == int(s.mixer.groups[1])
+
+
+def test_partial_restore_of_a_renamed_gate_keeps_the_sampler(saved, run_dir):
+    engine = Engine(id_solver(), [_a(gate="evens"), _b()], CONFIG)
+    state, warning = _partial(engine, run_dir)
+    assert "gates ['even'] in the checkpoint and ['evens'] in this run" in warning
+    old = saved[1]
+    assert int(old.curricula["a"].gates["even"].calls) > 0
+    assert int(state.curricula["a"].gates["evens"].calls) == 0  # fresh
+    assert_trees_equal(state.curricula["a"].sampler, old.curricula["a"].sampler, "sampler")
+    assert_trees_equal(state.curricula["b"], old.curricula["b"], "b")
+    assert_trees_equal(state.pending, old.pending, "pending")
+    assert_trees_equal(state.solver, old.solver, "solver")
+
+
+def test_partial_restore_of_a_changed_pool_size(saved, run_dir):
+    engine = Engine(id_solver(), [_a(n=48), _b()], CONFIG)
+    state, warning = _partial(engine, run_dir)
+    assert "pool size 32 in the checkpoint, 48 now" in warning
+    old = saved[1]
+    assert_trees_equal(state.curricula["a"], host(engine.init()).curricula["a"], "a")
+    assert_trees_equal(state.curricula["b"], old.curricula["b"], "b")
+    assert_trees_equal(state.solver, old.solver, "solver")
+
+
+# ------------------------------------------------------------------ reordered pools
+
+
+def _pools_engine(tasks):
+    n = len(tasks["difficulty"])
+    env = Env("p", tasks, cx.curriculum(cx.samplers.difficulty_pools(n)), group_size=4)
+    return Engine(synthetic_solver(), [env], EngineConfig(batch_groups=6, groups_per_generation=4))
+
+
+@pytest.fixture(scope="module")
+def pools_run(tmp_path_factory):
+    """Difficulty pools over 32 tasks, 5 updates (8 batches of 4: every task scored, 2 wait)."""
+    run_dir = tmp_path_factory.mktemp("pools")
+    tasks = synthetic_tasks(32, seed=5)
+    engine = _pools_engine(tasks)
+    result = run(engine, steps=5, run_dir=run_dir, progress=False)
+    return run_dir, tasks, engine.envs[0].keys, host(result.state)
+
+
+def test_restore_onto_a_reordered_pool_follows_the_keys(pools_run, tmp_path):
+    src, tasks, keys, old = pools_run
+    assert old.curricula["p"].sampler.scored.all()
+    assert len(set(old.curricula["p"].sampler.scores.tolist())) > 1
+    assert int(old.pending.count) == 2
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir)
+
+    perm = np.random.default_rng(0).permutation(32)
+    engine = _pools_engine({"difficulty": np.asarray(tasks["difficulty"])[perm]})
+    new_keys = engine.envs[0].keys
+    assert new_keys.tolist() == keys[perm].tolist()  # same tasks, same keys, new order
+
+    store = CheckpointStore(run_dir / "checkpoints")
+    try:
+        state = host(restore(store, engine))  # strict: a reordered pool is no mismatch
+    finally:
+        store.close()
+    old_s, new_s = old.curricula["p"].sampler, state.curricula["p"].sampler
+    by_key_old = dict(zip(keys.tolist(), old_s.scores.tolist()))
+    by_key_new = dict(zip(new_keys.tolist(), new_s.scores.tolist()))
+    assert by_key_new == by_key_old
+    for field in ("scored", "seen"):
+        old_f = dict(zip(keys.tolist(), getattr(old_s, field).tolist()))
+        assert dict(zip(new_keys.tolist(), getattr(new_s, field).tolist())) == old_f
+    # Waiting groups still point at the same tasks.
+    count = int(old.pending.count)
+    assert int(state.pending.count) == count
+    old_ids, new_ids = old.pending.groups.task_ids[:count], state.pending.groups.task_ids[:count]
+    assert new_keys[new_ids].tolist() == keys[old_ids].tolist()
+    assert_trees_equal(state.solver, old.solver, "solver")
+
+    result = run(engine, steps=8, run_dir=run_dir, resume=True, progress=False)
+    assert int(result.state.counters.updates) == 8
+
+
+def test_restore_onto_a_different_task_set_is_a_mismatch(pools_run, tmp_path):
+    src, tasks, _, _ = pools_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir)
+    difficulty = np.array(tasks["difficulty"])
+    difficulty[:8] += 1e-3  # 8 tasks changed: their content keys are new
+    engine = _pools_engine({"difficulty": difficulty})
+    with pytest.raises(CheckpointMismatch, match=r"env 'p': 8 of 32 task keys are not in"):
+        run(engine, steps=8, run_dir=run_dir, resume=True, progress=False)
+
+
+def test_duplicate_task_keys_are_named():
+    with pytest.raises(ValueError, match=r"duplicated: key 5 at rows \[1, 3\]") as info:
+        Env("d", id_pool(4), keys=np.array([1, 5, 7, 5], np.uint32))
+    assert "env 'd'" in str(info.value)
+    twice = {"x": np.array([3, 4, 3, 9], np.int32)}  # content keys: rows 0 and 2 are equal
+    with pytest.raises(ValueError, match=r"at rows \[0, 2\]"):
+        Env("e", twice)
