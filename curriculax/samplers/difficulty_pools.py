@@ -143,7 +143,7 @@ def band_of(scores: jax.Array, thresholds: jax.Array) -> jax.Array:
 
     Scores above every threshold fall in the last band (catch-all). ``f32[N] -> i32[N]``.
     """
-    above = jnp.sum(scores[:, None] > thresholds[None, :], axis=1, dtype=jnp.int32)
+    above = sum((scores > thresholds[i]).astype(jnp.int32) for i in range(thresholds.shape[0]))
     return jnp.minimum(above, thresholds.shape[0] - 1)
 
 

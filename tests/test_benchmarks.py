@@ -1,0 +1,94 @@
+"""The curriculum-step benchmark runs, and its host baseline keeps the library's semantics."""
+
+import math
+
+import jax
+import numpy as np
+
+import curriculax as cx
+from benchmarks import _host_baseline, curriculum_step
+
+# hard holds 0..19, medium (weight 0) 20..39, easy 40..49, unscored (weight 0) 50..59.
+BANDS = (("hard", 0.25, 1.0), ("medium", 0.75, 0.0), ("easy", 1.0, 0.5))
+N, NUM = 60, 20
+HARD, MEDIUM, EASY = set(range(20)), set(range(20, 40)), set(range(40, 50))
+
+
+def test_quick_mode_prints_one_row_per_size(capsys):
+    out = curriculum_step.main(["--quick"])
+    rows = out["rows"]
+    assert [r["n"] for r in rows] == list(curriculum_step.QUICK_SIZES)
+    for r in rows:
+        for field in ("cx_ms", "cx_sample_ms", "cx_observe_ms", "host_ms", "mem_ms"):
+            assert math.isfinite(r[field]) and r[field] > 0, (field, r)
+        assert r["speedup"] == r["host_ms"] / r["cx_ms"]
+        assert r["mem_ratio"] == r["cx_ms"] / r["mem_ms"]
+    printed = capsys.readouterr().out
+    for n in curriculum_step.QUICK_SIZES:
+        assert printed.count(f"| {n:,} |") == 2  # the step table and the breakdown table
+    assert f"Targets at N = {max(curriculum_step.QUICK_SIZES):,}" in printed
+    assert set(out["targets"]) >= {"speedup_met", "mem_ratio_met"}
+
+
+def _results():
+    """One group of 2 per task: hard all 0, medium one 0 and one 1, easy all 1, rest invalid."""
+    rewards = np.zeros((N, 2), np.float32)
+    rewards[20:40, 1] = 1.0
+    rewards[40:50] = 1.0
+    valid = np.ones((N, 2), bool)
+    valid[50:] = False
+    adv = rewards - rewards.mean(axis=1, keepdims=True)
+    return {
+        "task_ids": np.arange(N, dtype=np.int32),
+        "rewards": rewards,
+        "valid": valid,
+        "advantages": adv[:, :, None],
+        "token_mask": np.ones((N, 2, 1), bool),
+    }
+
+
+def _scored_pair():
+    """Curriculax and host curricula, both warmed up and fed the same results."""
+    cur = cx.curriculum(
+        cx.samplers.difficulty_pools(N, [cx.samplers.Band(*b) for b in BANDS], unscored_weight=0.0),
+        gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
+    )
+    sample = jax.jit(cur.sample, static_argnums=2)
+    state = cur.init(jax.random.key(0))
+    for i in range(N // NUM):
+        _, state = sample(state, jax.random.key(i), NUM)
+    results = _results()
+    admission, state = jax.jit(cur.observe)(state, curriculum_step.as_group_results(results))
+
+    host = _host_baseline.zero_advantage_curriculum(N, bands=BANDS, unscored_weight=0.0)
+    for _ in range(N // NUM):
+        host.sample(NUM)
+    host_admitted = host.observe(*(results[k].tolist() for k in curriculum_step.FIELDS))
+    return sample, state, admission, host, host_admitted
+
+
+def test_host_and_curriculax_observe_and_draw_with_the_same_semantics():
+    sample, state, admission, host, host_admitted = _scored_pair()
+
+    # Observe + gate: identical per-task state and identical admissions (only medium trains).
+    np.testing.assert_array_equal(np.asarray(admission.admitted), host_admitted)
+    assert set(np.flatnonzero(host_admitted).tolist()) == MEDIUM
+    tasks = [host.sampler.tasks[t] for t in range(N)]
+    np.testing.assert_array_equal(np.asarray(state.sampler.scores), [t["score"] for t in tasks])
+    np.testing.assert_array_equal(np.asarray(state.sampler.scored), [t["scored"] for t in tasks])
+    np.testing.assert_array_equal(np.asarray(state.sampler.seen), [t["seen"] for t in tasks])
+    assert int(state.sampler.warmup) == host.sampler.warmup == N
+
+    # Sample: distinct tasks, only from positive-weight bands (hard, easy), in both.
+    cx_ids = np.asarray(sample(state, jax.random.key(7), NUM)[0]).tolist()
+    host_ids = host.sample(NUM)
+    for ids in (cx_ids, host_ids):
+        assert len(set(ids)) == NUM
+        assert set(ids) <= HARD | EASY
+
+    # Band choice by weight: a first draw is hard with probability 1.0 / (1.0 + 0.5) = 2/3.
+    keys = jax.random.split(jax.random.key(8), 400)
+    firsts = [int(sample(state, k, NUM)[0][0]) for k in keys]  # compiled once, above
+    cx_hard = np.mean([t in HARD for t in firsts])
+    host_hard = np.mean([host.sample(NUM, max_draws=1)[0] in HARD for _ in range(400)])
+    assert 0.56 < cx_hard < 0.77 and 0.56 < host_hard < 0.77, (cx_hard, host_hard)
