@@ -136,7 +136,7 @@ def main() -> None:
         mesh = _mesh.make_mesh(d)
         cur = build(n, _mesh.AXIS)
         state = warm_state(cur, n)
-        specs = _mesh.per_task_specs(jax.eval_shape(lambda: state), _mesh.AXIS)
+        specs = _mesh.per_task_specs(state, _mesh.AXIS)
         sharded = _mesh.shard_curriculum(cur, mesh, _mesh.AXIS, specs)
         sharding = _mesh.shardings(specs, mesh)
         state = jax.device_put(state, sharding)
