@@ -92,3 +92,23 @@ def test_host_and_curriculax_observe_and_draw_with_the_same_semantics():
     cx_hard = np.mean([t in HARD for t in firsts])
     host_hard = np.mean([host.sample(NUM, max_draws=1)[0] in HARD for _ in range(400)])
     assert 0.56 < cx_hard < 0.77 and 0.56 < host_hard < 0.77, (cx_hard, host_hard)
+
+
+def test_scaling_benchmark_quick_mode_prints_both_tables():
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.scaling", "--quick"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "## step time against pool size" in out.stdout
+    assert "## step time against device count" in out.stdout
+    rows = [x for x in out.stdout.splitlines() if x.startswith("| ") and x[2].isdigit()]
+    assert len(rows) == 2 + 3  # two pool sizes, three device counts

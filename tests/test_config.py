@@ -184,7 +184,7 @@ def test_unknown_types_list_the_registered_ones():
             ValueError,
             re.escape(
                 "unknown key(s) ['unscored']; "
-                "accepted keys are ['type', 'bands', 'unscored_weight', 'seed']"
+                "accepted keys are ['type', 'bands', 'unscored_weight', 'seed', 'axis_name']"
             ),
         ),
         (

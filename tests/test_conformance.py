@@ -14,6 +14,8 @@ SAMPLERS = {
     "sequential_infinite": (lambda: cx.samplers.sequential(None), 2**20, 8),
     "difficulty_pools": (lambda: cx.samplers.difficulty_pools(32), 32, 8),
     "difficulty_pools_small_pool": (lambda: cx.samplers.difficulty_pools(5), 5, 8),
+    "uniform": (lambda: cx.samplers.uniform(32), 32, 8),
+    "uniform_small_pool": (lambda: cx.samplers.uniform(5), 5, 8),
 }
 
 

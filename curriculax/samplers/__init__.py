@@ -7,6 +7,7 @@ from curriculax.samplers.difficulty_pools import (
     difficulty_pools,
 )
 from curriculax.samplers.sequential import SequentialState, sequential
+from curriculax.samplers.uniform import uniform
 
 __all__ = [
     "DEFAULT_BANDS",
@@ -15,4 +16,5 @@ __all__ = [
     "SequentialState",
     "difficulty_pools",
     "sequential",
+    "uniform",
 ]
