@@ -15,6 +15,7 @@ from curriculax.engine._engine import (
     EngineConfig,
     EngineState,
     Generation,
+    StepReport,
 )
 from curriculax.engine._env import Env, content_keys
 from curriculax.engine._guard import CurriculumStalled
@@ -40,6 +41,7 @@ __all__ = [
     "Rollouts",
     "RunResult",
     "Solver",
+    "StepReport",
     "SyntheticState",
     "TrainBatch",
     "content_keys",

@@ -164,6 +164,20 @@ class Generation(NamedTuple):
     updates: jax.Array
 
 
+class StepReport(NamedTuple):
+    """What :meth:`Engine.step` did.
+
+    Attributes:
+      generation: the :class:`Generation` report.
+      updates: ``i32[]`` updates run in this step.
+      metrics: the last update's metrics (zeros when ``updates == 0``).
+    """
+
+    generation: Generation
+    updates: jax.Array
+    metrics: dict[str, jax.Array]
+
+
 def _check_envs(envs: Sequence[Env]) -> tuple[Env, ...]:
     if isinstance(envs, Env):
         envs = (envs,)
@@ -563,6 +577,26 @@ class Engine:
         """One update on exactly ``batch_groups`` pending groups (the caller checked there are
         enough). ``state`` is donated. Returns the metrics of this update."""
         return self._train(state)
+
+    def step(self, state: EngineState) -> tuple[EngineState, StepReport]:
+        """One generation batch, then every update the pending batch allows, as one pure
+        function (not jitted, nothing donated): for ``lax.scan`` over steps and ``vmap`` over
+        seeds, e.g. to run several seeds of a comparison as one program at an equal budget of
+        rollouts. ``metrics`` are the last update's (zeros when none ran)."""
+        state, gen = self._generate_impl(state, self.pools, self.pool_keys)
+        template = jax.eval_shape(self._train_impl, state)[1]
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), template)
+        b = self.config.batch_groups
+
+        def train(carry):
+            s, n, _ = carry
+            s, metrics = self._train_impl(s)
+            return s, n + 1, metrics
+
+        state, updates, metrics = jax.lax.while_loop(
+            lambda c: c[0].pending.count >= b, train, (state, jnp.zeros((), jnp.int32), zeros)
+        )
+        return state, StepReport(gen, updates, metrics)
 
     @property
     def tasks_per_env(self) -> dict[str, int]:
