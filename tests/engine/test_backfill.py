@@ -163,7 +163,9 @@ def test_the_pure_fused_step_matches_the_host_loop_and_vmaps_over_seeds():
         cx.curriculum(cx.samplers.difficulty_pools(64), {"z": cx.gates.advantage_range()}),
         group_size=4,
     )
-    engine = Engine(synthetic_solver(), [env], EngineConfig(batch_groups=8, groups_per_generation=4))
+    engine = Engine(
+        synthetic_solver(), [env], EngineConfig(batch_groups=8, groups_per_generation=4)
+    )
 
     def scan(state, steps):
         return jax.lax.scan(lambda s, _: engine.step(s), state, None, length=steps)
