@@ -1,0 +1,184 @@
+"""GRPO: group-relative advantages and the clipped token-level policy-gradient loss.
+
+Model-agnostic: these functions see rewards, log-probabilities and masks, never the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+
+REWARDS = ("exact", "partial")
+
+
+@dataclasses.dataclass(frozen=True)
+class GRPOConfig:
+    """Hyperparameters of the GRPO solver.
+
+    Attributes:
+      learning_rate: AdamW step size.
+      b1: AdamW first-moment decay.
+      b2: AdamW second-moment decay. 0.99 rather than 0.999: after many steps without
+        reward (zero gradients), the first informative gradient moves each parameter by
+        ``(1 - b1) / sqrt(1 - b2)`` learning rates: 1 with 0.99, 3.2 with 0.999.
+      weight_decay: AdamW decoupled weight decay.
+      max_grad_norm: gradients are clipped to this global norm before AdamW.
+      clip_eps: PPO ratio clip: the ratio is clipped to ``[1 - clip_eps, 1 + clip_eps]``.
+      kl_coef: weight of the KL penalty to a reference policy (a snapshot of the initial params,
+        kept in the solver state only when this is > 0). 0 turns it off.
+      entropy_coef: weight of the entropy bonus (subtracted from the loss). 0 turns it off.
+        From a random policy with exact-match reward, a few lucky successes can collapse the
+        policy onto one answer (every group then identical, no advantage left); a bonus of
+        ~0.003 (token-mean entropy, in nats) keeps it exploring.
+      temperature: sampling temperature; training log-probabilities use the same one.
+      scale_by_std: divide centred group rewards by the group's standard deviation.
+      std_eps: added to the standard deviation before dividing.
+      reward: ``"exact"`` (1 for an exact match, EOS included, else 0) or ``"partial"`` (the
+        fraction of answer positions right; see :func:`curriculax.tasks.verify`).
+
+    Example:
+      >>> cfg = GRPOConfig(learning_rate=2e-3, entropy_coef=1e-3)
+    """
+
+    learning_rate: float = 2e-3
+    b1: float = 0.9
+    b2: float = 0.99
+    weight_decay: float = 1e-4
+    max_grad_norm: float = 1.0
+    clip_eps: float = 0.2
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    temperature: float = 1.0
+    scale_by_std: bool = True
+    std_eps: float = 1e-6
+    reward: str = "exact"
+
+    def __post_init__(self):
+        positive = ("learning_rate", "max_grad_norm", "clip_eps", "temperature", "std_eps")
+        for name in positive:
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"GRPOConfig.{name} must be > 0, got {value!r}.")
+        for name in ("weight_decay", "kl_coef", "entropy_coef"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ValueError(f"GRPOConfig.{name} must be >= 0, got {value!r}.")
+        for name in ("b1", "b2"):
+            value = getattr(self, name)
+            if not 0 <= value < 1:
+                raise ValueError(f"GRPOConfig.{name} must be in [0, 1), got {value!r}.")
+        if self.reward not in REWARDS:
+            raise ValueError(f"GRPOConfig.reward must be one of {REWARDS}, got {self.reward!r}.")
+
+
+def grpo_advantages(
+    rewards: Array, valid: Array, *, scale_by_std: bool = True, eps: float = 1e-6
+) -> Array:
+    """Group-relative advantages: each reward minus its group's mean, optionally over its std.
+
+    Mean and (population, ``ddof=0``) standard deviation are taken over the group's valid
+    rollouts only. Invalid rollouts get 0, as does every rollout of a group whose valid rewards
+    are all equal (nothing to prefer) or that has no valid rollout. Non-finite rewards of
+    invalid rollouts are ignored.
+
+    Args:
+      rewards: ``f32[G, K]`` one reward per rollout.
+      valid: ``bool[G, K]``.
+      scale_by_std: divide by ``std + eps``; otherwise mean-centring only.
+      eps: added to the standard deviation.
+
+    Returns:
+      ``f32[G, K]``.
+
+    Example:
+      >>> grpo_advantages(jnp.array([[1.0, 0.0, 0.0, 0.0]]), jnp.ones((1, 4), bool))
+      Array([[ 1.7320468 , -0.57734895, -0.57734895, -0.57734895]], dtype=float32)
+    """
+    valid = jnp.asarray(valid, bool)
+    rewards = jnp.where(valid, jnp.asarray(rewards, jnp.float32), 0.0)
+    count = jnp.maximum(jnp.sum(valid, axis=-1, keepdims=True), 1)
+    mean = jnp.sum(rewards, axis=-1, keepdims=True) / count
+    centred = jnp.where(valid, rewards - mean, 0.0)
+    if scale_by_std:
+        std = jnp.sqrt(jnp.sum(centred**2, axis=-1, keepdims=True) / count)
+        centred = centred / (std + eps)
+    return centred
+
+
+def _masked_mean(x: Array, mask: Array, count: Array) -> Array:
+    return jnp.sum(jnp.where(mask, x, 0.0)) / count
+
+
+def grpo_loss(
+    logprobs: Array,
+    old_logprobs: Array,
+    advantages: Array,
+    mask: Array,
+    *,
+    clip_eps: float = 0.2,
+    entropy: Array | None = None,
+    entropy_coef: float = 0.0,
+    ref_logprobs: Array | None = None,
+    kl_coef: float = 0.0,
+) -> tuple[Array, dict[str, Array]]:
+    """Token-level clipped policy-gradient loss (PPO clip on the GRPO advantage).
+
+    Per masked token: ``-min(r * A, clip(r, 1 - eps, 1 + eps) * A)`` with
+    ``r = exp(logprobs - old_logprobs)``, averaged over every masked token of the batch (each
+    token weighs the same, so a long completion counts more than a short one). Optional terms:
+    ``+ kl_coef * KL`` with the non-negative ``k3`` estimator ``exp(q) - q - 1``,
+    ``q = ref_logprobs - logprobs``, and ``- entropy_coef * entropy``, both masked means.
+
+    Unmasked positions contribute nothing, and no gradient: log-ratios are zeroed before
+    ``exp``, so padded rollouts with arbitrary contents never produce inf or NaN.
+
+    Args:
+      logprobs: ``f32[...]`` per-token log-probabilities under the current policy.
+      old_logprobs: ``f32[...]`` the behaviour policy's, stored when sampling.
+      advantages: ``f32[...]`` per-token advantages.
+      mask: ``bool[...]`` tokens that train.
+      clip_eps: ratio clip.
+      entropy: ``f32[...]`` policy entropy per token (needed when ``entropy_coef > 0``).
+      entropy_coef: entropy bonus weight.
+      ref_logprobs: ``f32[...]`` reference policy log-probabilities (needed when
+        ``kl_coef > 0``).
+      kl_coef: KL penalty weight.
+
+    Returns:
+      ``(loss f32[], metrics)`` with metrics ``pg_loss``, ``entropy``, ``kl``, ``clip_frac``,
+      ``ratio``, ``approx_kl_old`` (``k3`` from the behaviour policy) and ``tokens``.
+    """
+    mask = jnp.asarray(mask, bool)
+    count = jnp.maximum(jnp.sum(mask), 1).astype(jnp.float32)
+    log_ratio = jnp.where(mask, logprobs - old_logprobs, 0.0)
+    ratio = jnp.exp(log_ratio)
+    advantages = jnp.where(mask, advantages, 0.0)
+    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+    per_token = -jnp.minimum(ratio * advantages, clipped * advantages)
+    pg_loss = _masked_mean(per_token, mask, count)
+    loss = pg_loss
+    metrics = {
+        "pg_loss": pg_loss,
+        "clip_frac": _masked_mean(
+            (jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32), mask, count
+        ),
+        "ratio": _masked_mean(ratio, mask, count),
+        "approx_kl_old": _masked_mean(jnp.exp(-log_ratio) + log_ratio - 1.0, mask, count),
+        "tokens": jnp.sum(mask).astype(jnp.float32),
+    }
+    if entropy is not None:
+        metrics["entropy"] = _masked_mean(entropy, mask, count)
+        loss = loss - entropy_coef * metrics["entropy"]
+    elif entropy_coef > 0:
+        raise ValueError("grpo_loss: entropy_coef > 0 needs the per-token entropy.")
+    if ref_logprobs is not None:
+        q = jnp.where(mask, ref_logprobs - logprobs, 0.0)
+        metrics["kl"] = _masked_mean(jnp.exp(q) - q - 1.0, mask, count)
+        loss = loss + kl_coef * metrics["kl"]
+    elif kl_coef > 0:
+        raise ValueError("grpo_loss: kl_coef > 0 needs the reference log-probabilities.")
+    return loss, metrics

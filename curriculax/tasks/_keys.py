@@ -1,0 +1,85 @@
+"""Stable 32-bit content keys for tasks, and the hash that splits train from held-out.
+
+A task's key is FNV-1a over its non-PAD prompt tokens followed by its non-PAD answer tokens
+(each token id is one byte: the vocabulary has fewer than 256 ids), finished with MurmurHash3's
+``fmix32`` avalanche. Only uint32 integer arithmetic is involved, so the key is identical across
+runs, machines, backends and JAX versions, and does not depend on how much padding a
+:class:`~curriculax.tasks.TaskSet` carries.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax.tasks._vocab import PAD
+
+Array = jax.Array
+
+FNV_OFFSET_BASIS = 0x811C9DC5
+FNV_PRIME = 0x01000193
+# Salt of the held-out split hash, so the split is not a function of the key's low bits alone.
+SPLIT_SALT = 0x5BD1E995
+
+
+def mix32(x: Array) -> Array:
+    """MurmurHash3's ``fmix32`` finalizer on ``u32[...]`` (a bijection with full avalanche)."""
+    x = jnp.asarray(x, jnp.uint32)
+    x = x ^ (x >> 16)
+    x = x * np.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * np.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def content_key(prompt: Array, answer: Array) -> Array:
+    """Hashes tasks' token content into stable keys.
+
+    Args:
+      prompt: ``i32[..., P]`` prompt tokens (any padding with PAD, on either side).
+      answer: ``i32[..., A]`` answer tokens (any padding with PAD).
+
+    Returns:
+      ``u32[...]`` one key per task: ``mix32(fnv1a(non-PAD prompt tokens ++ non-PAD answer
+      tokens))``.
+
+    Example:
+      >>> int(content_key(jnp.array([1, 5, 17, 2]), jnp.array([17, 3])))
+      3869509429
+    """
+    tokens = jnp.concatenate([jnp.asarray(prompt), jnp.asarray(answer)], axis=-1)
+    tokens = jnp.moveaxis(tokens.astype(jnp.uint32), -1, 0)
+
+    def absorb(h, t):
+        return jnp.where(t != PAD, (h ^ t) * np.uint32(FNV_PRIME), h), None
+
+    h0 = jnp.full(tokens.shape[1:], FNV_OFFSET_BASIS, jnp.uint32)
+    h, _ = jax.lax.scan(absorb, h0, tokens)
+    return mix32(h)
+
+
+def _split_threshold(held_out_frac: float) -> int:
+    if not 0.0 < held_out_frac < 1.0:
+        raise ValueError(
+            f"held_out_frac must be in (0, 1), got {held_out_frac!r}: it is the share of the task"
+            " space reserved for evaluation."
+        )
+    return int(held_out_frac * 2**32)
+
+
+def held_out_mask(keys: Array, held_out_frac: float) -> Array:
+    """Which tasks belong to the held-out side of the split.
+
+    The decision is a function of the key alone, so a held-out task is held out in every pool
+    built with the same ``held_out_frac``, whatever the seed, and can never appear in training.
+
+    Args:
+      keys: ``u32[...]`` task keys.
+      held_out_frac: share of the task space held out, in (0, 1).
+
+    Returns:
+      ``bool[...]`` True for held-out tasks.
+    """
+    threshold = np.uint32(_split_threshold(held_out_frac))
+    return mix32(jnp.asarray(keys, jnp.uint32) ^ np.uint32(SPLIT_SALT)) < threshold

@@ -1,0 +1,110 @@
+"""The task record shared by every family, and helpers to index, pad and join task sets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from curriculax.tasks._vocab import PAD
+
+Array = jax.Array
+
+
+class TaskSet(NamedTuple):
+    """``N`` tasks of the form "prompt tokens -> answer tokens" (leading task axis ``N``).
+
+    Prompts are **left**-padded: the SEP token of every prompt sits in the last column, so a
+    batch of prompts continues in the same column for every row and autoregressive sampling
+    writes token ``t`` of every completion to column ``P + t`` with no per-row bookkeeping.
+    The policy computes positions from the first non-PAD token, so padding does not change
+    what it sees. Answers are **right**-padded, aligned with the completion they are compared to.
+
+    Attributes:
+      prompt: ``i32[N, P]`` PAD ... PAD, BOS, prompt tokens, SEP.
+      prompt_len: ``i32[N]`` number of non-PAD prompt tokens (BOS and SEP included).
+      answer: ``i32[N, A]`` answer tokens, EOS, PAD ... PAD.
+      answer_len: ``i32[N]`` number of answer tokens including EOS.
+      level: ``i32[N]`` 0-based difficulty level within the task's family.
+      key: ``u32[N]`` stable content hash of prompt and answer (see
+        :func:`curriculax.tasks.content_key`).
+    """
+
+    prompt: Array
+    prompt_len: Array
+    answer: Array
+    answer_len: Array
+    level: Array
+    key: Array
+
+
+def num_tasks(tasks: TaskSet) -> int:
+    """Returns ``N``, the size of the leading task axis (a static Python int)."""
+    return tasks.level.shape[0]
+
+
+def take(tasks: TaskSet, idx: Array) -> TaskSet:
+    """Gathers tasks by index.
+
+    Args:
+      tasks: a task set with ``N`` tasks.
+      idx: ``i32[...]`` indices into the task axis; jit-able.
+
+    Returns:
+      A :class:`TaskSet` whose leaves have leading axes ``idx.shape``.
+    """
+    idx = jnp.asarray(idx)
+    return jax.tree.map(lambda x: jnp.take(x, idx, axis=0), tasks)
+
+
+def pad_tasks(
+    tasks: TaskSet, *, prompt_width: int | None = None, answer_width: int | None = None
+) -> TaskSet:
+    """Pads prompts on the left and answers on the right to the given widths.
+
+    Padding never changes a task's meaning or key. Works on leaves with any leading axes.
+
+    Raises:
+      ValueError: a width is smaller than the current one (that would cut tokens off).
+    """
+    prompt, answer = tasks.prompt, tasks.answer
+    if prompt_width is not None:
+        extra = prompt_width - prompt.shape[-1]
+        if extra < 0:
+            raise ValueError(
+                f"prompt_width={prompt_width} is smaller than the prompts' width "
+                f"{prompt.shape[-1]}; raise it to at least {prompt.shape[-1]}."
+            )
+        pad = [(0, 0)] * (prompt.ndim - 1) + [(extra, 0)]
+        prompt = jnp.pad(prompt, pad, constant_values=PAD)
+    if answer_width is not None:
+        extra = answer_width - answer.shape[-1]
+        if extra < 0:
+            raise ValueError(
+                f"answer_width={answer_width} is smaller than the answers' width "
+                f"{answer.shape[-1]}; raise it to at least {answer.shape[-1]}."
+            )
+        pad = [(0, 0)] * (answer.ndim - 1) + [(0, extra)]
+        answer = jnp.pad(answer, pad, constant_values=PAD)
+    return tasks._replace(prompt=prompt, answer=answer)
+
+
+def concat_tasksets(tasksets: Sequence[TaskSet]) -> TaskSet:
+    """Joins task sets along the task axis, padding prompts and answers to common widths.
+
+    Levels are kept as they are (each family numbers its own levels from 0). Keys of tasks from
+    different pools are not checked for collisions here; see
+    :func:`curriculax.tasks.check_unique_keys`.
+
+    Example:
+      >>> both = concat_tasksets([reversal_pool, addition_pool])
+    """
+    tasksets = list(tasksets)
+    if not tasksets:
+        raise ValueError("concat_tasksets needs at least one TaskSet, got an empty sequence.")
+    prompt_width = max(t.prompt.shape[-1] for t in tasksets)
+    answer_width = max(t.answer.shape[-1] for t in tasksets)
+    padded = [pad_tasks(t, prompt_width=prompt_width, answer_width=answer_width) for t in tasksets]
+    return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *padded)

@@ -1,0 +1,52 @@
+"""verify: exact match up to and including EOS, and partial credit, on hand-made completions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax import tasks as T
+
+S0, S1, S2 = T.SYMBOL_0, T.SYMBOL_0 + 1, T.SYMBOL_0 + 2
+EOS, PAD = T.EOS, T.PAD
+ANSWER = jnp.array([S2, S1, S0, EOS, PAD])  # width A = 5, answer_len = 4
+
+
+def _verify(completion):
+    exact, partial = jax.jit(T.verify)(ANSWER, jnp.array(4), jnp.array(completion))
+    return float(exact), float(partial)
+
+
+def test_right_answer_then_anything():
+    assert _verify([S2, S1, S0, EOS, PAD, PAD]) == (1.0, 1.0)
+    assert _verify([S2, S1, S0, EOS, S1, S1]) == (1.0, 1.0)  # after EOS is ignored
+
+
+def test_wrong_and_partial():
+    assert _verify([S2, S0, S0, EOS, PAD, PAD]) == (0.0, 0.75)
+    assert _verify([S0, S0, S2, S0, S1, EOS]) == (0.0, 0.0)
+
+
+def test_missing_eos_and_extra_tokens():
+    assert _verify([S2, S1, S0, S0, EOS, PAD]) == (0.0, 0.75)  # an extra token before EOS
+    assert _verify([S2, S1, S0, S1, S1, S1]) == (0.0, 0.75)  # never stops
+    assert _verify([S2, S1, EOS, PAD, PAD, PAD]) == (0.0, 0.5)  # stops early
+
+
+def test_completion_shorter_than_answer():
+    assert _verify([S2, S1, S0]) == (0.0, 0.75)
+    assert _verify([S2, S1, S0, EOS]) == (1.0, 1.0)
+
+
+def test_broadcasts_over_groups():
+    answers = jnp.array([[S0, EOS, PAD], [S1, S2, EOS]])  # G = 2
+    answer_len = jnp.array([2, 3])
+    completions = jnp.array(
+        [
+            [[S0, EOS, S1], [S1, EOS, PAD]],
+            [[S1, S2, EOS], [S1, S1, EOS]],
+        ]
+    )  # [G=2, K=2, T=3]
+    exact, partial = T.verify(answers[:, None], answer_len[:, None], completions)
+    np.testing.assert_array_equal(exact, [[1.0, 0.0], [1.0, 0.0]])
+    np.testing.assert_allclose(partial, [[1.0, 0.5], [1.0, 2 / 3]])
+    assert exact.dtype == partial.dtype == jnp.float32
