@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m experiments.quickstart $(ARGS)
+	$(BIN)/python -m experiments.grpo $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)

@@ -39,7 +39,8 @@ def _row(report, cap: float) -> str:
     )
 
 
-def dry_run(seed: int, rounds: int, steps_per_round: int, out=sys.stdout) -> dict:
+def dry_run(seed: int, rounds: int, steps_per_round: int, out=None) -> dict:
+    out = out or sys.stdout
     runs = {}
     for name, challenger in (("self-play", level_challenger()), ("no challenger", None)):
         out.write(f"\n== {name} (seed {seed}) ==\n{HEADER}\n")

@@ -1,0 +1,46 @@
+"""The shipped experiment configs parse into their dataclasses and match the defaults."""
+
+import argparse
+import dataclasses
+import os
+
+import pytest
+
+from experiments import _cli
+from experiments.compare import CompareConfig
+from experiments.grpo import GRPOExperimentConfig
+from experiments.quickstart import QuickstartConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load(cls, name, sets=()):
+    args = argparse.Namespace(
+        config=os.path.join(ROOT, "experiments", "configs", name),
+        set=list(sets),
+        seed=None,
+        steps=None,
+    )
+    return _cli.load_config(cls, args)
+
+
+@pytest.mark.parametrize(
+    ("cls", "name"),
+    [
+        (GRPOExperimentConfig, "grpo.toml"),
+        (QuickstartConfig, "quickstart.toml"),
+        (CompareConfig, "compare.toml"),
+    ],
+)
+def test_shipped_config_spells_out_the_defaults(cls, name):
+    assert load(cls, name) == cls()
+
+
+def test_overrides_reach_nested_fields_and_bad_keys_are_named():
+    config = load(GRPOExperimentConfig, "grpo.toml", ["task.num_levels=8", "grpo.reward=partial"])
+    assert config.task.num_levels == 8 and config.grpo.reward == "partial"
+    assert dataclasses.replace(config, task=GRPOExperimentConfig().task) != config
+    with pytest.raises(ValueError, match=r"unknown key 'levels'; accepted keys are \[.*num_levels"):
+        load(GRPOExperimentConfig, "grpo.toml", ["task.levels=8"])
+    with pytest.raises(ValueError, match="expected int"):
+        load(GRPOExperimentConfig, "grpo.toml", ["steps=many"])
