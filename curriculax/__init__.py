@@ -1,6 +1,6 @@
 """curriculax: composable curricula for reinforcement learning, as pure JAX functions."""
 
-from curriculax import gates, samplers
+from curriculax import credit, gates, samplers
 from curriculax._config import (
     curriculum_from_config,
     gate_from_config,
@@ -32,6 +32,7 @@ __all__ = [
     "TaskDraw",
     "TaskSampler",
     "__version__",
+    "credit",
     "curriculum",
     "curriculum_from_config",
     "gate_from_config",

@@ -104,9 +104,11 @@ class CheckpointStore:
         return self._manager.latest_step()
 
     def save(self, step: int, state: Any, meta: Mapping[str, Any]) -> None:
-        """Saves (asynchronously; :meth:`wait` before reading back or exiting)."""
+        """Saves (asynchronously; :meth:`wait` before reading back or exiting), replacing a
+        checkpoint already at ``step`` (Orbax alone would skip the save silently)."""
         if step in self._manager.all_steps():
-            return  # already saved at this step (Orbax would skip it silently anyway)
+            self._manager.wait_until_finished()
+            self._manager.delete(step)
         self._manager.save(
             step,
             args=ocp.args.Composite(

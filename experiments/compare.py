@@ -92,12 +92,13 @@ def run_arm(config: CompareConfig, name: str, mesh=None) -> dict:
     return curves
 
 
-def rollouts_to_target(curve: dict, target: float) -> list[float | None]:
-    """Per seed: rollouts at the first evaluation at or above ``target`` (None: never)."""
+def to_target(curve: dict, target: float, field: str = "rollouts") -> list[float | None]:
+    """Per seed: ``field`` (rollouts or updates) at the first evaluation at or above
+    ``target`` (None: never)."""
     out = []
-    for held, rollouts in zip(curve["held_out"], curve["rollouts"]):
+    for held, counts in zip(curve["held_out"], curve[field]):
         hits = np.flatnonzero(held >= target)
-        out.append(float(rollouts[hits[0]]) if hits.size else None)
+        out.append(float(counts[hits[0]]) if hits.size else None)
     return out
 
 
@@ -108,11 +109,14 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
     rows, data = [], {}
     for name, c in curves.items():
         final = c["held_out"][:, -1]
-        reach = rollouts_to_target(c, target)
+        reach = to_target(c, target)
         reached = [r for r in reach if r is not None]
+        updates = [u for u in to_target(c, target, "updates") if u is not None]
         data[name] = {
             "final_held_out": final.tolist(),
             "rollouts_to_target": reach,
+            "updates_to_target": to_target(c, target, "updates"),
+            "final_updates": c["updates"][:, -1].tolist(),
             "admission_rate": c["admission"].mean(axis=1).tolist(),
             "curve_rollouts": c["rollouts"][0].tolist(),
             "curve_held_out": c["held_out"].tolist(),
@@ -121,9 +125,11 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         reach_text = (
             f"{np.mean(reached):,.0f} ± {np.std(reached):,.0f}" if reached else "not reached"
         )
+        updates_text = f"{np.mean(updates):,.0f}" if updates else "-"
         rows.append(
             f"| {name} | {final.mean():.3f} ± {final.std():.3f} | {reach_text} "
-            f"| {len(reached)}/{len(reach)} | {c['admission'].mean():.2f} |"
+            f"| {len(reached)}/{len(reach)} | {updates_text} | {c['updates'][:, -1].mean():,.0f} "
+            f"| {c['admission'].mean():.2f} |"
         )
     header = (
         f"Task: {exp.task.family}, {exp.task.num_levels} levels; {config.seeds} seeds per arm; "
@@ -131,8 +137,9 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         f"{exp.groups_per_generation} groups x {exp.group_size} rollouts); target: held-out "
         f"exact match >= {target} (evaluated every {config.eval_every} generation batches).\n\n"
         "| arm | final held-out exact match (mean ± sd) | rollouts to target (mean ± sd over "
-        "seeds that reached it) | seeds reaching target | admission rate |\n"
-        "|---|---:|---:|---:|---:|"
+        "seeds that reached it) | seeds reaching target | updates to target | updates in "
+        "budget | admission rate |\n"
+        "|---|---:|---:|---:|---:|---:|---:|"
     )
     table = header + "\n" + "\n".join(rows) + "\n"
     base = data.get("uniform", {}).get("rollouts_to_target")

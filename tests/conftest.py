@@ -9,7 +9,7 @@ import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
+import jax
 
 _CACHE = os.environ.get("CURRICULAX_TEST_JAX_CACHE") or tempfile.mkdtemp(prefix="cx-jax-cache-")
 jax.config.update("jax_compilation_cache_dir", _CACHE)

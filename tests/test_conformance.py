@@ -37,7 +37,7 @@ def test_check_sampler_catches_a_state_that_changes_dtype(tmp_path):
         return state._replace(cursor=state.cursor.astype(jnp.float32))
 
     broken = cx.TaskSampler(base.init, base.sample, observe, base.metrics)
-    with pytest.raises(AssertionError, match="dtype|structure|traced"):
+    with pytest.raises(AssertionError, match=r"dtype|structure|traced"):
         check_sampler(broken, num_tasks=8, checkpoint_dir=str(tmp_path))
 
 

@@ -56,9 +56,6 @@ def save(store: CheckpointStore, step: int, engine: Engine, state: EngineState, 
 
     A checkpoint already at ``step`` (saved earlier in the same update) is replaced.
     """
-    if step in store.steps():
-        store.wait()
-        store._manager.delete(step)
     item = {"engine": state, "pool_keys": {e.name: engine.pool_keys[e.name] for e in engine.envs}}
     store.save(step, item, engine_meta(engine, state, extra))
 

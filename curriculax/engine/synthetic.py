@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import _counters
+from curriculax.credit import grpo_advantages, per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 
 
@@ -87,14 +88,8 @@ def synthetic_solver(
         return Rollouts(rewards, valid, valid[:, :, None], data)
 
     def credit(rollouts):
-        valid = rollouts.valid
-        count = jnp.maximum(valid.sum(1, keepdims=True), 1)
-        mean = jnp.where(valid, rollouts.rewards, 0.0).sum(1, keepdims=True) / count
-        adv = jnp.where(valid, rollouts.rewards - mean, 0.0)
-        if scale_by_std:
-            var = jnp.where(valid, adv**2, 0.0).sum(1, keepdims=True) / count
-            adv = adv / (jnp.sqrt(var) + 1e-6)
-        return jnp.where(rollouts.token_mask, adv[:, :, None], 0.0)
+        adv = grpo_advantages(rollouts.rewards, rollouts.valid, scale_by_std=scale_by_std)
+        return per_token(adv, rollouts.token_mask, rollouts.valid)
 
     def update(state, batch: TrainBatch, key):
         del key

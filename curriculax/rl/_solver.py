@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from curriculax.credit import per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.rl._grpo import GRPOConfig, grpo_advantages, grpo_loss
 from curriculax.rl._model import Params, TransformerConfig, init_policy, policy_graphdef
@@ -180,8 +181,7 @@ def grpo_solver(
             scale_by_std=grpo_cfg.scale_by_std,
             eps=grpo_cfg.std_eps,
         )
-        mask = rollouts.token_mask & rollouts.valid[..., None]
-        return jnp.where(mask, advantages[..., None], 0.0)
+        return per_token(advantages, rollouts.token_mask, rollouts.valid)
 
     def loss_fn(params: Params, ref_params: Params, batch: TrainBatch):
         data: GRPORolloutData = batch.rollouts.data

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters
+from curriculax.credit import grpo_advantages, per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.selfplay._challenger import Challenger, InvalidTask
 
@@ -64,11 +65,8 @@ def capped_solver(
         return Rollouts(rewards, valid, valid[:, :, None], data)
 
     def credit(rollouts):
-        valid = rollouts.valid
-        count = jnp.maximum(valid.sum(1, keepdims=True), 1)
-        mean = jnp.where(valid, rollouts.rewards, 0.0).sum(1, keepdims=True) / count
-        adv = jnp.where(valid, rollouts.rewards - mean, 0.0)
-        return jnp.where(rollouts.token_mask, adv[:, :, None], 0.0)
+        adv = grpo_advantages(rollouts.rewards, rollouts.valid, scale_by_std=False)
+        return per_token(adv, rollouts.token_mask, rollouts.valid)
 
     def update(state, batch: TrainBatch, key):
         del key

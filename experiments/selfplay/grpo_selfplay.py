@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from curriculax import tasks as T
 from curriculax.selfplay import Challenger, InvalidTask, curriculum_evolve
@@ -33,26 +33,35 @@ def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
 
     The payload is a one-task :class:`~curriculax.tasks.TaskSet` padded to the pool's widths;
     ``validate`` rejects levels outside the family and malformed payloads; ``propose`` raises
-    the level when the round learned more tasks than it left stuck (r0 > 0), lowers it when it
-    learned none but left tasks stuck.
+    the level when the round learned more tasks than it left stuck (r0 > 0) or when the solver
+    already passed most of them, lowers it when it learned none but left tasks stuck.
     """
+
+    @functools.cache
+    def builder(level: int):
+        """One compiled task builder per level (the generator runs on the host per task)."""
+
+        def build(key):
+            digits = jax.random.randint(key, (1, spec.length(level)), 0, spec.num_symbols)
+            prompt, answer, answer_len = spec.encode(level, digits)
+            task = T.TaskSet(
+                prompt=prompt,
+                prompt_len=jnp.array([prompt.shape[1]], jnp.int32),
+                answer=answer,
+                answer_len=answer_len,
+                level=jnp.array([level], jnp.int32),
+                key=T.content_key(prompt, answer),
+            )
+            task = T.pad_tasks(task, prompt_width=spec.prompt_width, answer_width=spec.answer_width)
+            return jax.tree.map(lambda x: x[0], task)
+
+        return jax.jit(build)
 
     def generate(knob, key):
         level = int(knob["level"])
         if not 0 <= level < spec.num_levels:
             return {"level": level}  # malformed on purpose: validate rejects it
-        digits = jax.random.randint(key, (1, spec.length(level)), 0, spec.num_symbols)
-        prompt, answer, answer_len = spec.encode(level, digits)
-        task = T.TaskSet(
-            prompt=prompt,
-            prompt_len=jnp.array([prompt.shape[1]], jnp.int32),
-            answer=answer,
-            answer_len=answer_len,
-            level=jnp.array([level], jnp.int32),
-            key=T.content_key(prompt, answer),
-        )
-        task = T.pad_tasks(task, prompt_width=spec.prompt_width, answer_width=spec.answer_width)
-        return jax.tree.map(lambda x: np.asarray(x)[0], task)
+        return jax.device_get(builder(level)(key))
 
     def validate(payload):
         if not isinstance(payload, T.TaskSet):
@@ -63,7 +72,8 @@ def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
 
     def propose(knob, report):
         level = int(knob["level"])
-        if report.learned > report.stuck and report.r0 > 0:
+        too_easy = report.dropped_easy > report.generated // 2
+        if too_easy or (report.learned > report.stuck and report.r0 > 0):
             level = min(level + 1, spec.num_levels - 1)
         elif report.learned == 0 and report.stuck > 0:
             level = max(level - 1, 0)
@@ -75,15 +85,14 @@ def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
 @dataclasses.dataclass(frozen=True)
 class SelfPlayConfig:
     experiment: GRPOExperimentConfig = dataclasses.field(
-        default_factory=lambda: GRPOExperimentConfig(
-            task=TaskConfig(num_levels=8, num_symbols=4, train_per_level=64)
-        )
+        default_factory=lambda: GRPOExperimentConfig(task=TaskConfig(num_levels=6))
     )
-    rounds: int = 8
-    steps_per_round: int = 40
+    rounds: int = 10
+    steps_per_round: int = 60
     generated_per_round: int = 32
     frontier_share: float = 0.25
-    start_level: int = 1
+    start_level: int = 2
+    sampler: str = "sequential"  # the seed sampler (the best arm of experiments.compare)
     held_out_frac: float = 0.2
 
 
@@ -137,6 +146,7 @@ def main(argv=None) -> None:
             generated_per_round=config.generated_per_round,
             frontier_share=config.frontier_share,
             held_out_frac=config.held_out_frac,
+            sampler={"type": config.sampler},
             key=args.seed,
             group_size=exp.group_size,
             batch_groups=exp.batch_groups,

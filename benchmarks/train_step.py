@@ -1,0 +1,115 @@
+"""The main job's training step, and the share of it spent in the curriculum.
+
+One generation batch (``engine.generate``: mix, sample, roll out, credit, observe, vote,
+append) and one update (``engine.train``) of the main job's default configuration, each a
+compiled call timed after compilation (median of ``--repeats``); beside them, the
+curriculum's own work in a generation batch (``sample`` then ``observe`` of the same
+``Curriculum`` on the same shapes), timed as its own compiled program.
+
+Run: ``python -m benchmarks.train_step`` (``--quick`` for a smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+from curriculax.testing import synthetic_results
+from experiments.grpo import GRPOExperimentConfig, build
+
+
+def _median(fn, repeats: int) -> float:
+    fn()  # compile
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    repeats = 3 if args.quick else args.repeats
+    config = GRPOExperimentConfig()
+    engine, _ = build(config)
+    env = engine.envs[0]
+    g, k = config.groups_per_generation, config.group_size
+    holder = {"state": engine.init()}
+
+    def generate():
+        holder["state"], gen = engine.generate(holder["state"])
+        jax.block_until_ready(gen)
+
+    t_gen = _median(generate, repeats)
+    while int(holder["state"].pending.count) < config.batch_groups:
+        generate()
+
+    def train():
+        state = holder["state"]
+        # Keep the pending batch full: train on the same rows every repeat.
+        saved = state.pending
+        state, metrics = engine.train(state)
+        holder["state"] = state._replace(pending=jax.tree.map(jnp.copy, saved))
+        jax.block_until_ready(metrics)
+
+    saved_pending = jax.tree.map(jnp.copy, holder["state"].pending)
+    holder["state"] = holder["state"]._replace(pending=saved_pending)
+    t_train = _median(train, repeats)
+
+    cur = env.curriculum
+    cur_state = cur.init(jax.random.key(0))
+    results = synthetic_results(jax.random.key(1), jnp.arange(g) % env.num_tasks, k, 1)
+
+    @jax.jit
+    def curriculum_step(state, key):
+        ids, state = cur.sample(state, key, g)
+        admission, state = cur.observe(state, results._replace(task_ids=ids))
+        return state, admission.admitted
+
+    box = {"state": cur_state, "i": 0}
+
+    def curriculum():
+        box["i"] += 1
+        box["state"], admitted = curriculum_step(box["state"], jax.random.key(box["i"]))
+        jax.block_until_ready(admitted)
+
+    t_cur = _median(curriculum, repeats)
+    step = t_gen + t_train
+    print(
+        f"# main job step  {datetime.date.today()}  {platform.node()}  jax {jax.__version__} "
+        f"{jax.default_backend()}  {os.cpu_count()} CPU cores"
+    )
+    print(
+        f"# reversal {config.task.num_levels} levels, pool {env.num_tasks} tasks, "
+        f"{g} groups x {k} rollouts per generation batch, {config.batch_groups} groups per update"
+    )
+    print("\n| part | ms | share of generate + train |")
+    print("|---|---:|---:|")
+    print(
+        f"| generate (sample, roll out, credit, observe, append) | {t_gen * 1e3:.2f} "
+        f"| {t_gen / step:.1%} |"
+    )
+    print(
+        f"| train (one GRPO update on {config.batch_groups} groups) | {t_train * 1e3:.2f} "
+        f"| {t_train / step:.1%} |"
+    )
+    print(
+        f"| curriculum alone (sample + observe, inside generate) | {t_cur * 1e3:.3f} "
+        f"| {t_cur / step:.2%} |"
+    )
+    print(f"\nrollouts/s with an update every generation batch: {g * k / step:,.0f}")
+
+
+if __name__ == "__main__":
+    main()

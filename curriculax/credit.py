@@ -1,0 +1,54 @@
+"""Credit assignment shared by every solver: group-relative advantages (GRPO).
+
+Example:
+  >>> adv = grpo_advantages(rewards, valid)                 # f32[G, K]
+  >>> credit = per_token(adv, token_mask, valid)            # f32[G, K, T]
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+
+
+def grpo_advantages(
+    rewards: Array, valid: Array, *, scale_by_std: bool = True, eps: float = 1e-6
+) -> Array:
+    """Group-relative advantages: each reward minus its group's mean, optionally over its std.
+
+    Mean and (population, ``ddof=0``) standard deviation are taken over the group's valid
+    rollouts only. Invalid rollouts get 0, as does every rollout of a group whose valid rewards
+    are all equal (nothing to prefer) or that has no valid rollout. Non-finite rewards of
+    invalid rollouts are ignored.
+
+    Args:
+      rewards: ``f32[G, K]`` one reward per rollout.
+      valid: ``bool[G, K]``.
+      scale_by_std: divide by ``std + eps``; otherwise mean-centring only.
+      eps: added to the standard deviation.
+
+    Returns:
+      ``f32[G, K]``.
+
+    Example:
+      >>> grpo_advantages(jnp.array([[1.0, 0.0, 0.0, 0.0]]), jnp.ones((1, 4), bool))
+      Array([[ 1.7320468 , -0.57734895, -0.57734895, -0.57734895]], dtype=float32)
+    """
+    valid = jnp.asarray(valid, bool)
+    rewards = jnp.where(valid, jnp.asarray(rewards, jnp.float32), 0.0)
+    count = jnp.maximum(jnp.sum(valid, axis=-1, keepdims=True), 1)
+    mean = jnp.sum(rewards, axis=-1, keepdims=True) / count
+    centred = jnp.where(valid, rewards - mean, 0.0)
+    if scale_by_std:
+        std = jnp.sqrt(jnp.sum(centred**2, axis=-1, keepdims=True) / count)
+        centred = centred / (std + eps)
+    return centred
+
+
+def per_token(advantages: Array, token_mask: Array, valid: Array) -> Array:
+    """Broadcasts ``f32[G, K]`` advantages over ``T`` positions: ``f32[G, K, T]``, zero where
+    ``token_mask`` is False or the rollout is invalid."""
+    mask = jnp.asarray(token_mask, bool) & jnp.asarray(valid, bool)[..., None]
+    return jnp.where(mask, advantages[..., None], 0.0)
