@@ -147,6 +147,7 @@ def curriculum_evolve(
     progress: bool = False,
     traces: bool | float = False,
     on_round: Callable[[RoundReport], None] | None = None,
+    mesh=None,
 ) -> EvolutionResult:
     """Trains ``solver`` on ``seed_tasks`` while a challenger proposes frontier tasks.
 
@@ -193,6 +194,8 @@ def curriculum_evolve(
       progress: show a progress bar.
       traces: trace groups (as in :func:`curriculax.engine.run`).
       on_round: called with each :class:`RoundReport` (e.g. to print a table).
+      mesh: an optional device mesh for the engine (data-parallel rollouts and updates; see
+        :func:`curriculax.engine.make_mesh`).
 
     Returns:
       An :class:`EvolutionResult`.
@@ -256,6 +259,7 @@ def curriculum_evolve(
         solver,
         [env],
         EngineConfig(batch_groups=batch_groups, groups_per_generation=groups_per_generation),
+        mesh=mesh,
     )
     k_init, k_rounds, k_eval = jax.random.split(key, 3)
     state = engine.init(k_init)

@@ -114,6 +114,12 @@ def main(argv=None) -> None:
     if args.steps_override:
         config = dataclasses.replace(config, steps_per_round=args.steps_override)
     exp = config.experiment
+    mesh = None
+    if args.devices > 1:
+        from curriculax.engine import make_mesh
+
+        jax.config.update("jax_num_cpu_devices", args.devices)
+        mesh = make_mesh(args.devices)
     spec = family_spec(exp.task)
     if not isinstance(spec, T.ReversalSpec | T.CopySpec):
         raise SystemExit("the self-play challenger generates reversal/copy tasks")
@@ -151,6 +157,7 @@ def main(argv=None) -> None:
             group_size=exp.group_size,
             batch_groups=exp.batch_groups,
             on_round=on_round,
+            mesh=mesh,
         )
         runs[name] = {
             "final_reward": result.final_reward,

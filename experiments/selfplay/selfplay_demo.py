@@ -39,7 +39,7 @@ def _row(report, cap: float) -> str:
     )
 
 
-def dry_run(seed: int, rounds: int, steps_per_round: int, out=None) -> dict:
+def dry_run(seed: int, rounds: int, steps_per_round: int, out=None, mesh=None) -> dict:
     out = out or sys.stdout
     runs = {}
     for name, challenger in (("self-play", level_challenger()), ("no challenger", None)):
@@ -58,6 +58,7 @@ def dry_run(seed: int, rounds: int, steps_per_round: int, out=None) -> dict:
             generated_per_round=32,
             key=seed,
             on_round=on_round,
+            mesh=mesh,
         )
         runs[name] = {
             "final_reward": round(result.final_reward, 6),
@@ -88,13 +89,24 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--steps", type=int, default=15, help="updates per round")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--devices", type=int, default=1, help="data-parallel mesh over N devices (default 1)"
+    )
+    args, _ = p.parse_known_args(argv)
     if not args.dry_run:
         from experiments.selfplay import grpo_selfplay
 
         grpo_selfplay.main(argv)
         return
-    summary = dry_run(args.seed, args.rounds, args.steps)
+    mesh = None
+    if args.devices > 1:
+        import jax
+
+        from curriculax.engine import make_mesh
+
+        jax.config.update("jax_num_cpu_devices", args.devices)
+        mesh = make_mesh(args.devices)
+    summary = dry_run(args.seed, args.rounds, args.steps, mesh=mesh)
     os.makedirs(args.run_dir, exist_ok=True)
     with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2, sort_keys=True)
