@@ -44,7 +44,7 @@ ARMS = {
 @dataclasses.dataclass(frozen=True)
 class CompareConfig:
     experiment: GRPOExperimentConfig = dataclasses.field(default_factory=GRPOExperimentConfig)
-    seeds: int = 3
+    seeds: int = 5
     generations: int = 1500  # generation batches per run: the rollout budget
     eval_every: int = 50  # generation batches between held-out evaluations
     arms: tuple[str, ...] = tuple(ARMS)

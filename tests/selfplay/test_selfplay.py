@@ -89,15 +89,16 @@ def test_malformed_payloads_count_as_invalid():
     def generate(spec, key):
         return {"level": np.float32(1.0)}  # missing the 'variant' field
 
-    result = curriculum_evolve(
-        capped_solver(),
-        level_tasks(),
-        challenger=Challenger(generate, lambda p: p, base.propose),
-        spec={"level": 1.0},
-        rounds=1,
-        steps_per_round=2,
-        generated_per_round=4,
-    )
+    with pytest.warns(UserWarning, match="differs from the pool's"):
+        result = curriculum_evolve(
+            capped_solver(),
+            level_tasks(),
+            challenger=Challenger(generate, lambda p: p, base.propose),
+            spec={"level": 1.0},
+            rounds=1,
+            steps_per_round=2,
+            generated_per_round=4,
+        )
     assert result.curriculum[0].invalid == 16 and result.curriculum[0].generated == 0
 
 

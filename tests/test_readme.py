@@ -1,0 +1,15 @@
+"""The README's code snippet runs as written."""
+
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_ten_line_example_runs():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    block = re.search(r"## A curriculum in ten lines\n\n```python\n(.*?)```", text, re.S).group(1)
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    assert scope["admission"].admitted.shape == (256,)
+    assert "gate/zero_advantage/rejected" in scope["cur"].metrics(scope["state"])
