@@ -150,7 +150,10 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
                 continue
             ratio = _speedup(base, d["rollouts_to_target"], budget)
             if ratio:
-                lines.append(f"- {name}: {ratio} fewer rollouts than uniform to reach {target}")
+                lines.append(
+                    f"- {name}: uniform needs {ratio} the rollouts this arm needs to reach "
+                    f"{target} (mean over seeds; above 1 favours the arm)"
+                )
     return table + ("\n" + "\n".join(lines) + "\n" if lines else ""), data
 
 
@@ -162,7 +165,7 @@ def _speedup(base: list, arm: list, budget: int) -> str | None:
     b = [budget if r is None else r for r in base]
     ratio = np.mean(b) / np.mean(arm)
     prefix = "at least " if any(r is None for r in base) else ""
-    return f"{prefix}{ratio:.1f}x"
+    return f"{prefix}{ratio:.2f}x"
 
 
 def plot(curves: dict[str, dict], out_path: str, target: float) -> None:
