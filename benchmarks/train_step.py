@@ -57,14 +57,13 @@ def main() -> None:
 
     def train():
         state = holder["state"]
-        # Keep the pending batch full: train on the same rows every repeat.
-        saved = state.pending
+        # Keep the pending batch full: train on the same rows every repeat (a copy, since
+        # train donates the state it is given).
+        saved = jax.tree.map(jnp.copy, state.pending)
         state, metrics = engine.train(state)
-        holder["state"] = state._replace(pending=jax.tree.map(jnp.copy, saved))
+        holder["state"] = state._replace(pending=saved)
         jax.block_until_ready(metrics)
 
-    saved_pending = jax.tree.map(jnp.copy, holder["state"].pending)
-    holder["state"] = holder["state"]._replace(pending=saved_pending)
     t_train = _median(train, repeats)
 
     cur = env.curriculum

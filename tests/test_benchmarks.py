@@ -112,3 +112,20 @@ def test_scaling_benchmark_quick_mode_prints_both_tables():
     assert "## step time against device count" in out.stdout
     rows = [x for x in out.stdout.splitlines() if x.startswith("| ") and x[2].isdigit()]
     assert len(rows) == 2 + 3  # two pool sizes, three device counts
+
+
+def test_train_step_benchmark_runs():
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.train_step", "--quick"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| curriculum alone (sample + observe, inside generate) |" in out.stdout

@@ -7,7 +7,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_ten_line_example_runs():
-    text = open(os.path.join(ROOT, "README.md")).read()
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
     block = re.search(r"## A curriculum in ten lines\n\n```python\n(.*?)```", text, re.S).group(1)
     scope: dict = {}
     exec(compile(block, "README.md", "exec"), scope)
