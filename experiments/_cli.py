@@ -175,6 +175,25 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
     return dataclasses.replace(config, **changes)
 
 
+def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
+    """``curriculax.engine.run`` with the convention's flags: run dir, resume, partial
+    restore, checkpoint interval (``--checkpoint-every`` or the config's), progress bar; the
+    config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run."""
+    from curriculax.engine import run
+
+    return run(
+        engine,
+        steps=config.steps,
+        run_dir=args.run_dir,
+        resume=args.resume,
+        allow_partial=args.allow_partial,
+        checkpoint_every=args.checkpoint_every or config.checkpoint_every,
+        progress=not args.no_progress,
+        on_update=on_update,
+        config=dataclasses.asdict(config),
+    )
+
+
 def exit_for(stopped: str) -> None:
     """Exits with the conventional status of the signal that stopped the run, if any."""
     codes = {"SIGTERM": 128 + 15, "SIGINT": 128 + 2}

@@ -24,7 +24,7 @@ import numpy as np
 import curriculax as cx
 from curriculax import rl
 from curriculax import tasks as T
-from curriculax.engine import Engine, EngineConfig, Env, run
+from curriculax.engine import Engine, EngineConfig, Env
 from experiments import _cli
 
 # Bands scored on exact match. At the frontier length a policy passes about 1 in 8 of its
@@ -231,17 +231,7 @@ def main(argv=None) -> None:
             return held_out_report(evaluate, state, held_out, config.task.num_levels)
         return None
 
-    result = run(
-        engine,
-        steps=config.steps,
-        run_dir=args.run_dir,
-        resume=args.resume,
-        allow_partial=args.allow_partial,
-        checkpoint_every=args.checkpoint_every or config.checkpoint_every,
-        progress=not args.no_progress,
-        on_update=on_update,
-        config=dataclasses.asdict(config),
-    )
+    result = _cli.run_experiment(engine, args, config, on_update=on_update)
     final = held_out_report(evaluate, result.state, held_out, config.task.num_levels)
     if jax.process_index() == 0:
         plot_curves(

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 import curriculax as cx
-from curriculax.engine import Engine, EngineConfig, Env, run
+from curriculax.engine import Engine, EngineConfig, Env
 from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
 from experiments import _cli
 
@@ -98,17 +98,7 @@ def main(argv=None) -> None:
             return {"eval/held_out_success": held_out_success(state)}
         return None
 
-    result = run(
-        engine,
-        steps=config.steps,
-        run_dir=args.run_dir,
-        resume=args.resume,
-        allow_partial=args.allow_partial,
-        checkpoint_every=args.checkpoint_every or config.checkpoint_every,
-        progress=not args.no_progress,
-        on_update=on_update,
-        config=dataclasses.asdict(config),
-    )
+    result = _cli.run_experiment(engine, args, config, on_update=on_update)
     m = {**result.metrics, "eval/held_out_success": held_out_success(result.state)}
     print(
         f"\n{result.summary['steps']} updates, {result.summary['rollouts']:,} rollouts, "

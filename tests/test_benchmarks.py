@@ -94,38 +94,29 @@ def test_host_and_curriculax_observe_and_draw_with_the_same_semantics():
     assert 0.56 < cx_hard < 0.77 and 0.56 < host_hard < 0.77, (cx_hard, host_hard)
 
 
-def test_scaling_benchmark_quick_mode_prints_both_tables():
+def _run_module(name: str, *args: str) -> str:
+    """Runs ``python -m name args`` from the repository root (a fresh JAX: these benchmarks
+    set the device count before JAX starts) and returns its stdout."""
     import os
     import subprocess
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.scaling", "--quick"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-m", name, *args], cwd=root, capture_output=True, text=True, timeout=600
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "## step time against pool size" in out.stdout
-    assert "## step time against device count" in out.stdout
-    rows = [x for x in out.stdout.splitlines() if x.startswith("| ") and x[2].isdigit()]
+    return out.stdout
+
+
+def test_scaling_benchmark_quick_mode_prints_both_tables():
+    stdout = _run_module("benchmarks.scaling", "--quick")
+    assert "## step time against pool size" in stdout
+    assert "## step time against device count" in stdout
+    rows = [x for x in stdout.splitlines() if x.startswith("| ") and x[2].isdigit()]
     assert len(rows) == 2 + 3  # two pool sizes, three device counts
 
 
 def test_train_step_benchmark_runs():
-    import os
-    import subprocess
-    import sys
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.train_step", "--quick"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "| curriculum alone (sample + observe, inside generate) |" in out.stdout
+    stdout = _run_module("benchmarks.train_step", "--quick")
+    assert "| curriculum alone (sample + observe, inside generate) |" in stdout
