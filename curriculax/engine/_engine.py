@@ -12,7 +12,6 @@ exactly as the uninterrupted run would have.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -23,6 +22,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from curriculax import _counters
+from curriculax._checks import int_at_least
 from curriculax._curriculum import sanitize
 from curriculax._types import CurriculumState, GroupResults, TaskDraw
 from curriculax.engine import _mesh, _mixer, _pending
@@ -62,14 +62,7 @@ class EngineConfig:
             value = getattr(self, name)
             if value is None and name in ("groups_per_generation", "pending_capacity"):
                 continue
-            if isinstance(value, bool):
-                raise TypeError(f"{name} must be an int, got {value!r}")
-            try:
-                value = operator.index(value)
-            except TypeError:
-                raise TypeError(f"{name} must be an int, got {value!r}") from None
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+            int_at_least(value, name)
         if self.stall_policy not in STALL_POLICIES:
             raise ValueError(
                 f"stall_policy must be one of {STALL_POLICIES}, got {self.stall_policy!r}"
@@ -333,7 +326,7 @@ class Engine:
     def _env_rows(self, i: int, solver_state, tasks, ids, key):
         """Rolls out tasks ``ids`` of env ``i``: raw results and padded training rows."""
         env = self.envs[i]
-        if getattr(self, "mesh", None) is not None:  # split the groups over the devices
+        if self.mesh is not None:  # split the groups over the devices
             tasks = _mesh.constrain(tasks, self.mesh, P(self.axis))
         rollouts = self._rollout_fn(env)(solver_state, tasks, key, env.group_size)
         if not isinstance(rollouts, Rollouts):

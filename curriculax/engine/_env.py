@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 import re
 from typing import Any
 
@@ -12,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax._checks import int_at_least
 from curriculax._types import Curriculum
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -116,16 +116,7 @@ class Env:
         n = sizes.pop()
         if n < 1:
             raise ValueError(f"env {self.name!r}: the task pool is empty")
-        if isinstance(self.group_size, bool):
-            raise TypeError(f"env {self.name!r}: group_size must be an int")
-        try:
-            k = operator.index(self.group_size)
-        except TypeError:
-            raise TypeError(
-                f"env {self.name!r}: group_size must be an int, got {self.group_size!r}"
-            ) from None
-        if k < 1:
-            raise ValueError(f"env {self.name!r}: group_size must be >= 1, got {k}")
+        k = int_at_least(self.group_size, f"env {self.name!r}: group_size")
         w = self.weight
         if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w):
             raise ValueError(f"env {self.name!r}: weight must be a finite number, got {w!r}")

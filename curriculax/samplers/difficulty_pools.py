@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _permute, _select, _shard
+from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
-from curriculax.samplers._common import check_num, check_num_tasks
 
 _RESERVED_NAMES = ("unseen", "unscored", "fallback", "warmup_remaining", "mean_score")
 

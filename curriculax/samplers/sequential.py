@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import _counters, _permute
+from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
-from curriculax.samplers._common import check_num, check_num_tasks
 
 
 class SequentialState(NamedTuple):

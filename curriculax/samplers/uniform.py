@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import _permute
+from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import EmptyState, GroupResults, TaskSampler
-from curriculax.samplers._common import check_num, check_num_tasks
 
 
 def uniform(num_tasks: int) -> TaskSampler:

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import _counters, _permute, _select
+from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskDraw, TaskSampler
-from curriculax.samplers._common import check_num, check_num_tasks
 
 EMPTY, ACTIVE, WAITING = 0, 1, 2
 
