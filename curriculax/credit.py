@@ -52,3 +52,12 @@ def per_token(advantages: Array, token_mask: Array, valid: Array) -> Array:
     ``token_mask`` is False or the rollout is invalid."""
     mask = jnp.asarray(token_mask, bool) & jnp.asarray(valid, bool)[..., None]
     return jnp.where(mask, advantages[..., None], 0.0)
+
+
+def group_signal(advantages: Array, token_mask: Array) -> Array:
+    """``f32[G]``: each group's mean absolute advantage over its trainable positions, a
+    stand-in for how much a policy-gradient step on the group can teach (0 for a group whose
+    rollouts all scored the same). ``advantages``/``token_mask``: ``[G, K, T]``."""
+    mask = jnp.asarray(token_mask, bool)
+    count = jnp.maximum(jnp.sum(mask, axis=(1, 2)), 1)
+    return jnp.sum(jnp.abs(jnp.where(mask, advantages, 0.0)), axis=(1, 2)) / count

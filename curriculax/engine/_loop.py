@@ -95,23 +95,23 @@ class _Signals:
 
 
 def _write_traces(writer: JsonlWriter, engine: Engine, gen: Generation, rate: float) -> None:
-    g = jax.device_get(gen)
-    env = engine.envs[int(g.env)]
+    """One JSON line per sampled group of a generation batch already read to the host."""
+    env = engine.envs[int(gen.env)]
     k = env.group_size
     gates = list(env.curriculum.gates)
-    keep = _trace_keep(int(g.generation), np.arange(len(g.task_ids)), rate)
+    keep = _trace_keep(int(gen.generation), np.arange(len(gen.task_ids)), rate)
     for i in np.flatnonzero(keep):
         writer.write(
             {
-                "generation": int(g.generation),
-                "step": int(g.updates),
+                "generation": int(gen.generation),
+                "step": int(gen.updates),
                 "env": env.name,
-                "task": int(g.task_ids[i]),
-                "key": int(g.task_keys[i]),
-                "rewards": g.rewards[i, :k].astype(float).tolist(),
-                "valid": g.valid[i, :k].tolist(),
-                "admitted": bool(g.admitted[i]),
-                "votes": {name: bool(g.votes[f"{env.name}/{name}"][i]) for name in gates},
+                "task": int(gen.task_ids[i]),
+                "key": int(gen.task_keys[i]),
+                "rewards": gen.rewards[i, :k].astype(float).tolist(),
+                "valid": gen.valid[i, :k].tolist(),
+                "admitted": bool(gen.admitted[i]),
+                "votes": {name: bool(gen.votes[f"{env.name}/{name}"][i]) for name in gates},
             }
         )
 
@@ -137,8 +137,9 @@ def _stall_text(engine: Engine, state: EngineState, windows: int, votes: dict) -
 
 
 def _count_votes(votes: dict, engine: Engine, gen: Generation) -> None:
-    """Accumulates each gate's votes since the last admitted group (reset on progress)."""
-    env_index, admitted, by_gate = jax.device_get((gen.env, gen.admitted, gen.votes))
+    """Accumulates each gate's votes since the last admitted group (reset on progress).
+    ``gen`` is already on the host."""
+    env_index, admitted, by_gate = gen.env, gen.admitted, gen.votes
     if admitted.any():
         votes.clear()
         return
@@ -306,6 +307,8 @@ def run(
                 if updates >= steps or sig.received:
                     break
                 state, gen = engine.generate(state)
+                # One small host read per generation batch (traces, guard and counts use it).
+                gen = jax.device_get(gen)
                 if trace_writer is not None:
                     _write_traces(trace_writer, engine, gen, rate)
                 pending = int(gen.pending)

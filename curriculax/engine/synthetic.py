@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import _counters
-from curriculax.credit import grpo_advantages, per_token
+from curriculax.credit import group_signal, grpo_advantages, per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 
 
@@ -93,9 +93,7 @@ def synthetic_solver(
 
     def update(state, batch: TrainBatch, key):
         del key
-        trainable = batch.rollouts.token_mask
-        count = jnp.maximum(trainable.sum((1, 2)), 1)
-        signal = jnp.abs(jnp.where(trainable, batch.advantages, 0.0)).sum((1, 2)) / count
+        signal = group_signal(batch.advantages, batch.rollouts.token_mask)
         b = batch.rollouts.data["bin"][:, 0]
         dist = jnp.arange(bins)[None, :] - b[:, None]
         kernel = jnp.exp(-0.5 * (dist / spread) ** 2)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters
-from curriculax.credit import grpo_advantages, per_token
+from curriculax.credit import group_signal, grpo_advantages, per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.selfplay._challenger import Challenger, InvalidTask
 
@@ -70,10 +70,7 @@ def capped_solver(
 
     def update(state, batch: TrainBatch, key):
         del key
-        mask = batch.rollouts.token_mask
-        signal = jnp.abs(jnp.where(mask, batch.advantages, 0.0)).sum((1, 2)) / jnp.maximum(
-            mask.sum((1, 2)), 1
-        )
+        signal = group_signal(batch.advantages, batch.rollouts.token_mask)
         level = batch.rollouts.data["level"][:, 0]
         useful = (level >= state.cap) & (level <= state.cap + reach)
         gain = learning_rate * jnp.mean(jnp.where(useful, signal, 0.0))
