@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from curriculax.testing import synthetic_results
-from experiments.grpo import GRPOExperimentConfig, build
+from experiments._builders import GRPOExperimentConfig, build
 
 
 def _median(fn, repeats: int) -> float:

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments import _cli
-from experiments.grpo import FRONTIER_CURRICULUM, GRPOExperimentConfig, build
+from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, build
 
 ZERO_ADVANTAGE = {"zero_advantage": {"type": "advantage_range", "low": 0.0, "high": 0.0}}
 ARMS = {

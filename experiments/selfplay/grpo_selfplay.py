@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from curriculax import tasks as T
 from curriculax.selfplay import Challenger, InvalidTask, curriculum_evolve
 from experiments import _cli
-from experiments.grpo import GRPOExperimentConfig, TaskConfig, family_spec, make_solver
+from experiments._builders import GRPOExperimentConfig, TaskConfig, family_spec, make_solver
 
 
 def sequence_challenger(spec: T.ReversalSpec) -> Challenger:

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from experiments import _cli
+from experiments._builders import GRPOExperimentConfig
 from experiments.compare import CompareConfig
-from experiments.grpo import GRPOExperimentConfig
 from experiments.quickstart import QuickstartConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
