@@ -397,4 +397,4 @@ def difficulty_pools(
         out["mean_score"] = score_sum / jnp.maximum(scored, 1).astype(jnp.float32)
         return out
 
-    return TaskSampler(init, sample, observe, metrics)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
