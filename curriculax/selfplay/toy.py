@@ -90,8 +90,9 @@ def level_challenger(*, step_up: float = 1.0, step_down: float = 0.5, max_level:
     ``generate`` draws a level uniformly in ``[spec.level, spec.level + 1)`` (a payload
     ``{"level": f32[], "variant": i32[]}``); ``validate`` rejects non-finite or out-of-range
     levels; ``propose`` raises the level by ``step_up`` when the round learned more tasks than
-    it left stuck (r0 > 0), lowers it by ``step_down`` when it learned nothing but left tasks
-    stuck, and keeps it otherwise.
+    it left stuck (r0 > 0) or when the solver already passed most of the round's tasks (more
+    dropped as easy than half the generated ones), lowers it by ``step_down`` when it learned
+    nothing but left tasks stuck, and keeps it otherwise.
     """
 
     def generate(spec, key):
@@ -108,7 +109,8 @@ def level_challenger(*, step_up: float = 1.0, step_down: float = 0.5, max_level:
 
     def propose(spec, report):
         level = float(spec["level"])
-        if report.learned > report.stuck and report.r0 > 0:
+        too_easy = report.dropped_easy > report.generated // 2
+        if too_easy or (report.learned > report.stuck and report.r0 > 0):
             level += step_up
         elif report.learned == 0 and report.stuck > 0:
             level = max(0.0, level - step_down)

@@ -133,11 +133,11 @@ def main(argv=None) -> None:
             flush=True,
         )
 
-        def on_round(r):
+        def on_round(r, held_out):
             level = "-" if r.spec is None else str(r.spec["level"])
             print(
                 f"{r.round:>5} {level:>5} {r.generated:>4} {r.learned:>5} {r.stuck:>5} "
-                f"{r.dropped_easy:>4} {r.r0:>6.3f} {r.held_out_reward:>8.3f} "
+                f"{r.dropped_easy:>4} {r.r0:>6.3f} {held_out:>8.3f} "
                 f"{r.rollouts:>9,}",
                 flush=True,
             )

@@ -29,12 +29,12 @@ HEADER = (
 )
 
 
-def _row(report, cap: float) -> str:
+def _row(report, held_out: float, cap: float) -> str:
     spec = "-" if report.spec is None else f"{report.spec['level']:.1f}"
     return (
         f"{report.round:>5} {spec:>8} {report.generated:>4} {report.invalid:>5} "
         f"{report.learned:>5} {report.stuck:>5} {report.dropped_easy:>4} {report.r0:>6.3f} "
-        f"{report.occupancy:>5} {'cap:' + format(cap, '.2f'):>7} {report.held_out_reward:>8.3f} "
+        f"{report.occupancy:>5} {'cap:' + format(cap, '.2f'):>7} {held_out:>8.3f} "
         f"{report.rollouts:>8}"
     )
 
@@ -45,8 +45,8 @@ def dry_run(seed: int, rounds: int, steps_per_round: int, out=None, mesh=None) -
     for name, challenger in (("self-play", level_challenger()), ("no challenger", None)):
         out.write(f"\n== {name} (seed {seed}) ==\n{HEADER}\n")
 
-        def on_round(report):
-            out.write(_row(report, report.metrics["solver/cap"]) + "\n")
+        def on_round(report, held_out):
+            out.write(_row(report, held_out, report.metrics["solver/cap"]) + "\n")
 
         result = curriculum_evolve(
             capped_solver(),
