@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import tasks as T
-from curriculax.selfplay import Challenger, InvalidTask
+from curriculax.selfplay import Challenger, InvalidTask, level_direction
 
 
 def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
@@ -16,9 +16,8 @@ def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
     a random symbol sequence of the level's length (``spec.length(level)``).
 
     The payload is a one-task :class:`~curriculax.tasks.TaskSet` padded to the pool's widths;
-    ``validate`` rejects levels outside the family and malformed payloads; ``propose`` raises
-    the level when the round learned more tasks than it left stuck (r0 > 0) or when the solver
-    already passed most of them, lowers it when it learned none but left tasks stuck.
+    ``validate`` rejects levels outside the family and malformed payloads; ``propose`` moves the
+    level by one as :func:`~curriculax.selfplay.level_direction` says, within the family.
     """
 
     @functools.cache
@@ -55,12 +54,7 @@ def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
         return payload
 
     def propose(knob, report):
-        level = int(knob["level"])
-        too_easy = report.dropped_easy > report.generated // 2
-        if too_easy or (report.learned > report.stuck and report.r0 > 0):
-            level = min(level + 1, spec.num_levels - 1)
-        elif report.learned == 0 and report.stuck > 0:
-            level = max(level - 1, 0)
-        return {"level": level}
+        level = int(knob["level"]) + level_direction(report)
+        return {"level": min(max(level, 0), spec.num_levels - 1)}
 
     return Challenger(generate, validate, propose)

@@ -8,7 +8,8 @@ and moves the level by the measured learnability (r0): up when generated tasks g
 down when they only get stuck. The same rollout budget is run without a challenger (no gate in
 either run, so every update costs the same rollouts). Both are evaluated on the same held-out
 seed tasks, which the challenger never touches. Writes ``summary.json`` and prints a
-per-round table; reports the held-out result whatever it is.
+per-round table; reports the held-out result whatever it is. One seed says little: the
+multi-seed comparison with intervals is ``experiments.selfplay.study``.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@
 
 ``--dry-run``: deterministic and offline, a few seconds. A toy solver with a capability cap
 (``cap:N``) trains on seed tasks of levels 0-7; a level challenger generates tasks around its
-spec's level, the frontier sampler measures whether the solver learns each one (first vs
-latest pass rate), and the measured r0 moves the challenger's level. The same rollout budget
+spec's level, the frontier sampler judges whether the solver learns each one (latest pass
+rate against a baseline independent of the "already passed?" filter), and the verdicts move
+the challenger's level. The same rollout budget
 is run without a challenger. Prints a per-round table and writes ``summary.json``; two runs
 with the same seed print byte-identical output.
 

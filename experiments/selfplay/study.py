@@ -214,9 +214,10 @@ def main(argv=None) -> None:
         config = dataclasses.replace(config, arms=tuple(args.arms))
     seed0 = config.experiment.seed if args.seed is None else args.seed
     os.makedirs(args.run_dir, exist_ok=True)
-    # Every run builds the same programs: compile them once for the whole study.
-    jax.config.update("jax_compilation_cache_dir", os.path.join(args.run_dir, "jax_cache"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    if not jax.config.jax_compilation_cache_dir:
+        # Every run builds the same programs: compile them once for the whole study.
+        jax.config.update("jax_compilation_cache_dir", os.path.join(args.run_dir, "jax_cache"))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     path = os.path.join(args.run_dir, "runs.jsonl")
     runs = []
     if args.resume and os.path.exists(path):

@@ -334,3 +334,41 @@ def test_the_frontier_judge_needs_two_rollouts_per_group():
     )
     with pytest.raises(ValueError, match="group_size >= 2"):
         fr.sampler.observe(s, results)
+
+
+def test_the_study_runs_both_arms_on_equal_budgets_and_resumes(tmp_path, capsys):
+    from experiments.selfplay import study
+
+    tiny = [
+        "experiment.task.num_levels=3",
+        "experiment.task.held_out_per_level=4",
+        "experiment.model.width=16",
+        "experiment.model.depth=1",
+        "experiment.model.heads=2",
+        "experiment.batch_groups=4",
+        "experiment.groups_per_generation=4",
+        "rounds=2",
+        "steps_per_round=2",
+        "generated_per_round=4",
+        "start_level=1",
+    ]
+    args = ["--run-dir", str(tmp_path), "--seeds", "2"] + [x for t in tiny for x in ("--set", t)]
+    study.main(args)
+    first = capsys.readouterr().out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    runs = summary["runs"]
+    assert sorted((r["arm"], r["seed"]) for r in runs) == [
+        ("no challenger", 0),
+        ("no challenger", 1),
+        ("self-play", 0),
+        ("self-play", 1),
+    ]
+    assert {r["rollouts"][-1] for r in runs} == {2 * 2 * 4 * 8}  # same budget in both arms
+    assert all(r["generated"] > 0 for r in runs if r["arm"] == "self-play")
+    stats = summary["stats"]
+    assert len(stats["self-play"]["final"]) == 2 and len(stats["difference"]["paired"]) == 3
+    assert "paired by seed" in first and (tmp_path / "study.md").read_text() in first
+    lines = (tmp_path / "runs.jsonl").read_text()
+    study.main([*args, "--resume"])  # nothing left to run: the same table from runs.jsonl
+    assert capsys.readouterr().out == first
+    assert (tmp_path / "runs.jsonl").read_text() == lines
