@@ -144,6 +144,7 @@ class CheckpointStore:
         self._filter = _NoTracebacks()
         logging.getLogger("absl").addFilter(self._filter)
         self._in_flight: int | None = None
+        self._closed = False
         self._manager = self._open(self.directory)
 
     def _open(self, directory: str) -> ocp.CheckpointManager:
@@ -264,7 +265,11 @@ class CheckpointStore:
         return {path_str(p): leaf for p, leaf in flat}
 
     def close(self) -> None:
-        """Waits for the last save and closes the store (raising if that save failed)."""
+        """Waits for the last save and closes the store (raising if that save failed); a
+        second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self.wait()
         finally:

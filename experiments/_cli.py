@@ -178,20 +178,28 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
 def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
     """``curriculax.engine.run`` with the convention's flags: run dir, resume, partial
     restore, checkpoint interval (``--checkpoint-every`` or the config's), progress bar; the
-    config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run."""
+    config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run.
+
+    What the run directory or its checkpoints refuse (a failed save, say) ends the process
+    with ``error: <the message>`` on stderr and exit status 1, without a traceback.
+    """
+    from curriculax.checkpoint import CheckpointSaveError
     from curriculax.engine import run
 
-    return run(
-        engine,
-        steps=config.steps,
-        run_dir=args.run_dir,
-        resume=args.resume,
-        allow_partial=args.allow_partial,
-        checkpoint_every=args.checkpoint_every or config.checkpoint_every,
-        progress=not args.no_progress,
-        on_update=on_update,
-        config=dataclasses.asdict(config),
-    )
+    try:
+        return run(
+            engine,
+            steps=config.steps,
+            run_dir=args.run_dir,
+            resume=args.resume,
+            allow_partial=args.allow_partial,
+            checkpoint_every=args.checkpoint_every or config.checkpoint_every,
+            progress=not args.no_progress,
+            on_update=on_update,
+            config=dataclasses.asdict(config),
+        )
+    except CheckpointSaveError as e:
+        raise SystemExit(f"error: {e}") from None
 
 
 def exit_for(stopped: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from curriculax.checkpoint import CheckpointStore
+from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
 from curriculax.engine import _restore
 from curriculax.engine._engine import Engine, EngineState, Generation
 from curriculax.engine._guard import CurriculumStalled, stall_message
@@ -267,6 +268,8 @@ def run(
             _restore.save(store, step, engine, step_state, config)
 
     try:
+        if store is not None:
+            store.check_writable()  # fail now, not at the first save
         with _Signals(handle_signals) as sig:
             while True:
                 while pending >= b and updates < steps:
@@ -300,6 +303,8 @@ def run(
                             host.get("batch/admission_rate", float("nan")),
                             int(c.groups) - groups_at_start,
                         )
+                    if store is not None:
+                        store.check()  # a failed background save stops the run here
                     if checkpoint_every and updates % checkpoint_every == 0:
                         save(state, updates)
                     if sig.received:
@@ -327,9 +332,17 @@ def run(
             if sig.received:
                 stopped = sig.received
             save(state, updates)
+        if store is not None:
+            store.close()  # waits for the last save; raises if it failed
+    except CheckpointSaveError as e:
+        raise CheckpointSaveError(
+            f"{e}\nThe run stopped at update {updates}; its logs and earlier checkpoints are "
+            "kept. Free the disk or make the directory writable, then resume (--resume)."
+        ) from None
     finally:
         if store is not None:
-            store.close()
+            with contextlib.suppress(CheckpointSaveError):  # already raised above
+                store.close()
         for w in (metrics_writer, trace_writer, tb):
             if w is not None:
                 w.close()
