@@ -26,6 +26,7 @@ from curriculax.engine._logging import (
     JsonlWriter,
     ProgressBar,
     TensorBoardWriter,
+    truncate_at,
     truncate_jsonl,
 )
 
@@ -152,6 +153,23 @@ def _count_votes(votes: dict, engine: Engine, gen: Generation) -> None:
         counts[g] = (a + int(vote.sum()), t + int(vote.size))
 
 
+def _cut_logs(offsets: dict, fields: dict[str, tuple[str, int]]) -> None:
+    """Cuts each log back to the checkpoint being resumed: to the byte offset the checkpoint
+    recorded, else (older checkpoints, logs the earlier run did not write, a ``state=`` given)
+    to the records whose ``field`` is below the limit."""
+    for path, (field, limit) in fields.items():
+        offset = offsets.get(os.path.basename(path))
+        if offset is not None:
+            if truncate_at(path, offset):
+                continue
+            warnings.warn(
+                f"{path} is shorter than when the checkpoint was saved ({offset} bytes): lines "
+                f"were removed outside the run; keeping the records with {field} < {limit}",
+                stacklevel=3,
+            )
+        truncate_jsonl(path, field, limit)
+
+
 def run(
     engine: Engine,
     *,
@@ -230,8 +248,12 @@ def run(
             shutil.rmtree(ckpt_dir)
         store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
 
+    logs_at_checkpoint: dict = {}
+    saved_step = None  # the step of the checkpoint that holds the current state, if any
     if resume and store is not None and store.latest_step() is not None:
+        saved_step = store.latest_step()
         state = _restore.restore(store, engine, allow_partial=allow_partial)
+        logs_at_checkpoint = store.meta(saved_step).get("logs") or {}
         fresh = False
     elif state is None:
         state = engine.init()
@@ -246,8 +268,13 @@ def run(
                 if os.path.exists(p):
                     os.remove(p)
         else:  # continuing: keep exactly the records that precede this state
-            truncate_jsonl(metrics_path, "step", updates + 1)
-            truncate_jsonl(traces_path, "generation", int(counters.generations))
+            _cut_logs(
+                logs_at_checkpoint,
+                {
+                    metrics_path: ("step", updates + 1),
+                    traces_path: ("generation", int(counters.generations)),
+                },
+            )
         metrics_writer = JsonlWriter(metrics_path)
         if rate > 0:
             trace_writer = JsonlWriter(traces_path)
@@ -264,8 +291,19 @@ def run(
     votes: dict[str, dict[str, tuple[int, int]]] = {}
 
     def save(step_state: EngineState, step: int) -> None:
-        if store is not None:
-            _restore.save(store, step, engine, step_state, config)
+        nonlocal saved_step
+        if store is None or step == saved_step:
+            return
+        # Every log line up to this state reaches the disk before the checkpoint is committed,
+        # and the checkpoint records where each log ends, for a resume to cut back to.
+        logs = None
+        if metrics_writer is not None:
+            logs = {
+                "metrics.jsonl": metrics_writer.sync(),
+                "traces.jsonl": None if trace_writer is None else trace_writer.sync(),
+            }
+        _restore.save(store, step, engine, step_state, config, logs=logs)
+        saved_step = step
 
     try:
         if store is not None:

@@ -51,13 +51,26 @@ def engine_meta(engine: Engine, state: EngineState, extra: dict | None = None) -
     }
 
 
-def save(store: CheckpointStore, step: int, engine: Engine, state: EngineState, extra=None):
+def save(
+    store: CheckpointStore,
+    step: int,
+    engine: Engine,
+    state: EngineState,
+    extra=None,
+    *,
+    logs: dict[str, int | None] | None = None,
+):
     """Saves ``state`` with the pools' task keys and the run metadata as checkpoint ``step``.
 
-    A checkpoint already at ``step`` (saved earlier in the same update) is replaced.
+    ``logs`` (``{file name: byte length}``) records how far each log of the run directory had
+    been written (and synced) at this checkpoint, so a resume can cut them back to exactly this
+    point. A checkpoint already at ``step`` is replaced once the new one is committed.
     """
     item = {"engine": state, "pool_keys": {e.name: engine.pool_keys[e.name] for e in engine.envs}}
-    store.save(step, item, engine_meta(engine, state, extra))
+    meta = engine_meta(engine, state, extra)
+    if logs is not None:
+        meta["logs"] = logs
+    store.save(step, item, meta)
 
 
 def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str]]:

@@ -1,50 +1,26 @@
-"""Shared set-up of the reliability tests: a small two-env engine (the shapes of
-``tests/engine/test_resume.py``, so compiled programs are shared through the cache) and a
-runner for the quick start in a subprocess."""
+"""Registers ``_helpers.py`` as ``reliability_helpers`` (pytest runs with
+``--import-mode=importlib``, so a test folder is not on ``sys.path``) and shares its engine and
+quick start runner as fixtures."""
 
-import os
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-import curriculax as cx
-from curriculax.engine import Engine, EngineConfig, Env
-from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
-
-REPO = Path(__file__).resolve().parents[2]
+_NAME = "reliability_helpers"
+if _NAME not in sys.modules:
+    _spec = importlib.util.spec_from_file_location(_NAME, Path(__file__).with_name("_helpers.py"))
+    _module = importlib.util.module_from_spec(_spec)
+    sys.modules[_NAME] = _module
+    _spec.loader.exec_module(_module)
+helpers = sys.modules[_NAME]
 
 
 @pytest.fixture(scope="session")
 def engine():
-    """Two envs like the quick start; B = 8, G = 4, so groups wait across updates."""
-    gated = cx.curriculum(
-        cx.samplers.difficulty_pools(64),
-        {"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
-    )
-    envs = [
-        Env("steady", synthetic_tasks(48, seed=1), group_size=4),
-        Env("pools", synthetic_tasks(64, seed=2), gated, group_size=4, weight=2.0),
-    ]
-    return Engine(
-        synthetic_solver(), envs, EngineConfig(batch_groups=8, groups_per_generation=4, seed=3)
-    )
-
-
-def subprocess_env() -> dict[str, str]:
-    """The environment of a quick start subprocess: CPU, and the tests' compilation cache."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    cache = os.environ.get("CURRICULAX_TEST_JAX_CACHE")
-    if cache:
-        env["JAX_COMPILATION_CACHE_DIR"] = cache
-        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
-    return env
-
-
-def quickstart_command(run_dir, *args) -> list[str]:
-    cmd = [sys.executable, "-m", "experiments.quickstart", "--run-dir", str(run_dir)]
-    return [*cmd, "--no-progress", *map(str, args)]
+    return helpers.small_engine()
 
 
 @pytest.fixture(scope="session")
@@ -55,9 +31,9 @@ def quickstart():
 
     def run(run_dir, *args, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run(
-            quickstart_command(run_dir, *args),
-            cwd=REPO,
-            env=subprocess_env(),
+            helpers.quickstart_command(run_dir, *args),
+            cwd=helpers.REPO,
+            env=helpers.subprocess_env(),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -1,0 +1,82 @@
+"""Building blocks of the reliability tests: a small two-env engine (the shapes of
+``tests/engine/test_resume.py``, so compiled programs are shared through the cache), the
+environment and command of a quick start subprocess, and a run that kills itself.
+
+Imported by the tests as ``reliability_helpers`` (registered by this folder's conftest); run as
+a script, ``python tests/reliability/_helpers.py RUN_DIR STEPS EVERY KILL_AFTER`` trains the
+small engine and SIGKILLs itself as soon as checkpoint ``KILL_AFTER`` is committed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def small_engine():
+    """Two envs like the quick start; B = 8, G = 4, so groups wait across updates."""
+    import curriculax as cx
+    from curriculax.engine import Engine, EngineConfig, Env
+    from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+
+    gated = cx.curriculum(
+        cx.samplers.difficulty_pools(64),
+        {"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
+    )
+    envs = [
+        Env("steady", synthetic_tasks(48, seed=1), group_size=4),
+        Env("pools", synthetic_tasks(64, seed=2), gated, group_size=4, weight=2.0),
+    ]
+    config = EngineConfig(batch_groups=8, groups_per_generation=4, seed=3)
+    return Engine(synthetic_solver(), envs, config)
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment of a test subprocess: CPU, this checkout first on the path, and the
+    tests' compilation cache."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": path}
+    cache = os.environ.get("CURRICULAX_TEST_JAX_CACHE")
+    if cache:
+        env["JAX_COMPILATION_CACHE_DIR"] = cache
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
+    return env
+
+
+def quickstart_command(run_dir, *args) -> list[str]:
+    """``python -m experiments.quickstart --run-dir RUN_DIR --no-progress ARGS``."""
+    cmd = [sys.executable, "-m", "experiments.quickstart", "--run-dir", str(run_dir)]
+    return [*cmd, "--no-progress", *map(str, args)]
+
+
+def kill_after_checkpoint(run_dir: str, steps: int, every: int, kill_after: int) -> None:
+    """Trains :func:`small_engine` and SIGKILLs this process at the first update after
+    checkpoint ``kill_after`` is committed (nothing of the run is closed or flushed)."""
+    from curriculax.engine import run
+
+    committed = Path(run_dir) / "checkpoints" / str(kill_after)
+
+    def hook(state, record):
+        if record["step"] > kill_after:
+            while not committed.is_dir():
+                time.sleep(0.001)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    run(
+        small_engine(),
+        steps=steps,
+        run_dir=run_dir,
+        checkpoint_every=every,
+        progress=False,
+        on_update=hook,
+    )
+
+
+if __name__ == "__main__":
+    run_dir, steps, every, kill_after = sys.argv[1:]
+    kill_after_checkpoint(run_dir, int(steps), int(every), int(kill_after))
