@@ -1,7 +1,7 @@
 """The experiment CLI convention shared by every script under ``experiments/``.
 
 ``--run-dir DIR --steps N --seed S --resume --config FILE.toml`` (plus ``--set key=value``
-overrides of the TOML config, ``--allow-partial``, ``--no-progress``), writing
+overrides of the TOML config, ``--overwrite``, ``--allow-partial``, ``--no-progress``), writing
 ``DIR/metrics.jsonl``, ``DIR/traces.jsonl``, ``DIR/checkpoints/`` and ``DIR/summary.json``.
 
 Configs are frozen dataclasses; a TOML file and ``--set`` overrides are parsed into them, and
@@ -29,6 +29,11 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     p.add_argument("--steps", type=int, default=None, help=f"updates to train (default {steps})")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start fresh even if the run directory holds an earlier run (deletes it)",
+    )
     p.add_argument("--allow-partial", action="store_true", help="resume with changed envs/gates")
     p.add_argument("--config", default=None, help="a TOML config file")
     p.add_argument(
@@ -184,7 +189,7 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
     with ``error: <the message>`` on stderr and exit status 1, without a traceback.
     """
     from curriculax.checkpoint import CheckpointSaveError
-    from curriculax.engine import run
+    from curriculax.engine import RunDirError, run
 
     try:
         return run(
@@ -192,13 +197,14 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
             steps=config.steps,
             run_dir=args.run_dir,
             resume=args.resume,
+            overwrite=args.overwrite,
             allow_partial=args.allow_partial,
             checkpoint_every=args.checkpoint_every or config.checkpoint_every,
             progress=not args.no_progress,
             on_update=on_update,
             config=dataclasses.asdict(config),
         )
-    except CheckpointSaveError as e:
+    except (CheckpointSaveError, RunDirError) as e:
         raise SystemExit(f"error: {e}") from None
 
 

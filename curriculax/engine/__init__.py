@@ -24,6 +24,7 @@ from curriculax.engine._mesh import make_mesh
 from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
 from curriculax.engine._restore import CheckpointMismatch
+from curriculax.engine._rundir import RunDirError
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.engine.synthetic import SyntheticState, synthetic_solver, synthetic_tasks
 
@@ -39,6 +40,7 @@ __all__ = [
     "MixerState",
     "PendingBatch",
     "Rollouts",
+    "RunDirError",
     "RunResult",
     "Solver",
     "StepReport",

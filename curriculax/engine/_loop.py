@@ -6,9 +6,7 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -19,7 +17,7 @@ import jax
 import numpy as np
 
 from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
-from curriculax.engine import _restore
+from curriculax.engine import _restore, _rundir
 from curriculax.engine._engine import Engine, EngineState, Generation
 from curriculax.engine._guard import CurriculumStalled, stall_message
 from curriculax.engine._logging import (
@@ -176,6 +174,7 @@ def run(
     steps: int,
     run_dir: str | os.PathLike | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     allow_partial: bool = False,
     state: EngineState | None = None,
     checkpoint_every: int = 0,
@@ -198,7 +197,11 @@ def run(
       steps: total updates of the run (a resumed run continues up to this number).
       run_dir: where ``metrics.jsonl``, ``traces.jsonl``, ``checkpoints/`` and
         ``summary.json`` go; ``None`` writes nothing and never checkpoints.
-      resume: continue from the latest checkpoint in ``run_dir`` if there is one.
+      resume: continue from the latest checkpoint in ``run_dir``. Without one, a directory
+        an earlier run left files in is refused (:class:`RunDirError`) unless ``overwrite``;
+        an empty one starts fresh.
+      overwrite: a fresh run (or a resume with nothing to resume) may delete what an earlier
+        run left in ``run_dir``; without it such a directory is refused.
       allow_partial: on resume, start new envs/gates fresh and drop removed ones (with a
         warning) instead of raising :class:`CheckpointMismatch`.
       state: continue from this state instead of a fresh one (ignored when resuming from a
@@ -220,75 +223,70 @@ def run(
       CurriculumStalled: ``stall_windows`` batch-equivalents in a row admitted nothing (with
         ``stall_policy="raise"``).
       CheckpointMismatch: a strict resume found a checkpoint that does not fit.
+      RunDirError: another run holds ``run_dir``, or it holds an earlier run that this one
+        would delete (see ``resume`` and ``overwrite``).
+      CheckpointSaveError: a checkpoint could not be written; the run stopped at once.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
-    cfg = engine.config
-    b = cfg.batch_groups
     rate = _trace_rate(traces)
-    store = metrics_writer = trace_writer = tb = None
-    fresh = state is None
     # On several hosts every process runs the loop and saves checkpoints (Orbax needs all of
-    # them); only process 0 writes the logs.
+    # them); only process 0 takes the run directory's lock and writes the logs.
     writer = jax.process_index() == 0
+    lock = None
     if run_dir is not None:
         run_dir = os.path.abspath(os.fspath(run_dir))
-        os.makedirs(run_dir, exist_ok=True)
-        ckpt_dir = os.path.join(run_dir, "checkpoints")
-        has_ckpt = os.path.isdir(ckpt_dir) and any(n.isdigit() for n in os.listdir(ckpt_dir))
-        if fresh and not resume and has_ckpt:
-            if jax.process_count() > 1:
-                raise FileExistsError(
-                    f"{ckpt_dir} holds checkpoints: pass resume=True (--resume) or use a new run "
-                    "directory (several processes cannot safely clear it)"
-                )
-            print(
-                f"note: starting fresh in {run_dir}; removing its old checkpoints", file=sys.stderr
-            )
-            shutil.rmtree(ckpt_dir)
-        store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
+        lock = _rundir.prepare(
+            run_dir, resume=resume, overwrite=overwrite, fresh=state is None, writer=writer
+        )
+    try:
+        return _run(
+            engine,
+            steps=steps,
+            run_dir=run_dir,
+            resume=resume,
+            allow_partial=allow_partial,
+            state=state,
+            checkpoint_every=checkpoint_every,
+            keep_checkpoints=keep_checkpoints,
+            rate=rate,
+            progress=progress and writer,
+            tensorboard=tensorboard,
+            on_update=on_update,
+            config=config,
+            handle_signals=handle_signals,
+            writer=writer,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
 
-    logs_at_checkpoint: dict = {}
+
+def _run(
+    engine: Engine,
+    *,
+    steps: int,
+    run_dir: str | None,
+    resume: bool,
+    allow_partial: bool,
+    state: EngineState | None,
+    checkpoint_every: int,
+    keep_checkpoints: int,
+    rate: float,
+    progress: bool,
+    tensorboard: bool,
+    on_update: OnUpdate | None,
+    config: dict | None,
+    handle_signals: bool,
+    writer: bool,
+) -> RunResult:
+    """:func:`run` once the run directory is locked and checked."""
+    cfg = engine.config
+    b = cfg.batch_groups
+    fresh = state is None
+    store = metrics_writer = trace_writer = tb = bar = None
+    updates = 0
     saved_step = None  # the step of the checkpoint that holds the current state, if any
-    if resume and store is not None and store.latest_step() is not None:
-        saved_step = store.latest_step()
-        state = _restore.restore(store, engine, allow_partial=allow_partial)
-        logs_at_checkpoint = store.meta(saved_step).get("logs") or {}
-        fresh = False
-    elif state is None:
-        state = engine.init()
-
-    counters = jax.device_get(state.counters)
-    updates = int(counters.updates)
-    if run_dir is not None and writer:
-        metrics_path = os.path.join(run_dir, "metrics.jsonl")
-        traces_path = os.path.join(run_dir, "traces.jsonl")
-        if fresh:
-            for p in (metrics_path, traces_path):
-                if os.path.exists(p):
-                    os.remove(p)
-        else:  # continuing: keep exactly the records that precede this state
-            _cut_logs(
-                logs_at_checkpoint,
-                {
-                    metrics_path: ("step", updates + 1),
-                    traces_path: ("generation", int(counters.generations)),
-                },
-            )
-        metrics_writer = JsonlWriter(metrics_path)
-        if rate > 0:
-            trace_writer = JsonlWriter(traces_path)
-        if tensorboard:
-            tb = TensorBoardWriter(os.path.join(run_dir, "tensorboard"))
-
-    bar = ProgressBar(steps, start=updates) if progress and writer else None
-    t0 = time.perf_counter()
-    groups_at_start = int(counters.groups)
-    pending = int(jax.device_get(state.pending.count))
-    last: dict[str, float] = {}
-    stopped = "completed"
-    warned_windows = 0
-    votes: dict[str, dict[str, tuple[int, int]]] = {}
 
     def save(step_state: EngineState, step: int) -> None:
         nonlocal saved_step
@@ -306,8 +304,51 @@ def run(
         saved_step = step
 
     try:
+        logs_at_checkpoint: dict = {}
+        if run_dir is not None:
+            ckpt_dir = os.path.join(run_dir, "checkpoints")
+            store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
+            if resume and store.latest_step() is not None:
+                saved_step = store.latest_step()
+                state = _restore.restore(store, engine, allow_partial=allow_partial)
+                logs_at_checkpoint = store.meta(saved_step).get("logs") or {}
+                fresh = False
+        if state is None:
+            state = engine.init()
         if store is not None:
             store.check_writable()  # fail now, not at the first save
+
+        counters = jax.device_get(state.counters)
+        updates = int(counters.updates)
+        if run_dir is not None and writer:
+            metrics_path = os.path.join(run_dir, "metrics.jsonl")
+            traces_path = os.path.join(run_dir, "traces.jsonl")
+            if fresh:  # what is left is empty (the run directory's rules refused the rest)
+                for p in (metrics_path, traces_path):
+                    if os.path.exists(p):
+                        os.remove(p)
+            else:  # continuing: keep exactly the records that precede this state
+                _cut_logs(
+                    logs_at_checkpoint,
+                    {
+                        metrics_path: ("step", updates + 1),
+                        traces_path: ("generation", int(counters.generations)),
+                    },
+                )
+            metrics_writer = JsonlWriter(metrics_path)
+            if rate > 0:
+                trace_writer = JsonlWriter(traces_path)
+            if tensorboard:
+                tb = TensorBoardWriter(os.path.join(run_dir, "tensorboard"))
+
+        bar = ProgressBar(steps, start=updates) if progress else None
+        t0 = time.perf_counter()
+        groups_at_start = int(counters.groups)
+        pending = int(jax.device_get(state.pending.count))
+        last: dict[str, float] = {}
+        stopped = "completed"
+        warned_windows = 0
+        votes: dict[str, dict[str, tuple[int, int]]] = {}
         with _Signals(handle_signals) as sig:
             while True:
                 while pending >= b and updates < steps:
