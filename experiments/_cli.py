@@ -186,13 +186,14 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
     config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run.
 
     What the run directory or its checkpoints refuse (a failed save, say) ends the process
-    with ``error: <the message>`` on stderr and exit status 1, without a traceback.
+    with ``error: <the message>`` on stderr and exit status 1, without a traceback. A resume of
+    a finished run says so and changes nothing (:func:`already_complete` is then true).
     """
     from curriculax.checkpoint import CheckpointSaveError
     from curriculax.engine import RunDirError, run
 
     try:
-        return run(
+        result = run(
             engine,
             steps=config.steps,
             run_dir=args.run_dir,
@@ -206,6 +207,18 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
         )
     except (CheckpointSaveError, RunDirError) as e:
         raise SystemExit(f"error: {e}") from None
+    if already_complete(result):
+        print(
+            f"{args.run_dir}: the run is already complete (update {result.summary['steps']}, "
+            f"--steps {config.steps}); nothing was changed. To train further, resume with a "
+            "larger --steps."
+        )
+    return result
+
+
+def already_complete(result) -> bool:
+    """A resume found the run already done: the script has nothing to report or write."""
+    return result.stopped == "already_complete"
 
 
 def exit_for(stopped: str) -> None:

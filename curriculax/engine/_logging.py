@@ -67,6 +67,22 @@ def truncate_jsonl(path: str, field: str, limit: int) -> None:
         f.writelines(kept)
 
 
+def last_record(path: str, field: str, limit: int) -> dict:
+    """The last whole record of a JSON-lines file whose ``field`` is at most ``limit`` (``{}``
+    if there is none)."""
+    last: dict = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    break  # a torn last line from a crash
+                if record.get(field, limit + 1) <= limit:
+                    last = record
+    return last
+
+
 class JsonlWriter:
     """Appends one JSON object per line (buffered; :meth:`flush` or :meth:`sync` to write)."""
 

@@ -24,6 +24,7 @@ from curriculax.engine._logging import (
     JsonlWriter,
     ProgressBar,
     TensorBoardWriter,
+    last_record,
     truncate_at,
     truncate_jsonl,
 )
@@ -39,8 +40,10 @@ class RunResult:
       state: the final engine state.
       metrics: the last update's metrics (host floats).
       summary: what ``summary.json`` holds.
-      stopped: ``"completed"``, or the signal that stopped the run (``"SIGTERM"``,
-        ``"SIGINT"``) after it saved a checkpoint.
+      stopped: ``"completed"``; the signal that stopped the run (``"SIGTERM"``,
+        ``"SIGINT"``) after it saved a checkpoint; or ``"already_complete"``: a resume found
+        the run already at ``steps`` updates (or more) and changed nothing (``metrics`` is then
+        the last logged update's, ``summary`` the one on disk).
     """
 
     state: EngineState
@@ -262,6 +265,31 @@ def run(
             lock.release()
 
 
+ALREADY_COMPLETE = "already_complete"
+
+
+def _already_complete(run_dir: str, state: EngineState, config: dict | None) -> RunResult:
+    """A resume that finds nothing left to do: reads what the run left and writes nothing."""
+    c = jax.device_get(state.counters)
+    updates = int(c.updates)
+    last = last_record(os.path.join(run_dir, "metrics.jsonl"), "step", updates)
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+    except (OSError, json.JSONDecodeError):  # killed between the last save and the summary
+        summary = {
+            "stopped": "completed",
+            "steps": updates,
+            "rollouts": int(c.rollouts),
+            "groups": int(c.groups),
+            "admitted": int(c.admitted),
+            "generations": int(c.generations),
+            "final_metrics": last,
+            "config": config or {},
+        }
+    return RunResult(state, last, summary, ALREADY_COMPLETE)
+
+
 def _run(
     engine: Engine,
     *,
@@ -315,11 +343,12 @@ def _run(
                 fresh = False
         if state is None:
             state = engine.init()
-        if store is not None:
-            store.check_writable()  # fail now, not at the first save
-
         counters = jax.device_get(state.counters)
         updates = int(counters.updates)
+        if saved_step is not None and updates >= steps:
+            return _already_complete(run_dir, state, config)
+        if store is not None:
+            store.check_writable()  # fail now, not at the first save
         if run_dir is not None and writer:
             metrics_path = os.path.join(run_dir, "metrics.jsonl")
             traces_path = os.path.join(run_dir, "traces.jsonl")

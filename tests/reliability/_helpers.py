@@ -9,6 +9,7 @@ small engine and SIGKILLs itself as soon as checkpoint ``KILL_AFTER`` is committ
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -34,6 +35,17 @@ def small_engine():
     ]
     config = EngineConfig(batch_groups=8, groups_per_generation=4, seed=3)
     return Engine(synthetic_solver(), envs, config)
+
+
+def read_jsonl(path) -> list[dict]:
+    """The records of a JSON-lines file (``[]`` if it does not exist)."""
+    path = Path(path)
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def without_time(records: list[dict]) -> list[dict]:
+    """Records without their wall-clock field (the only one that differs between runs)."""
+    return [{k: v for k, v in r.items() if k != "time"} for r in records]
 
 
 def subprocess_env() -> dict[str, str]:

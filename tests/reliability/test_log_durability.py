@@ -2,23 +2,17 @@
 flushed and synced before the checkpoint is committed, the checkpoint records where each log
 ended, and a resume cuts each log back to exactly there."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from reliability_helpers import REPO, subprocess_env
+from reliability_helpers import REPO, read_jsonl, subprocess_env, without_time
 
 from curriculax.checkpoint import CheckpointStore
 from curriculax.engine import run
 
 STEPS = 12
-
-
-def _without_time(path: Path) -> list[dict]:
-    rows = [json.loads(x) for x in path.read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k != "time"} for r in rows]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +36,9 @@ def test_sigkill_right_after_a_checkpoint_loses_no_log_line(engine, whole, tmp_p
     assert killed.returncode == -9, killed.stderr
 
     run(engine, steps=STEPS, run_dir=tmp_path, resume=True, progress=False)
-    assert _without_time(tmp_path / "metrics.jsonl") == _without_time(whole / "metrics.jsonl")
+    assert without_time(read_jsonl(tmp_path / "metrics.jsonl")) == without_time(
+        read_jsonl(whole / "metrics.jsonl")
+    )
     assert (tmp_path / "traces.jsonl").read_text() == (whole / "traces.jsonl").read_text()
     # The final checkpoint records where each log ended: their whole length.
     store = CheckpointStore(tmp_path / "checkpoints")
