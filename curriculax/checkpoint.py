@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -51,6 +52,28 @@ class _NoTracebacks(logging.Filter):
             record.exc_info = None
             record.exc_text = None
         return True
+
+
+def quiet_abandoned_reads() -> None:
+    """Drops the noise of a failed restore (one traceback per array still being read).
+
+    When one array of a checkpoint fails to read, Orbax closes its event loop while TensorStore
+    is still reading the others; each of those reads then reports "Event loop is closed" as an
+    unraisable exception, tens of tracebacks in all. Only that exception is dropped; every
+    other one reaches the previous hook. Installed once.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "_curriculax_quiet", False):
+        return
+
+    def hook(unraisable):
+        e = unraisable.exc_value
+        if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    hook._curriculax_quiet = True
+    sys.unraisablehook = hook
 
 
 def _sync(name: str) -> None:

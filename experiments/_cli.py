@@ -190,7 +190,7 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
     a finished run says so and changes nothing (:func:`already_complete` is then true).
     """
     from curriculax.checkpoint import CheckpointSaveError
-    from curriculax.engine import RunDirError, run
+    from curriculax.engine import CheckpointMismatch, CheckpointUnreadable, RunDirError, run
 
     try:
         result = run(
@@ -205,7 +205,7 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
             on_update=on_update,
             config=dataclasses.asdict(config),
         )
-    except (CheckpointSaveError, RunDirError) as e:
+    except (CheckpointMismatch, CheckpointSaveError, CheckpointUnreadable, RunDirError) as e:
         raise SystemExit(f"error: {e}") from None
     if already_complete(result):
         print(

@@ -23,13 +23,14 @@ from curriculax.engine._loop import RunResult, run
 from curriculax.engine._mesh import make_mesh
 from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
-from curriculax.engine._restore import CheckpointMismatch
+from curriculax.engine._restore import CheckpointMismatch, CheckpointUnreadable
 from curriculax.engine._rundir import RunDirError
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.engine.synthetic import SyntheticState, synthetic_solver, synthetic_tasks
 
 __all__ = [
     "CheckpointMismatch",
+    "CheckpointUnreadable",
     "Counters",
     "CurriculumStalled",
     "Engine",

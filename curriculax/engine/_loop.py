@@ -226,6 +226,8 @@ def run(
       CurriculumStalled: ``stall_windows`` batch-equivalents in a row admitted nothing (with
         ``stall_policy="raise"``).
       CheckpointMismatch: a strict resume found a checkpoint that does not fit.
+      CheckpointUnreadable: a resume found checkpoints but none reads back (a damaged one
+        is skipped for the next older one, with a warning).
       RunDirError: another run holds ``run_dir``, or it holds an earlier run that this one
         would delete (see ``resume`` and ``overwrite``).
       CheckpointSaveError: a checkpoint could not be written; the run stopped at once.
@@ -336,10 +338,11 @@ def _run(
         if run_dir is not None:
             ckpt_dir = os.path.join(run_dir, "checkpoints")
             store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
-            if resume and store.latest_step() is not None:
-                saved_step = store.latest_step()
-                state = _restore.restore(store, engine, allow_partial=allow_partial)
-                logs_at_checkpoint = store.meta(saved_step).get("logs") or {}
+            if resume and store.steps():
+                state, saved_step, meta = _restore.restore_latest(
+                    store, engine, allow_partial=allow_partial
+                )
+                logs_at_checkpoint = meta.get("logs") or {}
                 fresh = False
         if state is None:
             state = engine.init()

@@ -11,7 +11,13 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from curriculax._types import PER_TASK_ATTR
-from curriculax.checkpoint import CheckpointStore, assemble, leaf_layout
+from curriculax.checkpoint import (
+    CheckpointStore,
+    assemble,
+    leaf_layout,
+    one_line,
+    quiet_abandoned_reads,
+)
 from curriculax.engine._engine import Engine, EngineState
 
 FORMAT = 1
@@ -19,6 +25,10 @@ FORMAT = 1
 
 class CheckpointMismatch(ValueError):
     """The checkpoint does not fit this run (strict restore); the message says what differs."""
+
+
+class CheckpointUnreadable(RuntimeError):
+    """No checkpoint of the directory could be read back; the message lists each one and why."""
 
 
 def engine_meta(engine: Engine, state: EngineState, extra: dict | None = None) -> dict:
@@ -253,6 +263,48 @@ def restore(
     if engine.state_sharding is not None:
         return jax.device_put(state, engine.state_sharding)
     return jax.tree.map(jax.numpy.asarray, state)
+
+
+def restore_latest(
+    store: CheckpointStore, engine: Engine, *, allow_partial: bool = False
+) -> tuple[EngineState, int, dict]:
+    """Restores the newest checkpoint that reads back, newest first.
+
+    A checkpoint that cannot be read (truncated or garbage files, missing metadata) is skipped
+    with a warning naming its step and the cause in one line; one that does not fit this run
+    raises :class:`CheckpointMismatch` at once (an older one would not fit either).
+
+    Returns:
+      ``(state, step, meta)``: the state, its step, and its JSON item.
+
+    Raises:
+      CheckpointUnreadable: none of the checkpoints reads back (each is listed with its cause).
+    """
+    quiet_abandoned_reads()  # a damaged checkpoint's other reads report as they finish
+    skipped: list[tuple[int, str]] = []
+    for step in reversed(store.steps()):
+        try:
+            meta = store.meta(step)
+            state = restore(store, engine, step, allow_partial=allow_partial)
+        except CheckpointMismatch:
+            raise
+        except Exception as e:  # whatever Orbax, TensorStore or JSON raise on damaged files
+            skipped.append((step, one_line(e)))
+            continue
+        if skipped:
+            warnings.warn(
+                f"resuming from checkpoint step {step} in {store.directory}: newer checkpoints "
+                "could not be restored and were skipped:\n"
+                + "\n".join(f"  - step {s}: {why}" for s, why in skipped),
+                stacklevel=4,  # the caller of engine.run
+            )
+        return state, step, meta
+    raise CheckpointUnreadable(
+        f"no checkpoint in {store.directory} can be restored:\n"
+        + "\n".join(f"  - step {s}: {why}" for s, why in skipped)
+        + "\nRestore a copy of the directory, or start over without resume and with "
+        "overwrite=True (--overwrite), which deletes the run."
+    )
 
 
 def _remap_pending_ids(leaves: dict, env_index: int, perm: np.ndarray) -> None:
