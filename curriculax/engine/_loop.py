@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from curriculax._checks import int_at_least
 from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
 from curriculax.engine import _restore, _rundir
 from curriculax.engine._engine import Engine, EngineState, Generation
@@ -234,6 +235,8 @@ def run(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    int_at_least(checkpoint_every, "checkpoint_every", 0)
+    int_at_least(keep_checkpoints, "keep_checkpoints", 1)
     rate = _trace_rate(traces)
     # On several hosts every process runs the loop and saves checkpoints (Orbax needs all of
     # them); only process 0 takes the run directory's lock and writes the logs.

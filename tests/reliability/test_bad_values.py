@@ -7,6 +7,7 @@ import re
 import pytest
 
 import curriculax as cx
+from curriculax.engine import run
 from experiments import _cli, quickstart
 
 GIB = 2**30
@@ -72,3 +73,10 @@ def test_an_import_path_that_is_not_a_factory_is_named():
         cx.curriculum_from_config({"gates": {"g": {"type": "os:getcwd", "x": 1}}}, 10)
     with pytest.raises(TypeError, match=r"the factory returned str, not a cx\.AdmissionGate"):
         cx.curriculum_from_config({"gates": {"g": {"type": "os:getcwd"}}}, 10)
+
+
+def test_the_library_refuses_bad_checkpoint_settings(engine):
+    with pytest.raises(ValueError, match=r"checkpoint_every must be >= 0, got -1"):
+        run(engine, steps=1, checkpoint_every=-1, progress=False)
+    with pytest.raises(ValueError, match=r"keep_checkpoints must be >= 1, got 0"):
+        run(engine, steps=1, keep_checkpoints=0, progress=False)
