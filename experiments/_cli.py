@@ -37,7 +37,11 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
         action="store_true",
         help="start fresh even if the run directory holds an earlier run (deletes it)",
     )
-    p.add_argument("--allow-partial", action="store_true", help="resume with changed envs/gates")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="resume with changed envs, gates or config (the changes go in summary.json)",
+    )
     p.add_argument("--config", default=None, help="a TOML config file")
     p.add_argument(
         "--set",

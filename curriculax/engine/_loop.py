@@ -206,8 +206,8 @@ def run(
         an empty one starts fresh.
       overwrite: a fresh run (or a resume with nothing to resume) may delete what an earlier
         run left in ``run_dir``; without it such a directory is refused.
-      allow_partial: on resume, start new envs/gates fresh and drop removed ones (with a
-        warning) instead of raising :class:`CheckpointMismatch`.
+      allow_partial: on resume, start new envs/gates fresh, drop removed ones and accept a
+        changed ``config`` (with a warning) instead of raising :class:`CheckpointMismatch`.
       state: continue from this state instead of a fresh one (ignored when resuming from a
         checkpoint); files in ``run_dir`` are kept up to this state's step.
       checkpoint_every: save every this many updates (0: only at the end and on SIGTERM/SIGINT).
@@ -217,7 +217,12 @@ def run(
       tensorboard: also log scalars to ``run_dir/tensorboard`` (needs ``tensorboardX``).
       on_update: ``(state, metrics) -> extra metrics`` called on the host after each update
         (e.g. a held-out evaluation every n steps); its metrics are logged too.
-      config: a JSON-able description of the run, saved in checkpoints and the summary.
+      config: a JSON-able description of the run, saved in checkpoints and the summary. On
+        resume it must equal the checkpoint's but for ``steps`` and ``checkpoint_every`` (how
+        long to run, how often to save): a change is a :class:`CheckpointMismatch` naming each
+        key, ``old -> new``, unless ``allow_partial``, which records every accepted change as
+        ``config_changes`` (``[{"step": s, "changes": {key: [old, new]}}]``) in later
+        checkpoints and ``summary.json``.
       handle_signals: save a checkpoint and stop cleanly on SIGTERM/SIGINT.
 
     Returns:
@@ -320,6 +325,7 @@ def _run(
     store = metrics_writer = trace_writer = tb = bar = None
     updates = 0
     saved_step = None  # the step of the checkpoint that holds the current state, if any
+    history: list[dict] = []  # config changes accepted on resume, oldest first
 
     def save(step_state: EngineState, step: int) -> None:
         nonlocal saved_step
@@ -333,7 +339,7 @@ def _run(
                 "metrics.jsonl": metrics_writer.sync(),
                 "traces.jsonl": None if trace_writer is None else trace_writer.sync(),
             }
-        _restore.save(store, step, engine, step_state, config, logs=logs)
+        _restore.save(store, step, engine, step_state, config, logs=logs, history=history)
         saved_step = step
 
     try:
@@ -343,9 +349,13 @@ def _run(
             store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
             if resume and store.steps():
                 state, saved_step, meta = _restore.restore_latest(
-                    store, engine, allow_partial=allow_partial
+                    store, engine, allow_partial=allow_partial, config=config
                 )
                 logs_at_checkpoint = meta.get("logs") or {}
+                history = list(meta.get("config_changes") or [])
+                changes = _restore.config_changes(meta.get("config"), config)
+                if changes:  # accepted with allow_partial: the run mixes both configs
+                    history.append({"step": saved_step, "changes": changes})
                 fresh = False
         if state is None:
             state = engine.init()
@@ -475,6 +485,8 @@ def _run(
         "final_metrics": last,
         "config": config or {},
     }
+    if history:
+        summary["config_changes"] = history
     if run_dir is not None and writer:
         with open(os.path.join(run_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2, sort_keys=True, default=float)
