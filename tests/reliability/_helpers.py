@@ -1,6 +1,5 @@
-"""Building blocks of the reliability tests: a small two-env engine (the shapes of
-``tests/engine/test_resume.py``, so compiled programs are shared through the cache), the
-environment and command of a quick start subprocess, and a run that kills itself.
+"""Building blocks of the reliability tests: the engine tests' small two-env engine, log
+readers, the environment and command of a quick start subprocess, and a run that kills itself.
 
 Imported by the tests as ``reliability_helpers`` (registered by this folder's conftest); run as
 a script, ``python tests/reliability/_helpers.py RUN_DIR STEPS EVERY KILL_AFTER`` trains the
@@ -9,6 +8,7 @@ small engine and SIGKILLs itself as soon as checkpoint ``KILL_AFTER`` is committ
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -20,21 +20,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def small_engine():
-    """Two envs like the quick start; B = 8, G = 4, so groups wait across updates."""
-    import curriculax as cx
-    from curriculax.engine import Engine, EngineConfig, Env
-    from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
-
-    gated = cx.curriculum(
-        cx.samplers.difficulty_pools(64),
-        {"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
-    )
-    envs = [
-        Env("steady", synthetic_tasks(48, seed=1), group_size=4),
-        Env("pools", synthetic_tasks(64, seed=2), gated, group_size=4, weight=2.0),
-    ]
-    config = EngineConfig(batch_groups=8, groups_per_generation=4, seed=3)
-    return Engine(synthetic_solver(), envs, config)
+    """The engine tests' two-env engine (``two_env_engine`` in ``tests/engine/_helpers.py``):
+    its shapes match ``tests/engine/test_resume.py``, so compiled programs are shared."""
+    name = "engine_test_helpers"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "tests/engine/_helpers.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name].two_env_engine()
 
 
 def read_jsonl(path) -> list[dict]:
@@ -46,6 +40,12 @@ def read_jsonl(path) -> list[dict]:
 def without_time(records: list[dict]) -> list[dict]:
     """Records without their wall-clock field (the only one that differs between runs)."""
     return [{k: v for k, v in r.items() if k != "time"} for r in records]
+
+
+def snapshot(run_dir) -> dict[str, bytes]:
+    """Every file under ``run_dir`` (but the lock) with its bytes."""
+    files = [p for p in Path(run_dir).rglob("*") if p.is_file() and p.name != "run.lock"]
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in files}
 
 
 def subprocess_env() -> dict[str, str]:

@@ -3,19 +3,14 @@
 config key and env, not as leaf shapes."""
 
 import json
-from pathlib import Path
 
 import pytest
+from reliability_helpers import snapshot
 
 from curriculax.engine import CheckpointMismatch, run
 from experiments import quickstart
 
 CONFIG = {"seed": 0, "steps": 3, "lr": 0.1, "curriculum": {"sampler": {"type": "uniform"}}}
-
-
-def _snapshot(run_dir) -> dict[str, bytes]:
-    files = [p for p in Path(run_dir).rglob("*") if p.is_file() and p.name != "run.lock"]
-    return {str(p.relative_to(run_dir)): p.read_bytes() for p in files}
 
 
 def _changed(**changes):
@@ -31,7 +26,7 @@ def _changed(**changes):
 
 def test_a_changed_config_is_refused_naming_each_key(engine, tmp_path):
     run(engine, steps=3, run_dir=tmp_path, progress=False, config=CONFIG)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     new = _changed(seed=7, steps=6, curriculum__sampler__type="sequential")
     with pytest.raises(CheckpointMismatch) as e:
         run(engine, steps=6, run_dir=tmp_path, resume=True, progress=False, config=new)
@@ -40,7 +35,7 @@ def test_a_changed_config_is_refused_naming_each_key(engine, tmp_path):
     assert "- config seed: 0 -> 7" in lines
     assert not any("steps" in x for x in lines)  # steps may change: it says how long to run
     assert "--allow-partial" in str(e.value)
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 def test_allow_partial_records_both_configs_in_the_summary(engine, tmp_path):

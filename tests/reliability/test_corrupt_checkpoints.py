@@ -4,11 +4,10 @@ lists every step and why, without a traceback from the storage layers."""
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from reliability_helpers import REPO, quickstart_command, read_jsonl, subprocess_env, without_time
+from reliability_helpers import read_jsonl, without_time
 
 from curriculax.engine import CheckpointUnreadable, run
 
@@ -86,21 +85,11 @@ def test_when_no_checkpoint_restores_the_error_lists_each_step(engine, saved, tm
     assert "--overwrite" in lines[3] and len(lines) == 4
 
 
-def test_the_cli_reports_a_skipped_checkpoint_in_a_few_lines(tmp_path):
-    def quickstart(*args):
-        return subprocess.run(
-            quickstart_command(tmp_path, "--set", "checkpoint_every=2", *args),
-            cwd=REPO,
-            env=subprocess_env(),
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-
-    first = quickstart("--steps", 4)
+def test_the_cli_reports_a_skipped_checkpoint_in_a_few_lines(tmp_path, quickstart):
+    first = quickstart(tmp_path, "--set", "checkpoint_every=2", "--steps", 4)
     assert first.returncode == 0, first.stderr
     damage(tmp_path / "checkpoints" / "4", "truncated data")
-    resumed = quickstart("--steps", 6, "--resume")
+    resumed = quickstart(tmp_path, "--set", "checkpoint_every=2", "--steps", 6, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from checkpoint step 2 in" in resumed.stderr
     assert "  - step 4: " in resumed.stderr

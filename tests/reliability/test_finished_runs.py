@@ -2,42 +2,36 @@
 start's printout shows whatever bands the curriculum is configured with."""
 
 import re
-from pathlib import Path
 
-from reliability_helpers import read_jsonl
+from reliability_helpers import read_jsonl, snapshot
 
 from curriculax.engine import run
 from experiments import quickstart
 
 
-def _snapshot(run_dir) -> dict[str, bytes]:
-    files = [p for p in Path(run_dir).rglob("*") if p.is_file() and p.name != "run.lock"]
-    return {str(p.relative_to(run_dir)): p.read_bytes() for p in files}
-
-
 def test_resuming_a_finished_run_changes_nothing(engine, tmp_path):
     run(engine, steps=3, run_dir=tmp_path, progress=False)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     for steps in (3, 2):  # at or past the requested number of updates
         again = run(engine, steps=steps, run_dir=tmp_path, resume=True, progress=False)
         assert again.stopped == "already_complete"
         assert again.metrics == read_jsonl(tmp_path / "metrics.jsonl")[-1]
         assert again.summary["steps"] == 3 and again.summary["final_metrics"]["step"] == 3
-        assert _snapshot(tmp_path) == before
+        assert snapshot(tmp_path) == before
 
 
 def test_the_cli_says_the_run_is_complete(tmp_path, capsys):
     args = ["--run-dir", str(tmp_path), "--steps", "4", "--no-progress"]
     quickstart.main(args)
     capsys.readouterr()
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     quickstart.main([*args, "--resume"])
     out = capsys.readouterr().out
     assert out.strip() == (
         f"{tmp_path}: the run is already complete (update 4, --steps 4); nothing was changed. "
         "To train further, resume with a larger --steps."
     )
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 def test_the_quickstart_printout_shows_the_configured_bands(tmp_path, capsys):

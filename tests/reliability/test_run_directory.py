@@ -7,19 +7,12 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from reliability_helpers import REPO, quickstart_command, subprocess_env
+from reliability_helpers import REPO, quickstart_command, snapshot, subprocess_env
 
 from curriculax.engine import RunDirError, run
 from experiments import quickstart as quickstart_script
-
-
-def _snapshot(run_dir) -> dict[str, bytes]:
-    """Every file under ``run_dir`` (but the lock) with its bytes."""
-    files = [p for p in Path(run_dir).rglob("*") if p.is_file() and p.name != "run.lock"]
-    return {str(p.relative_to(run_dir)): p.read_bytes() for p in files}
 
 
 @pytest.fixture
@@ -30,13 +23,13 @@ def used(engine, tmp_path):
 
 
 def test_a_fresh_run_in_a_used_directory_is_refused_and_changes_nothing(engine, used):
-    before = _snapshot(used)
+    before = snapshot(used)
     with pytest.raises(RunDirError) as e:
         run(engine, steps=5, run_dir=used, progress=False)
     message = str(e.value)
     assert f"{used} already holds a run (checkpoints up to step 3, metrics.jsonl" in message
     assert "--resume" in message and "--overwrite" in message
-    assert _snapshot(used) == before
+    assert snapshot(used) == before
 
 
 def test_overwrite_deletes_the_earlier_run(engine, used, capsys):
@@ -58,13 +51,13 @@ def test_resume_with_nothing_to_resume_is_refused_when_logs_exist(engine, used, 
     else:
         os.rename(ckpt / "3", ckpt / "3.orbax-checkpoint-tmp-1234")
         why = f"{ckpt} holds only unfinished saves ['3.orbax-checkpoint-tmp-1234']"
-    before = _snapshot(used)
+    before = snapshot(used)
     with pytest.raises(RunDirError) as e:
         run(engine, steps=5, run_dir=used, resume=True, progress=False)
     message = str(e.value)
     assert message.startswith(f"nothing to resume in {used}: {why}, but an earlier run left ")
     assert "metrics.jsonl" in message and "--overwrite" in message
-    assert _snapshot(used) == before
+    assert snapshot(used) == before
     # An empty directory is no earlier run: resume starts fresh.
     fresh = used / "empty"
     assert run(engine, steps=1, run_dir=fresh, resume=True, progress=False).summary["steps"] == 1
