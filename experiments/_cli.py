@@ -313,8 +313,13 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
     with ``error: <the message>`` on stderr and exit status 1, without a traceback. A resume of
     a finished run says so and changes nothing (:func:`already_complete` is then true).
     """
-    from curriculax.checkpoint import CheckpointSaveError
-    from curriculax.engine import CheckpointMismatch, CheckpointUnreadable, RunDirError, run
+    from curriculax.engine import (
+        CheckpointMismatch,
+        CheckpointSaveError,
+        CheckpointUnreadable,
+        RunDirError,
+        run,
+    )
 
     try:
         result = run(

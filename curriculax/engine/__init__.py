@@ -9,6 +9,7 @@ Example:
   >>> result = run(engine, steps=5, progress=False)
 """
 
+from curriculax.checkpoint import CheckpointSaveError
 from curriculax.engine._engine import (
     Counters,
     Engine,
@@ -30,6 +31,7 @@ from curriculax.engine.synthetic import SyntheticState, synthetic_solver, synthe
 
 __all__ = [
     "CheckpointMismatch",
+    "CheckpointSaveError",
     "CheckpointUnreadable",
     "Counters",
     "CurriculumStalled",
