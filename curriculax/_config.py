@@ -62,21 +62,29 @@ def _resolve(kind: str, table: dict, type_name: Any, where: str) -> Callable:
 
 def _call(factory: Callable, args: tuple, options: Mapping[str, Any], where: str, skip: int):
     try:
-        params = list(inspect.signature(factory).parameters.values())
+        signature = inspect.signature(factory)
     except (TypeError, ValueError):  # builtins without a signature: let the call decide
         return factory(*args, **options)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return factory(*args, **options)
-    accepted = [
-        p.name
-        for p in params[skip:]
-        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    ]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
+    params = list(signature.parameters.values())
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        accepted = [
+            p.name
+            for p in params[skip:]
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        ]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown key(s) {unknown}; accepted keys are {['type', *accepted]}"
+            )
+    try:
+        signature.bind(*args, **options)
+    except TypeError as e:  # an import path to something that is not a factory (os:getcwd)
+        call = "factory(num_tasks, **options)" if args else "factory(**options)"
+        name = getattr(factory, "__qualname__", repr(factory))
         raise ValueError(
-            f"{where}: unknown key(s) {unknown}; accepted keys are {['type', *accepted]}"
-        )
+            f"{where}: {name} is not a factory: it cannot be called as {call} ({e})"
+        ) from None
     return factory(*args, **options)
 
 
@@ -99,7 +107,10 @@ def sampler_from_config(spec: Mapping[str, Any], num_tasks: int | None) -> TaskS
     factory = _resolve("sampler", _SAMPLERS, type_name, f"sampler (type {type_name!r})")
     sampler = _call(factory, (num_tasks,), options, f"sampler (type {type_name!r})", skip=1)
     if not isinstance(sampler, TaskSampler):
-        raise TypeError(f"sampler factory {type_name!r} returned {type(sampler).__name__}")
+        raise TypeError(
+            f"sampler (type {type_name!r}): the factory returned {type(sampler).__name__}, "
+            "not a cx.TaskSampler"
+        )
     return sampler
 
 
@@ -110,7 +121,10 @@ def gate_from_config(spec: Mapping[str, Any], name: str = "gate") -> AdmissionGa
     factory = _resolve("gate", _GATES, type_name, f"{where} (type {type_name!r})")
     gate = _call(factory, (), options, f"{where} (type {type_name!r})", skip=0)
     if not isinstance(gate, AdmissionGate):
-        raise TypeError(f"gate factory {type_name!r} returned {type(gate).__name__}")
+        raise TypeError(
+            f"{where} (type {type_name!r}): the factory returned {type(gate).__name__}, "
+            "not a cx.AdmissionGate"
+        )
     return gate
 
 
