@@ -68,6 +68,30 @@ def sanitize(results: GroupResults) -> tuple[GroupResults, jax.Array]:
     )
 
 
+def mask_rows(results: GroupResults, rows: jax.Array) -> GroupResults:
+    """Turns the rows where ``rows: bool[G]`` is False into padding: task id -1, every rollout
+    invalid, no trainable position, rewards and advantages 0.
+
+    Components see padding as a row to ignore (an out-of-range id with nothing valid); the
+    composed curriculum also keeps it out of every count. The host driver pads batches to
+    power-of-two sizes this way so that varying batch sizes share one compiled program.
+    """
+    rows = jnp.asarray(rows, bool)
+    if jnp.shape(rows) != jnp.shape(results.task_ids):
+        raise ValueError(
+            f"rows must be bool[G={jnp.shape(results.task_ids)[0]}], got shape {jnp.shape(rows)}"
+        )
+    keep2 = rows[:, None]
+    keep3 = rows[:, None, None]
+    return GroupResults(
+        task_ids=jnp.where(rows, jnp.asarray(results.task_ids, jnp.int32), -1),
+        rewards=jnp.where(keep2, jnp.asarray(results.rewards, jnp.float32), 0.0),
+        valid=jnp.asarray(results.valid, bool) & keep2,
+        advantages=jnp.where(keep3, jnp.asarray(results.advantages, jnp.float32), 0.0),
+        token_mask=jnp.asarray(results.token_mask, bool) & keep3,
+    )
+
+
 def _check_gates(gates) -> dict[str, AdmissionGate]:
     if gates is None:
         return {}
@@ -111,6 +135,11 @@ def curriculum(
       ``admission_rate`` (last batch), ``failed_groups`` (cumulative), ``nonfinite``
       (cumulative), ``groups`` and ``admitted`` (cumulative).
 
+      ``observe(state, results, rows)`` takes an optional ``rows: bool[G]``: rows where it is
+      False are padding (see :func:`mask_rows`), never admitted and kept out of every count;
+      components see them as rows to ignore. The host driver
+      (:class:`curriculax.HostCurriculum`) pads batches to power-of-two sizes this way.
+
     Example:
       >>> import curriculax as cx
       >>> cur = cx.curriculum(
@@ -144,8 +173,10 @@ def curriculum(
         ids, sampler_state = sampler.sample(state.sampler, key, num)
         return ids, state._replace(sampler=sampler_state)
 
-    def observe(state: CurriculumState, results: GroupResults):
+    def observe(state: CurriculumState, results: GroupResults, rows: jax.Array | None = None):
         check_results(results)
+        if rows is not None:
+            results = mask_rows(results, rows)
         clean, nonfinite = sanitize(results)
         sampler_state = sampler.observe(state.sampler, clean)
         votes, gate_states = {}, {}
@@ -161,17 +192,19 @@ def curriculum(
         admitted = has_valid
         for name in names:
             admitted = admitted & votes[name]
-        num_groups = admitted.shape[0]
+        real = jnp.ones_like(has_valid) if rows is None else jnp.asarray(rows, bool)
+        num_groups = jnp.sum(real, dtype=jnp.int32)
         num_admitted = jnp.sum(admitted, dtype=jnp.int32)
-        rate = num_admitted.astype(jnp.float32) / max(num_groups, 1)
+        rate = num_admitted.astype(jnp.float32) / jnp.maximum(num_groups, 1).astype(jnp.float32)
+        failed = jnp.sum(real & ~has_valid, dtype=jnp.int32)
         new = CurriculumState(
             sampler=sampler_state,
             gates=gate_states,
-            failed_groups=_counters.add(state.failed_groups, jnp.sum(~has_valid, dtype=jnp.int32)),
+            failed_groups=_counters.add(state.failed_groups, failed),
             nonfinite=_counters.add(state.nonfinite, nonfinite),
             groups=_counters.add(state.groups, num_groups),
             admitted=_counters.add(state.admitted, num_admitted),
-            admission_rate=rate if num_groups else state.admission_rate,
+            admission_rate=jnp.where(num_groups > 0, rate, state.admission_rate),
         )
         return Admission(admitted, votes), new
 

@@ -8,7 +8,9 @@ synthetic results and assert the properties the engine relies on:
   carry), and a scan over steps runs;
 - a jitted step is traced once, not again on the second call;
 - ``vmap`` over 4 seeds matches 4 separate runs;
-- an Orbax save/restore round-trip returns the same state, NamedTuples included.
+- an Orbax save/restore round-trip returns the same state, NamedTuples included;
+- padding rows (task id -1, no valid rollout, no trainable token; what the host driver adds
+  to reach a power-of-two batch) leave the state and the real rows' votes unchanged.
 
 Each raises ``AssertionError`` with a message that says which property failed.
 
@@ -29,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax._curriculum import mask_rows
 from curriculax._types import AdmissionGate, GroupResults, TaskDraw, TaskSampler
 
 __all__ = ["check_gate", "check_sampler", "synthetic_results"]
@@ -122,7 +125,8 @@ def _check_component(
     seed: int,
     checkpoint_dir: str | None,
     check_output: Callable[[Any], None],
-) -> None:
+) -> Any:
+    """Runs the checks; returns the state after ``steps`` eager steps."""
     key = jax.random.key(seed)
     init_key, run_key = jax.random.split(key)
 
@@ -204,6 +208,30 @@ def _check_component(
 
     # Orbax round-trip of a state that has been stepped
     _orbax_roundtrip(eager[1][-1], what, checkpoint_dir)
+    return eager[1][-1]
+
+
+def _check_padding(fn: Callable, state, results: GroupResults, what: str) -> None:
+    """``fn(state, results) -> (out, state)`` must treat padding rows as absent: the same
+    state, and the same output on the real rows, with three padding rows appended."""
+    g = results.task_ids.shape[0]
+    if g == 0:
+        return
+    extra = 3
+    take = jnp.arange(g + extra) % g  # the padding rows start as copies of real rows
+    padded = mask_rows(jax.tree.map(lambda x: x[take], results), jnp.arange(g + extra) < g)
+    out, plain = fn(state, results)
+    out_padded, with_padding = fn(state, padded)
+    _assert_equal(
+        plain,
+        with_padding,
+        f"{what}: padding rows (task id -1, no valid rollout, no trainable token) changed the "
+        "state; a component must ignore them (the host driver pads batches with them)",
+    )
+    if out is not None:
+        _assert_equal(
+            out, out_padded[:g], f"{what}: padding rows changed the votes on the real rows"
+        )
 
 
 def check_sampler(
@@ -253,9 +281,14 @@ def check_sampler(
         if num and (ids.min() < 0 or ids.max() >= num_tasks):
             raise AssertionError(f"sampler: ids {ids.tolist()} fall outside [0, {num_tasks})")
 
-    _check_component(
+    state = _check_component(
         sampler.init, step, sampler.metrics, "sampler", steps, seed, checkpoint_dir, check_ids
     )
+    k_sample, k_results = jax.random.split(jax.random.key(seed + 2))
+    drawn, state = sampler.sample(state, k_sample, num)
+    ids = drawn.ids if isinstance(drawn, TaskDraw) else drawn
+    results = synthetic_results(k_results, ids, group_size)
+    _check_padding(lambda s, r: (None, sampler.observe(s, r)), state, results, "sampler")
 
 
 def check_gate(
@@ -291,4 +324,11 @@ def check_gate(
                 f"{jnp.asarray(vote).dtype}{list(jnp.shape(vote))}"
             )
 
-    _check_component(gate.init, step, gate.metrics, "gate", steps, seed, checkpoint_dir, check_vote)
+    state = _check_component(
+        gate.init, step, gate.metrics, "gate", steps, seed, checkpoint_dir, check_vote
+    )
+    key = jax.random.key(seed + 2)
+    results = synthetic_results(
+        key, jax.random.randint(key, (groups,), 0, 1000), group_size, tokens
+    )
+    _check_padding(gate.admit, state, results, "gate")
