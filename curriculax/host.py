@@ -119,16 +119,18 @@ class HostCurriculum:
         self._sample = jax.jit(self._sample_fn, static_argnums=2, donate_argnums=(0, 1))
         self._observe = jax.jit(self._observe_fn, donate_argnums=0)
         self._metrics = jax.jit(self._metrics_fn)
-        init_key, self._key = jax.random.split(jax.random.key(seed))
+        init_key, key = jax.random.split(jax.random.key(seed))
         self._state = jax.jit(curriculum.init)(init_key)
+        # The key travels as raw u32 data: typed key arrays leave jit's fast dispatch path.
+        self._key = jax.random.key_data(key)
 
     # -- compiled bodies (traced once per shape) --------------------------------------------
 
     def _sample_fn(self, state, key, num: int):
         self.trace_counts["sample"] += 1
-        key, sub = jax.random.split(key)
+        key, sub = jax.random.split(jax.random.wrap_key_data(key))
         drawn, state = self.curriculum.sample(state, sub, num)
-        return drawn, state, key
+        return drawn, state, jax.random.key_data(key)
 
     def _observe_fn(self, state, ids, rewards, valid, advantages, token_mask, count):
         self.trace_counts["observe"] += 1
@@ -276,7 +278,7 @@ class HostCurriculum:
             f"state/{path_str(p)}": np.array(leaf)
             for p, leaf in jax.tree_util.tree_flatten_with_path(self._state)[0]
         }
-        out["key"] = np.array(jax.random.key_data(self._key))
+        out["key"] = np.array(self._key)
         for name in _COUNTERS:
             out[name] = np.asarray(getattr(self, name), np.int64)
         return out
@@ -331,13 +333,13 @@ class HostCurriculum:
         flat, treedef = jax.tree_util.tree_flatten_with_path(self._state)
         leaves = [jnp.array(values[f"state/{path_str(p)}"]) for p, _ in flat]
         self._state = jax.tree_util.tree_unflatten(treedef, leaves)
-        self._key = jax.random.wrap_key_data(jnp.array(values["key"]))
+        self._key = jnp.array(values["key"])
         for name in _COUNTERS:
             setattr(self, name, int(values[name]))
 
     def _item(self) -> dict[str, Any]:
         """The Orbax array item (the counters go in the JSON item)."""
-        return {"state": self._state, "key": jax.random.key_data(self._key)}
+        return {"state": self._state, "key": self._key}
 
     def save(self, path: str | os.PathLike) -> None:
         """Saves the driver's state as an Orbax checkpoint in directory ``path`` (created;
@@ -388,7 +390,7 @@ class HostCurriculum:
         finally:
             store.close()
         self._state = jax.tree.map(jnp.array, item["state"])
-        self._key = jax.random.wrap_key_data(jnp.array(item["key"]))
+        self._key = jnp.array(item["key"])
         for name in _COUNTERS:
             setattr(self, name, int(meta[name]))
 
