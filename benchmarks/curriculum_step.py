@@ -8,11 +8,14 @@ cx.gates.advantage_range(0.0, 0.0)})``, for several pool sizes ``N``, all from t
 
 - **jitted step**: one jitted ``step(state, key, results) -> (ids, admission, state)`` with the
   state donated, as the engine runs it; compiled first, then the median of ``--repeats`` calls
-  (``block_until_ready``).
+  (``block_until_ready``). The jitted step, the driver, the driver's compiled programs and the
+  numpy step are timed interleaved (one call of each per round), so a shared machine's load
+  drifts alike for all of them.
 - **driver**: :class:`curriculax.HostCurriculum`, as a trainer written in host Python calls it:
   ``ids = cur.sample(num)`` then ``cur.observe(task_ids, rewards)`` with numpy rewards, the
-  driver computing the group-relative credit itself. Its *host overhead* is its time minus the
-  time of its two compiled programs called directly with arguments already on the device.
+  driver computing the group-relative credit itself. Its *host overhead* is the median, over
+  rounds, of its time minus the time of its two compiled programs called directly with
+  arguments already on the device.
 - **numpy**: the same semantics as an efficient vectorised host implementation
   (:mod:`benchmarks._numpy_baseline`: per-task arrays, band labels by comparison, band sizes
   by counting, per-band rank draws, array expressions for observe and the gate).
@@ -163,8 +166,27 @@ class _Donated:
         self.state = state
 
 
-def time_curriculax(fns: Compiled, state, results, repeats: int, seed: int) -> dict[str, float]:
-    """Median ms of the jitted step, and of sample and observe jitted on their own."""
+def time_interleaved(calls: dict[str, Callable[[int], object]], repeats: int) -> dict:
+    """Wall times (s) of each call over ``repeats`` rounds, the calls interleaved within a
+    round (order reversed every other round), after one untimed call each: a shared machine's
+    load drifts, and interleaving gives every call the same drift."""
+    for call in calls.values():
+        jax.block_until_ready(call(-1))
+    times = {name: [] for name in calls}
+    for i in range(repeats):
+        for name in list(calls) if i % 2 == 0 else list(reversed(calls)):
+            start = time.perf_counter()
+            jax.block_until_ready(calls[name](i))
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def time_curriculax(fns: Compiled, state, results, repeats: int, seed: int):
+    """Median ms of sample and observe jitted on their own, and the step's compile time.
+
+    Returns ``(row, call_step)``: ``call_step(i)`` runs one jitted step (the step is timed
+    interleaved with the others by :func:`time_steps`).
+    """
     base = jax.random.key(seed + 3)
     keys = [jax.random.fold_in(base, i) for i in range(repeats + 1)]
     held = _Donated(state)
@@ -181,13 +203,14 @@ def time_curriculax(fns: Compiled, state, results, repeats: int, seed: int) -> d
         admission, held.state = fns.observe(held.state, results)
         return admission, held.state
 
-    first = []
-    return {
-        "cx_ms": median_ms(call_step, repeats, first),
-        "cx_compile_s": first[0],
+    start = time.perf_counter()
+    jax.block_until_ready(call_step(-1))
+    row = {
+        "cx_compile_s": time.perf_counter() - start,
         "cx_sample_ms": median_ms(call_sample, repeats),
         "cx_observe_ms": median_ms(call_observe, repeats),
     }
+    return row, call_step
 
 
 def host_from_state(state, num_tasks: int, seed: int) -> _host_baseline.HostCurriculum:
@@ -230,39 +253,52 @@ def driver_from_state(cur: cx.Curriculum, state, seed: int) -> cx.HostCurriculum
     return driver
 
 
-def time_driver(
-    driver: cx.HostCurriculum, results: dict[str, np.ndarray], num: int, repeats: int
-) -> dict[str, float]:
-    """Median ms of ``sample(num)`` + ``observe(task_ids, rewards)`` through the driver, of
-    each on its own, and of its two compiled programs called directly with device arguments
-    (the difference is the driver's host overhead: checks, padding, transfers, dispatch)."""
+def driver_calls(driver: cx.HostCurriculum, results: dict[str, np.ndarray], num: int):
+    """``(call, compiled)``: one driver step (``sample(num)``, then ``observe(task_ids,
+    rewards)`` with numpy in and out), and the same two compiled programs called directly
+    with arguments already on the device; the difference is the driver's host overhead
+    (argument checks, padding, transfers, dispatch)."""
     ids, rewards = results["task_ids"], results["rewards"]
 
-    def call_step(i):
+    def call(i):
         drawn = driver.sample(num)
         return drawn, driver.observe(ids, rewards)
 
-    out = {
-        "drv_ms": median_ms(call_step, repeats),
-        "drv_sample_ms": median_ms(lambda i: driver.sample(num), repeats),
-        "drv_observe_ms": median_ms(lambda i: driver.observe(ids, rewards), repeats),
-    }
-    # The same compiled programs, arguments already on the device (bucket = num here).
     size = cx.host.bucket(ids.shape[0])
     args = [jnp.asarray(np.resize(a, (size, *a.shape[1:]))) for a in (ids, rewards)]
-    valid = jnp.ones(args[1].shape, bool)
     count = jnp.asarray(ids.shape[0], jnp.int32)
 
-    def call_compiled(i):
+    def compiled(i):
         drawn, driver._state, driver._key = driver._sample(driver._state, driver._key, num)
         admitted, driver._state = driver._observe(
-            driver._state, args[0], args[1], valid, None, None, count
+            driver._state, args[0], args[1], None, None, None, count
         )
         return drawn, admitted
 
-    out["drv_compiled_ms"] = median_ms(call_compiled, repeats)
-    out["drv_overhead_ms"] = out["drv_ms"] - out["drv_compiled_ms"]
-    return out
+    return call, compiled
+
+
+def time_steps(call_step, driver, numpy_cur, results, num: int, repeats: int) -> dict:
+    """The jitted step, the driver (and its compiled programs alone) and the numpy step,
+    interleaved; then the driver's sample and observe on their own."""
+    call, compiled = driver_calls(driver, results, num)
+    args = [results[k] for k in FIELDS]
+    times = time_interleaved(
+        {
+            "cx": call_step,
+            "drv": call,
+            "drv_compiled": compiled,
+            "np": lambda i: (numpy_cur.sample(num), numpy_cur.observe(*args)),
+        },
+        repeats,
+    )
+    row = {f"{name}_ms": 1e3 * statistics.median(t) for name, t in times.items()}
+    paired = [a - b for a, b in zip(times["drv"], times["drv_compiled"])]
+    row["drv_overhead_ms"] = 1e3 * statistics.median(paired)
+    ids, rewards = results["task_ids"], results["rewards"]
+    row["drv_sample_ms"] = median_ms(lambda i: driver.sample(num), repeats)
+    row["drv_observe_ms"] = median_ms(lambda i: driver.observe(ids, rewards), repeats)
+    return row
 
 
 def numpy_from_state(state, num_tasks: int, seed: int) -> _numpy_baseline.NumpyCurriculum:
@@ -275,10 +311,9 @@ def numpy_from_state(state, num_tasks: int, seed: int) -> _numpy_baseline.NumpyC
 
 
 def time_numpy(cur, results: dict[str, np.ndarray], num: int, repeats: int) -> dict[str, float]:
-    """Median ms of the numpy step, and of its sample and observe on their own."""
+    """Median ms of the numpy sample and observe on their own."""
     args = [results[k] for k in FIELDS]
     return {
-        "np_ms": median_ms(lambda i: (cur.sample(num), cur.observe(*args)), repeats),
         "np_sample_ms": median_ms(lambda i: cur.sample(num), repeats),
         "np_observe_ms": median_ms(lambda i: cur.observe(*args), repeats),
     }
@@ -322,8 +357,9 @@ def bench_size(
     ids = rng.choice(num_tasks, num, replace=num > num_tasks)
     results = group_results(rng, ids, rates, group_size)
     row = {"n": num_tasks}
-    row.update(time_curriculax(fns, state, as_group_results(results), repeats, seed))
-    row.update(time_driver(driver, results, num, repeats))
+    cx_row, call_step = time_curriculax(fns, state, as_group_results(results), repeats, seed)
+    row.update(cx_row)
+    row.update(time_steps(call_step, driver, numpy_cur, results, num, repeats))
     row.update(time_numpy(numpy_cur, results, num, repeats))
     if host is not None:
         row.update(time_host(host, results, num, repeats, budget))
@@ -547,7 +583,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     quick = args.quick
     defaults = {
         "sizes": QUICK_SIZES if quick else DEFAULT_SIZES,
-        "repeats": 2 if quick else 21,
+        "repeats": 2 if quick else 41,
         "num": 64 if quick else 1024,
         "group_size": 4 if quick else 16,
     }

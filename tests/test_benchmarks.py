@@ -26,7 +26,7 @@ def test_quick_mode_prints_one_row_per_size(capsys):
         assert r["speedup"] == r["host_ms"] / r["cx_ms"]
         assert r["drv_ratio"] == r["drv_ms"] / r["cx_ms"]
         assert r["np_ratio"] == r["np_ms"] / r["cx_ms"]
-        assert r["drv_overhead_ms"] == r["drv_ms"] - r["drv_compiled_ms"]
+        assert math.isfinite(r["drv_overhead_ms"])  # median of paired differences: any sign
         assert r["mem_ratio"] == r["cx_ms"] / r["mem_ms"]
     printed = capsys.readouterr().out
     for n in curriculum_step.QUICK_SIZES:
