@@ -56,8 +56,7 @@ class NumpyCurriculum:
         self.scores = np.zeros(n, np.float32)
         self.scored = np.zeros(n, bool)
         self.seen = np.zeros(n, bool)
-        self.warmup_order = self.rng.permutation(n)
-        self.warmup = 0
+        self._warm_over = False
         self.fallback = 0
         self.rejected = 0
         self.admit_rate = 1.0
@@ -78,6 +77,12 @@ class NumpyCurriculum:
             band += self.scores > threshold
         labels = np.where(self.scored, band, np.int8(nb))
         return np.where(self.seen, labels, np.int8(-1))
+
+    def _warming(self) -> bool:
+        """Whether some task is unseen; once none is, it stays so (nothing unsees a task)."""
+        if not self._warm_over:
+            self._warm_over = bool(self.seen.all())
+        return not self._warm_over
 
     def _draw_bands(self, counts: np.ndarray, num: int) -> np.ndarray:
         """Band of each of ``num`` draws; a band retires once all its members are drawn."""
@@ -101,14 +106,14 @@ class NumpyCurriculum:
         return drawn
 
     def sample(self, num: int) -> np.ndarray:
-        """``int32[num]``: warm-up first, then distinct banded draws, cycling when too few."""
+        """``int32[num]``: warm-up (distinct unseen tasks) first, then distinct banded draws
+        among the seen tasks, cycling when too few."""
         n = self.num_tasks
-        num_warm = min(n - self.warmup, num)
-        warm_ids = self.warmup_order[self.warmup : self.warmup + num_warm]
-        self.seen[warm_ids] = True
-        self.warmup += num_warm
         labels = self.labels()
-        labels[warm_ids] = -1
+        # the unseen tasks, found only during warm-up (past it, `seen` is all True)
+        unseen = np.flatnonzero(labels < 0) if self._warming() else np.empty(0, np.int64)
+        num_warm = min(unseen.shape[0], num)
+        warm_ids = unseen[self.rng.choice(unseen.shape[0], num_warm, replace=False)]
         c = self.weights.shape[0]
         counts = np.array([np.count_nonzero(labels == b) for b in range(c)])  # one pass per band
         bands = self._draw_bands(counts, num - num_warm)

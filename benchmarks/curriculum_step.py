@@ -306,7 +306,6 @@ def numpy_from_state(state, num_tasks: int, seed: int) -> _numpy_baseline.NumpyC
     cur = _numpy_baseline.NumpyCurriculum(num_tasks, seed=seed)
     s = state.sampler
     cur.scores, cur.scored, cur.seen = (np.array(x) for x in (s.scores, s.scored, s.seen))
-    cur.warmup = int(s.warmup)
     return cur
 
 

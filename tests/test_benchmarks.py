@@ -113,7 +113,7 @@ def test_numpy_baseline_observes_and_draws_with_the_same_semantics():
     np.testing.assert_array_equal(np.asarray(state.sampler.scores), fast.scores)
     np.testing.assert_array_equal(np.asarray(state.sampler.scored), fast.scored)
     np.testing.assert_array_equal(np.asarray(state.sampler.seen), fast.seen)
-    assert int(state.sampler.warmup) == fast.warmup == N
+    assert fast.seen.all()  # warm-up over
     assert fast.rejected == int(state.gates["zero_advantage"].rejected) == 30  # hard + easy
     assert fast.failed_groups == int(state.failed_groups) == 10
     # Band labels (hard, medium, easy, unscored): the library's metrics count the same.
