@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-DEFAULT_BANDS = (("hard", 0.25, 0.2), ("medium", 0.75, 1.0), ("easy", 1.0, 0.2))
+from benchmarks._host_baseline import DEFAULT_BANDS
 
 
 class NumpyCurriculum:

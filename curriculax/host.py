@@ -8,7 +8,6 @@ and the key, compiles each call once, and takes and returns numpy.
 
 from __future__ import annotations
 
-import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -17,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax._checks import int_at_least
 from curriculax._types import Curriculum, GroupResults, TaskDraw, TaskSampler
 from curriculax.checkpoint import CheckpointStore, layout_diff, leaf_layout, path_str
 from curriculax.credit import grpo_advantages
@@ -101,13 +101,8 @@ class HostCurriculum:
                 f"HostCurriculum takes a curriculax.Curriculum (from cx.curriculum(...)), "
                 f"got {type(curriculum).__name__}"
             )
-        if isinstance(seed, bool):
-            raise TypeError(f"seed must be an int, got the bool {seed!r}")
-        try:
-            seed = operator.index(seed)
-        except TypeError:
-            raise TypeError(f"seed must be an int, got {seed!r}") from None
-        if not -(2**63) <= seed < 2**63:
+        seed = int_at_least(seed, "seed", -(2**63))
+        if seed >= 2**63:
             raise ValueError(f"seed must fit in a signed 64-bit int, got {seed}")
         self.curriculum = curriculum
         num_tasks = getattr(curriculum.sampler, "num_tasks", None)
@@ -170,14 +165,7 @@ class HostCurriculum:
           ``np.int32[n]``; for a sampler that hands out payloads (the frontier sampler), a
           :class:`~curriculax.TaskDraw` of numpy arrays.
         """
-        if isinstance(n, bool):
-            raise TypeError(f"n must be an int >= 0, got the bool {n!r}")
-        try:
-            n = operator.index(n)
-        except TypeError:
-            raise TypeError(f"n must be an int >= 0, got {n!r}") from None
-        if n < 0:
-            raise ValueError(f"n must be >= 0, got {n}")
+        n = int_at_least(n, "n", 0)
         drawn, self._state, self._key = self._sample(self._state, self._key, n)
         self.sample_calls += 1
         if isinstance(drawn, TaskDraw):
