@@ -7,10 +7,11 @@ cx.gates.advantage_range(0.0, 0.0)})``, for several pool sizes ``N``, all from t
 (past warm-up, one observed group mean per task) in one run:
 
 - **jitted step**: one jitted ``step(state, key, results) -> (ids, admission, state)`` with the
-  state donated, as the engine runs it; compiled first, then the median of ``--repeats`` calls
-  (``block_until_ready``). The jitted step, the driver, the driver's compiled programs and the
-  numpy step are timed interleaved (one call of each per round), so a shared machine's load
-  drifts alike for all of them.
+  state donated, as the engine runs it, compiled first. The jitted step, the driver, the
+  driver's compiled programs and the numpy step are timed interleaved (one call of each per
+  round, ``--rounds`` rounds, medians; ``block_until_ready``), so a shared machine's load
+  drifts alike for all of them; the parts (sample, observe) take the median of ``--repeats``
+  calls each.
 - **driver**: :class:`curriculax.HostCurriculum`, as a trainer written in host Python calls it:
   ``ids = cur.sample(num)`` then ``cur.observe(task_ids, rewards)`` with numpy rewards, the
   driver computing the group-relative credit itself. Its *host overhead* is the median, over
@@ -181,14 +182,14 @@ def time_interleaved(calls: dict[str, Callable[[int], object]], repeats: int) ->
     return times
 
 
-def time_curriculax(fns: Compiled, state, results, repeats: int, seed: int):
+def time_curriculax(fns: Compiled, state, results, repeats: int, seed: int, calls: int):
     """Median ms of sample and observe jitted on their own, and the step's compile time.
 
-    Returns ``(row, call_step)``: ``call_step(i)`` runs one jitted step (the step is timed
-    interleaved with the others by :func:`time_steps`).
+    Returns ``(row, call_step)``: ``call_step(i)`` runs one jitted step, ``i < calls`` (the
+    step is timed interleaved with the others by :func:`time_steps`).
     """
     base = jax.random.key(seed + 3)
-    keys = [jax.random.fold_in(base, i) for i in range(repeats + 1)]
+    keys = [jax.random.fold_in(base, i) for i in range(max(repeats, calls) + 1)]
     held = _Donated(state)
 
     def call_step(i):
@@ -278,9 +279,9 @@ def driver_calls(driver: cx.HostCurriculum, results: dict[str, np.ndarray], num:
     return call, compiled
 
 
-def time_steps(call_step, driver, numpy_cur, results, num: int, repeats: int) -> dict:
+def time_steps(call_step, driver, numpy_cur, results, num: int, repeats: int, rounds: int) -> dict:
     """The jitted step, the driver (and its compiled programs alone) and the numpy step,
-    interleaved; then the driver's sample and observe on their own."""
+    interleaved over ``rounds`` rounds; then the driver's sample and observe on their own."""
     call, compiled = driver_calls(driver, results, num)
     args = [results[k] for k in FIELDS]
     times = time_interleaved(
@@ -290,7 +291,7 @@ def time_steps(call_step, driver, numpy_cur, results, num: int, repeats: int) ->
             "drv_compiled": compiled,
             "np": lambda i: (numpy_cur.sample(num), numpy_cur.observe(*args)),
         },
-        repeats,
+        rounds,
     )
     row = {f"{name}_ms": 1e3 * statistics.median(t) for name, t in times.items()}
     paired = [a - b for a, b in zip(times["drv"], times["drv_compiled"])]
@@ -339,6 +340,7 @@ def bench_size(
     num: int,
     group_size: int,
     repeats: int,
+    rounds: int,
     budget: int,
     seed: int,
     python: bool = True,
@@ -356,9 +358,11 @@ def bench_size(
     ids = rng.choice(num_tasks, num, replace=num > num_tasks)
     results = group_results(rng, ids, rates, group_size)
     row = {"n": num_tasks}
-    cx_row, call_step = time_curriculax(fns, state, as_group_results(results), repeats, seed)
+    cx_row, call_step = time_curriculax(
+        fns, state, as_group_results(results), repeats, seed, rounds
+    )
     row.update(cx_row)
-    row.update(time_steps(call_step, driver, numpy_cur, results, num, repeats))
+    row.update(time_steps(call_step, driver, numpy_cur, results, num, repeats, rounds))
     row.update(time_numpy(numpy_cur, results, num, repeats))
     if host is not None:
         row.update(time_host(host, results, num, repeats, budget))
@@ -565,6 +569,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--sizes", type=_size, nargs="+", help="pool sizes N (1e6 notation ok)")
     parser.add_argument("--repeats", type=int, help="timed calls per measurement (median)")
+    parser.add_argument(
+        "--rounds", type=int, help="interleaved rounds of the four step timings (median)"
+    )
     parser.add_argument("--num", type=int, help="tasks sampled and groups observed per step")
     parser.add_argument("--group-size", type=int, help="rollouts per group")
     parser.add_argument(
@@ -582,15 +589,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     quick = args.quick
     defaults = {
         "sizes": QUICK_SIZES if quick else DEFAULT_SIZES,
-        "repeats": 2 if quick else 41,
+        "repeats": 2 if quick else 21,
+        "rounds": 3 if quick else 301,
         "num": 64 if quick else 1024,
         "group_size": 4 if quick else 16,
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if args.repeats < 1 or args.num < 1 or args.group_size < 1:
-        parser.error("--repeats, --num and --group-size must be >= 1")
+    if min(args.repeats, args.rounds, args.num, args.group_size) < 1:
+        parser.error("--repeats, --rounds, --num and --group-size must be >= 1")
     return args
 
 
@@ -606,6 +614,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
                 num=args.num,
                 group_size=args.group_size,
                 repeats=args.repeats,
+                rounds=args.rounds,
                 budget=args.host_budget,
                 seed=args.seed,
                 python=not args.no_python,
