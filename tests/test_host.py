@@ -313,10 +313,6 @@ def test_clear_errors():
     assert host.observe([], np.zeros((0, 4))).shape == (0,)
 
 
-@pytest.mark.skipif(
-    "num_tasks" not in cx.TaskSampler._fields,
-    reason="TaskSampler.num_tasks lands with issue #9 item 3",
-)
 def test_out_of_range_ids_are_refused_on_the_host():
     host = cx.HostCurriculum(_curriculum())
     assert host.num_tasks == N
