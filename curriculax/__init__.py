@@ -19,6 +19,7 @@ from curriculax._types import (
     TaskDraw,
     TaskSampler,
 )
+from curriculax.host import HostCurriculum, IncompatibleKeys
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,8 @@ __all__ = [
     "CurriculumState",
     "EmptyState",
     "GroupResults",
+    "HostCurriculum",
+    "IncompatibleKeys",
     "TaskDraw",
     "TaskSampler",
     "__version__",

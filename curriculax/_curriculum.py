@@ -67,7 +67,7 @@ def check_task_ids(task_ids, num_tasks: int | None) -> None:
 
 
 def mask_out_of_range(
-    results: GroupResults, num_tasks: int | None
+    results: GroupResults, num_tasks: int | None, rows: jax.Array | None = None
 ) -> tuple[GroupResults, jax.Array]:
     """Makes every rollout of a group whose task id lies outside ``[0, num_tasks)`` invalid.
 
@@ -75,7 +75,8 @@ def mask_out_of_range(
     ``num_tasks`` (past the end, so a scatter with ``mode="drop"`` or JAX's default drops it,
     where ``-1`` would wrap onto the last task) and it has no valid rollout, so it is never
     admitted. Returns the results and ``i32[]`` the number of such groups (0 when
-    ``num_tasks`` is None).
+    ``num_tasks`` is None), counting only the real rows when ``rows: bool[G]`` marks them
+    (padding carries an id past the pool on purpose).
     """
     ids = jnp.asarray(results.task_ids, jnp.int32)
     if num_tasks is None:
@@ -86,7 +87,7 @@ def mask_out_of_range(
             task_ids=jnp.where(inside, ids, num_tasks),
             valid=jnp.asarray(results.valid, bool) & inside[:, None],
         ),
-        jnp.sum(~inside, dtype=jnp.int32),
+        jnp.sum(~inside if rows is None else ~inside & rows, dtype=jnp.int32),
     )
 
 
@@ -113,6 +114,42 @@ def sanitize(results: GroupResults) -> tuple[GroupResults, jax.Array]:
             token_mask=mask,
         ),
         nonfinite,
+    )
+
+
+PAD_ID = 2**31 - 1
+"""Task id of a padding row when the sampler declares no ``num_tasks``: past every pool, and
+positive, so a scatter drops it (``-1`` would wrap onto the last task)."""
+
+
+def pad_id(sampler: TaskSampler) -> int:
+    """The task id padding rows carry for ``sampler``: its ``num_tasks`` (one past its pool,
+    like an out-of-range row), else :data:`PAD_ID`."""
+    num_tasks = getattr(sampler, "num_tasks", None)
+    return PAD_ID if num_tasks is None else int(num_tasks)
+
+
+def mask_rows(results: GroupResults, rows: jax.Array, pad: int = PAD_ID) -> GroupResults:
+    """Turns the rows where ``rows: bool[G]`` is False into padding: task id ``pad`` (past the
+    pool), every rollout invalid, no trainable position, rewards and advantages 0.
+
+    Components see padding as a row to ignore (an out-of-range id with nothing valid); the
+    composed curriculum also keeps it out of every count. The host driver pads batches to
+    power-of-two sizes this way so that varying batch sizes share one compiled program.
+    """
+    rows = jnp.asarray(rows, bool)
+    if jnp.shape(rows) != jnp.shape(results.task_ids):
+        raise ValueError(
+            f"rows must be bool[G={jnp.shape(results.task_ids)[0]}], got shape {jnp.shape(rows)}"
+        )
+    keep2 = rows[:, None]
+    keep3 = rows[:, None, None]
+    return GroupResults(
+        task_ids=jnp.where(rows, jnp.asarray(results.task_ids, jnp.int32), jnp.int32(pad)),
+        rewards=jnp.where(keep2, jnp.asarray(results.rewards, jnp.float32), 0.0),
+        valid=jnp.asarray(results.valid, bool) & keep2,
+        advantages=jnp.where(keep3, jnp.asarray(results.advantages, jnp.float32), 0.0),
+        token_mask=jnp.asarray(results.token_mask, bool) & keep3,
     )
 
 
@@ -167,6 +204,11 @@ def curriculum(
     Raises:
       ValueError: from ``observe``, for concrete task ids outside the sampler's range.
 
+      ``observe(state, results, rows)`` takes an optional ``rows: bool[G]``: rows where it is
+      False are padding (see :func:`mask_rows`), never admitted and kept out of every count;
+      components see them as rows to ignore. The host driver
+      (:class:`curriculax.HostCurriculum`) pads batches to power-of-two sizes this way.
+
     Example:
       >>> import curriculax as cx
       >>> cur = cx.curriculum(
@@ -186,6 +228,7 @@ def curriculum(
         num_tasks = check_num_tasks(num_tasks, "TaskSampler.num_tasks")
     gates = _check_gates(gates)
     names = tuple(gates)
+    padding = pad_id(sampler)
 
     def init(key: jax.Array) -> CurriculumState:
         keys = jax.random.split(key, len(names) + 1)
@@ -204,10 +247,17 @@ def curriculum(
         ids, sampler_state = sampler.sample(state.sampler, key, num)
         return ids, state._replace(sampler=sampler_state)
 
-    def observe(state: CurriculumState, results: GroupResults):
+    def observe(state: CurriculumState, results: GroupResults, rows: jax.Array | None = None):
         check_results(results)
-        check_task_ids(results.task_ids, num_tasks)
-        inside, out_of_range = mask_out_of_range(results, num_tasks)
+        if rows is not None:
+            rows = jnp.asarray(rows, bool)
+            # Only real rows are checked; then padding becomes rows to ignore (an id past the
+            # pool, nothing valid), kept out of every count.
+            check_task_ids(jnp.where(rows, results.task_ids, 0), num_tasks)
+            results = mask_rows(results, rows, padding)
+        else:
+            check_task_ids(results.task_ids, num_tasks)
+        inside, out_of_range = mask_out_of_range(results, num_tasks, rows)
         clean, nonfinite = sanitize(inside)
         sampler_state = sampler.observe(state.sampler, clean)
         votes, gate_states = {}, {}
@@ -223,18 +273,20 @@ def curriculum(
         admitted = has_valid
         for name in names:
             admitted = admitted & votes[name]
-        num_groups = admitted.shape[0]
+        real = jnp.ones_like(has_valid) if rows is None else rows
+        num_groups = jnp.sum(real, dtype=jnp.int32)
         num_admitted = jnp.sum(admitted, dtype=jnp.int32)
-        rate = num_admitted.astype(jnp.float32) / max(num_groups, 1)
+        rate = num_admitted.astype(jnp.float32) / jnp.maximum(num_groups, 1).astype(jnp.float32)
+        failed = jnp.sum(real & ~has_valid, dtype=jnp.int32)
         new = CurriculumState(
             sampler=sampler_state,
             gates=gate_states,
-            failed_groups=_counters.add(state.failed_groups, jnp.sum(~has_valid, dtype=jnp.int32)),
+            failed_groups=_counters.add(state.failed_groups, failed),
             nonfinite=_counters.add(state.nonfinite, nonfinite),
             out_of_range=_counters.add(state.out_of_range, out_of_range),
             groups=_counters.add(state.groups, num_groups),
             admitted=_counters.add(state.admitted, num_admitted),
-            admission_rate=rate if num_groups else state.admission_rate,
+            admission_rate=jnp.where(num_groups > 0, rate, state.admission_rate),
         )
         return Admission(admitted, votes), new
 

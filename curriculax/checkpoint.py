@@ -22,7 +22,14 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-__all__ = ["CheckpointSaveError", "CheckpointStore", "assemble", "leaf_layout", "path_str"]
+__all__ = [
+    "CheckpointSaveError",
+    "CheckpointStore",
+    "assemble",
+    "layout_diff",
+    "leaf_layout",
+    "path_str",
+]
 
 
 class CheckpointSaveError(RuntimeError):
@@ -106,6 +113,28 @@ def leaf_layout(tree: Any) -> dict[str, tuple[tuple[int, ...], str]]:
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         out[path_str(path)] = (tuple(int(d) for d in np.shape(leaf)), np.dtype(leaf.dtype).name)
     return out
+
+
+def layout_diff(
+    saved: Mapping[str, tuple[tuple[int, ...], str]],
+    expected: Mapping[str, tuple[tuple[int, ...], str]],
+) -> list[str]:
+    """One line per leaf path that differs between two :func:`leaf_layout` results: in the
+    checkpoint only, expected only, or saved with another shape or dtype."""
+    lines = []
+    for p in sorted(set(saved) | set(expected)):
+        if p not in expected:
+            lines.append(f"{p}: in the checkpoint, not in this state")
+        elif p not in saved:
+            lines.append(f"{p}: in this state, not in the checkpoint")
+        else:
+            (s_shape, s_dtype), (e_shape, e_dtype) = saved[p], expected[p]
+            if tuple(s_shape) != tuple(e_shape) or s_dtype != e_dtype:
+                lines.append(
+                    f"{p}: {s_dtype}{list(s_shape)} in the checkpoint, "
+                    f"{e_dtype}{list(e_shape)} expected"
+                )
+    return lines
 
 
 def assemble(

@@ -489,3 +489,30 @@ def test_a_sampler_that_is_not_a_task_sampler_raises():
         cx.curriculum(cx.gates.advantage_range())
     with pytest.raises(TypeError, match=r"sampler must be a TaskSampler.*got tuple"):
         cx.curriculum(tuple(cx.samplers.sequential(3)))
+
+
+def test_padding_rows_are_checked_and_counted_nowhere():
+    """``observe(state, results, rows)``: rows marked False are padding (the host driver's):
+    their ids are not range-checked, they count as no group, failed or out-of-range one, and
+    no component state changes for them."""
+    cur = cx.curriculum(
+        cx.samplers.difficulty_pools(8), {"zero_advantage": cx.gates.advantage_range(0.0, 0.0)}
+    )
+    state = cur.init(jax.random.key(0))
+    results = _results(
+        [1, 2, 999, -3],
+        rewards=[[1, 0], [0, 0], [1, 0], [1, 0]],
+        valid=[OK, FAILED, OK, OK],
+        advantages=[[[0.5], [-0.5]], [[0.0], [0.0]], [[0.5], [-0.5]], [[0.5], [-0.5]]],
+    )
+    rows = jnp.array([True, True, False, False])
+    admission, padded = cur.observe(state, results, rows)
+    assert admission.admitted.tolist() == [True, False, False, False]
+    m = _metrics(cur, padded)
+    assert (m["groups"], m["failed_groups"], m["out_of_range"], m["admitted"]) == (2, 1, 0, 1)
+    assert m["admission_rate"] == 0.5 and m["gate/zero_advantage/admit_rate"] == 1.0
+    alone = cur.observe(state, jax.tree.map(lambda x: x[:2], results))[1]
+    for a, b in zip(jax.tree.leaves(padded), jax.tree.leaves(alone)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="outside the sampler's range"):
+        cur.observe(state, results, jnp.array([True, True, True, False]))

@@ -26,6 +26,7 @@ from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
 from curriculax.engine._restore import CheckpointMismatch, CheckpointUnreadable
 from curriculax.engine._rundir import RunDirError
+from curriculax.engine._sinks import MetricSink, TensorBoardSink, WandbSink
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.engine.synthetic import SyntheticState, synthetic_solver, synthetic_tasks
 
@@ -40,6 +41,7 @@ __all__ = [
     "EngineState",
     "Env",
     "Generation",
+    "MetricSink",
     "MixerState",
     "PendingBatch",
     "Rollouts",
@@ -48,7 +50,9 @@ __all__ = [
     "Solver",
     "StepReport",
     "SyntheticState",
+    "TensorBoardSink",
     "TrainBatch",
+    "WandbSink",
     "content_keys",
     "make_mesh",
     "run",

@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -24,11 +24,11 @@ from curriculax.engine._guard import CurriculumStalled, stall_message
 from curriculax.engine._logging import (
     JsonlWriter,
     ProgressBar,
-    TensorBoardWriter,
     last_record,
     truncate_at,
     truncate_jsonl,
 )
+from curriculax.engine._sinks import MetricSink, close_sinks, open_sinks
 
 OnUpdate = Callable[[EngineState, dict[str, float]], dict[str, float] | None]
 
@@ -186,6 +186,7 @@ def run(
     traces: bool | float | str = True,
     progress: bool = True,
     tensorboard: bool = False,
+    sinks: Sequence[MetricSink] = (),
     on_update: OnUpdate | None = None,
     config: dict | None = None,
     handle_signals: bool = True,
@@ -215,6 +216,8 @@ def run(
       traces: trace every finalized group (``True``), none (``False``), or a sampled share.
       progress: show a progress bar on stderr.
       tensorboard: also log scalars to ``run_dir/tensorboard`` (needs ``tensorboardX``).
+      sinks: more places for each update's metrics (:class:`TensorBoardSink`,
+        :class:`WandbSink`, or anything with ``open``/``write``/``close``).
       on_update: ``(state, metrics) -> extra metrics`` called on the host after each update
         (e.g. a held-out evaluation every n steps); its metrics are logged too.
       config: a JSON-able description of the run, saved in checkpoints and the summary. On
@@ -265,6 +268,7 @@ def run(
             rate=rate,
             progress=progress and writer,
             tensorboard=tensorboard,
+            sinks=sinks,
             on_update=on_update,
             config=config,
             handle_signals=handle_signals,
@@ -313,6 +317,7 @@ def _run(
     rate: float,
     progress: bool,
     tensorboard: bool,
+    sinks: Sequence[MetricSink],
     on_update: OnUpdate | None,
     config: dict | None,
     handle_signals: bool,
@@ -322,7 +327,8 @@ def _run(
     cfg = engine.config
     b = cfg.batch_groups
     fresh = state is None
-    store = metrics_writer = trace_writer = tb = bar = None
+    store = metrics_writer = trace_writer = bar = None
+    opened: list = []
     updates = 0
     saved_step = None  # the step of the checkpoint that holds the current state, if any
     history: list[dict] = []  # config changes accepted on resume, oldest first
@@ -383,8 +389,14 @@ def _run(
             metrics_writer = JsonlWriter(metrics_path)
             if rate > 0:
                 trace_writer = JsonlWriter(traces_path)
-            if tensorboard:
-                tb = TensorBoardWriter(os.path.join(run_dir, "tensorboard"))
+        if writer:
+            opened = open_sinks(
+                sinks,
+                tensorboard=tensorboard,
+                run_dir=run_dir,
+                first_step=updates + 1,
+                config=config or {},
+            )
 
         bar = ProgressBar(steps, start=updates) if progress else None
         t0 = time.perf_counter()
@@ -418,8 +430,8 @@ def _run(
                     if metrics_writer is not None:
                         metrics_writer.write(record)
                         metrics_writer.flush()
-                    if tb is not None:
-                        tb.write(updates, record)
+                    for sink in opened:
+                        sink.write(updates, record)
                     if bar is not None:
                         bar.update(
                             updates,
@@ -467,9 +479,10 @@ def _run(
         if store is not None:
             with contextlib.suppress(CheckpointSaveError):  # already raised above
                 store.close()
-        for w in (metrics_writer, trace_writer, tb):
+        for w in (metrics_writer, trace_writer):
             if w is not None:
                 w.close()
+        close_sinks(opened)
         if bar is not None:
             bar.close()
 

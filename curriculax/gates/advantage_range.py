@@ -17,7 +17,8 @@ class AdvantageRangeState(NamedTuple):
 
     Attributes:
       rejected: ``i32[]`` groups rejected so far (cumulative).
-      admit_rate: ``f32[]`` share of the last batch this gate admitted.
+      admit_rate: ``f32[]`` share of the last batch's groups with a trainable token that
+        this gate admitted (unchanged by a batch with none).
     """
 
     rejected: jax.Array
@@ -38,7 +39,8 @@ def advantage_range(low: float = 0.0, high: float = 0.0) -> AdmissionGate:
 
     Returns:
       An :class:`~curriculax.AdmissionGate`. Metrics: ``rejected`` (cumulative count) and
-      ``admit_rate`` (last batch).
+      ``admit_rate`` (last batch, over the groups that have a trainable token: a group with
+      none passes without being judged).
 
     Example:
       >>> gate = advantage_range(0.0, 0.0)
@@ -64,7 +66,15 @@ def advantage_range(low: float = 0.0, high: float = 0.0) -> AdmissionGate:
         has_tokens = jnp.any(trainable, axis=(1, 2))
         admitted = ~(all_inside & has_tokens)
         rejected = jnp.sum(~admitted, dtype=jnp.int32)
-        rate = jnp.mean(admitted.astype(jnp.float32)) if admitted.shape[0] else jnp.float32(1)
+        # The rate over the groups this gate judged: a group with no trainable token (failed,
+        # or padding) passes without a judgement and must not dilute the rate.
+        judged = jnp.sum(has_tokens, dtype=jnp.int32)
+        passed = jnp.sum(admitted & has_tokens, dtype=jnp.int32)
+        rate = jnp.where(
+            judged > 0,
+            passed.astype(jnp.float32) / jnp.maximum(judged, 1).astype(jnp.float32),
+            state.admit_rate,
+        )
         return admitted, AdvantageRangeState(_counters.add(state.rejected, rejected), rate)
 
     def metrics(state: AdvantageRangeState) -> dict[str, jax.Array]:

@@ -63,7 +63,8 @@ def test_zero_advantage_gate_on_hand_made_groups():
     )
     votes, state = _admit(gate, results)
     assert votes == [False, True, True, False, False, True, True, True]
-    assert _metrics(gate, state) == {"rejected": 3.0, "admit_rate": 5 / 8}
+    # admit_rate: 3 of the 6 groups with a trainable token (5 and 6 pass unjudged)
+    assert _metrics(gate, state) == {"rejected": 3.0, "admit_rate": 0.5}
 
 
 def test_bounds_are_inclusive():
@@ -105,6 +106,10 @@ def test_rejected_is_cumulative_and_admit_rate_is_the_last_batch():
     assert _metrics(gate, state) == {"rejected": 3.0, "admit_rate": 0.0}
     votes, state = _admit(gate, _results(nonzero, nonzero), state)
     assert _metrics(gate, state) == {"rejected": 3.0, "admit_rate": 1.0}
+    # A batch with no trainable token (failed groups, padding) judges nothing: rate unchanged.
+    votes, state = _admit(gate, _results(_group(valid=[False, False])), state)
+    assert votes == [True]
+    assert _metrics(gate, state) == {"rejected": 3.0, "admit_rate": 1.0}
     for v in gate.metrics(state).values():
         assert v.dtype == jnp.float32 and v.shape == ()
 
@@ -126,7 +131,8 @@ def test_in_a_curriculum_the_gate_vote_is_by_gate_and_the_metrics_are_namespaced
     assert admission.admitted.tolist() == [False, True, False]  # no valid rollout: never
     m = {k: float(v) for k, v in cur.metrics(state).items()}
     assert m["gate/zero_advantage/rejected"] == 1.0
-    assert m["gate/zero_advantage/admit_rate"] == pytest.approx(2 / 3)
+    assert m["gate/zero_advantage/admit_rate"] == pytest.approx(1 / 2)  # the failed group:
+    # not judged
     assert m["admission_rate"] == pytest.approx(1 / 3)
 
 

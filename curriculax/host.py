@@ -1,0 +1,455 @@
+"""The host-side driver: a curriculum called from host Python, numpy in and numpy out.
+
+Inside your own jitted loop you call a curriculum's pure functions directly (``sample``,
+``observe``, ``metrics``). A trainer whose loop is host Python (tunix, TRL, verl, your own)
+calls :class:`HostCurriculum` between its rollout and update steps instead: it keeps the state
+and the key, compiles each call once, and takes and returns numpy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax._checks import int_at_least
+from curriculax._types import Curriculum, GroupResults, TaskDraw, TaskSampler
+from curriculax.checkpoint import CheckpointStore, layout_diff, leaf_layout, path_str
+from curriculax.credit import grpo_advantages
+
+__all__ = ["HostCurriculum", "IncompatibleKeys"]
+
+MIN_BUCKET = 8
+FORMAT = "curriculax.HostCurriculum/1"
+_COUNTERS = ("sample_calls", "observe_calls")
+
+
+class IncompatibleKeys(NamedTuple):
+    """What a non-strict :meth:`HostCurriculum.load_state_dict` did not load (torch-style).
+
+    Attributes:
+      missing_keys: entries of this curriculum's state dict absent from the one given (they
+        keep their current values).
+      unexpected_keys: entries of the given state dict this curriculum does not have.
+    """
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+def bucket(n: int) -> int:
+    """The padded batch size for ``n`` groups: the next power of two, at least 8."""
+    return max(MIN_BUCKET, 1 << max(0, n - 1).bit_length())
+
+
+class HostCurriculum:
+    """A curriculum driven from host Python: it keeps the state and key, numpy in and out.
+
+    ``sample(n)`` and ``observe(...)`` each run one compiled XLA program with the state
+    donated (updated in place). ``observe`` pads the groups to a power-of-two batch (at least
+    8) with padding rows that no component sees as groups (see
+    :func:`curriculax.curriculum`'s ``rows``), so varying batch sizes within a bucket share one
+    compiled program; it computes group-relative credit
+    (:func:`curriculax.credit.grpo_advantages`, as the engine does) when no advantages are
+    given. ``sample`` compiles once per distinct ``n``: a sampler records what it hands out
+    (warm-up progress, tasks seen), so drawing a padded number and discarding the surplus
+    would change its state. A training loop uses one or two values of ``n``.
+
+    Keys: ``jax.random.key(seed)`` is split into ``(init_key, key)``; the state is
+    ``curriculum.init(init_key)``, and each ``sample`` call splits ``key, sub =
+    jax.random.split(key)`` and draws with ``sub``. The same curriculum driven by hand with
+    that key sequence gives the same draws and admissions.
+
+    Args:
+      curriculum: a :class:`~curriculax.Curriculum` from :func:`curriculax.curriculum`.
+      seed: seed of the key (an int).
+      scale_by_std: credit computed here divides each group's centred rewards by their
+        standard deviation (GRPO); False: mean-centring only.
+
+    Attributes:
+      curriculum: the wrapped curriculum (its pure functions, for use inside your own jit).
+      num_tasks: ``int | None``: task ids lie in ``[0, num_tasks)`` (the sampler's
+        ``num_tasks``; ``None``: unknown, not checked on the host).
+      sample_calls: ``int`` sample calls so far.
+      observe_calls: ``int`` observe calls so far.
+      trace_counts: ``{"sample", "observe", "metrics"}``: how many times each was traced
+        (one per compiled shape).
+
+    Example:
+      >>> import numpy as np, curriculax as cx
+      >>> cur = cx.HostCurriculum(cx.curriculum(
+      ...     cx.samplers.difficulty_pools(1000),
+      ...     gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)}))
+      >>> ids = cur.sample(4)                                   # np.int32[4]
+      >>> rewards = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 1]], np.float32)
+      >>> cur.observe(ids, rewards)                             # np.bool_[4]
+      array([ True, False, False,  True])
+    """
+
+    def __init__(self, curriculum: Curriculum, seed: int = 0, *, scale_by_std: bool = True):
+        if isinstance(curriculum, TaskSampler):
+            raise TypeError(
+                "HostCurriculum takes a curriculum, got a TaskSampler; wrap it: "
+                "cx.HostCurriculum(cx.curriculum(sampler, gates={...}))"
+            )
+        if not isinstance(curriculum, Curriculum):
+            raise TypeError(
+                f"HostCurriculum takes a curriculax.Curriculum (from cx.curriculum(...)), "
+                f"got {type(curriculum).__name__}"
+            )
+        seed = int_at_least(seed, "seed", -(2**63))
+        if seed >= 2**63:
+            raise ValueError(f"seed must fit in a signed 64-bit int, got {seed}")
+        self.curriculum = curriculum
+        num_tasks = getattr(curriculum.sampler, "num_tasks", None)
+        self.num_tasks: int | None = None if num_tasks is None else int(num_tasks)
+        self.scale_by_std = bool(scale_by_std)
+        self.sample_calls = 0
+        self.observe_calls = 0
+        self.trace_counts = {"sample": 0, "observe": 0, "metrics": 0}
+        self._sample = jax.jit(self._sample_fn, static_argnums=2, donate_argnums=(0, 1))
+        self._observe = jax.jit(self._observe_fn, donate_argnums=0)
+        self._metrics = jax.jit(self._metrics_fn)
+        init_key, key = jax.random.split(jax.random.key(seed))
+        self._state = jax.jit(curriculum.init)(init_key)
+        # The key travels as raw u32 data: typed key arrays leave jit's fast dispatch path.
+        self._key = jax.random.key_data(key)
+
+    # -- compiled bodies (traced once per shape) --------------------------------------------
+
+    def _sample_fn(self, state, key, num: int):
+        self.trace_counts["sample"] += 1
+        key, sub = jax.random.split(jax.random.wrap_key_data(key))
+        drawn, state = self.curriculum.sample(state, sub, num)
+        return drawn, state, jax.random.key_data(key)
+
+    def _observe_fn(self, state, ids, rewards, valid, advantages, token_mask, count):
+        self.trace_counts["observe"] += 1
+        g = rewards.shape[0]
+        if valid is None:  # every given rollout (padding rows are masked by `count` below)
+            valid = jnp.ones(rewards.shape, bool)
+        if advantages is None:
+            # Credit sees only finite rewards (as in the engine): one NaN must not poison its
+            # group's baseline; observe still sees the raw reward and counts it non-finite.
+            finite = jnp.isfinite(rewards)
+            adv = grpo_advantages(
+                jnp.where(finite, rewards, 0.0), valid & finite, scale_by_std=self.scale_by_std
+            )
+            advantages = adv[:, :, None]
+        elif advantages.ndim == 2:
+            advantages = advantages[:, :, None]
+        if token_mask is None:
+            token_mask = jnp.ones(advantages.shape, bool)
+        results = GroupResults(ids, rewards, valid, advantages, token_mask)
+        rows = jnp.arange(g) < count
+        admission, state = self.curriculum.observe(state, results, rows)
+        return admission.admitted, state
+
+    def _metrics_fn(self, state):
+        self.trace_counts["metrics"] += 1
+        return self.curriculum.metrics(state)
+
+    # -- the API -----------------------------------------------------------------------------
+
+    def sample(self, n: int) -> np.ndarray:
+        """Draws ``n`` task ids.
+
+        Args:
+          n: how many (an int >= 0).
+
+        Returns:
+          ``np.int32[n]``; for a sampler that hands out payloads (the frontier sampler), a
+          :class:`~curriculax.TaskDraw` of numpy arrays.
+        """
+        n = int_at_least(n, "n", 0)
+        drawn, self._state, self._key = self._sample(self._state, self._key, n)
+        self.sample_calls += 1
+        if isinstance(drawn, TaskDraw):
+            return jax.tree.map(np.array, drawn)
+        return np.array(drawn)
+
+    def observe(
+        self,
+        task_ids: Any,
+        rewards: Any,
+        valid: Any = None,
+        advantages: Any = None,
+        *,
+        token_mask: Any = None,
+    ) -> np.ndarray:
+        """Feeds finished groups to the curriculum; returns which may train.
+
+        Args:
+          task_ids: ``int[G]`` the task each group ran.
+          rewards: ``float[G, K]``, or ragged: a list of G sequences of rewards (groups of
+            different sizes are padded with invalid rollouts).
+          valid: ``bool[G, K]`` (ragged like ``rewards`` if that is ragged); default: every
+            given rollout is valid.
+          advantages: ``float[G, K]`` (sequence level) or ``float[G, K, T]`` (per token);
+            ragged like ``rewards`` if that is ragged. Default: group-relative credit over the
+            valid rollouts (:func:`curriculax.credit.grpo_advantages`).
+          token_mask: ``bool[G, K, T]`` trainable positions of ``[G, K, T]`` advantages
+            (default: all).
+
+        Returns:
+          ``np.bool_[G]``: the groups that every gate admitted and that have a valid rollout.
+
+        Raises:
+          ValueError: shapes that do not line up, or task ids outside ``[0, num_tasks)``
+            (naming them).
+        """
+        ids = np.asarray(task_ids)
+        if ids.ndim != 1:
+            raise ValueError(f"task_ids must be int[G], got shape {ids.shape}")
+        if ids.size and not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"task_ids must be integers, got {ids.dtype}")
+        g = ids.shape[0]
+        rewards, lengths = _groups(rewards, "rewards", g, np.float32)
+        k = rewards.shape[1]
+        if valid is not None:
+            valid, v_lengths = _groups(valid, "valid", g, bool, k)
+            _same_lengths(lengths, v_lengths, "valid")
+            if valid.shape != (g, k):
+                raise ValueError(f"valid must be bool[G={g}, K={k}], got shape {valid.shape}")
+        if lengths is not None:
+            present = np.arange(k) < lengths[:, None]
+            valid = present if valid is None else valid & present
+        if advantages is not None:
+            advantages, a_lengths = _groups(advantages, "advantages", g, np.float32, k)
+            _same_lengths(lengths, a_lengths, "advantages")
+            if advantages.ndim not in (2, 3) or advantages.shape[:2] != (g, k):
+                raise ValueError(
+                    f"advantages must be float[G={g}, K={k}] or float[G, K, T], "
+                    f"got shape {advantages.shape}"
+                )
+        if token_mask is not None:
+            if advantages is None or advantages.ndim != 3:
+                raise ValueError("token_mask goes with per-token advantages float[G, K, T]")
+            token_mask = np.asarray(token_mask, bool)
+            if token_mask.shape != advantages.shape:
+                raise ValueError(
+                    f"token_mask must match advantages {advantages.shape}, "
+                    f"got shape {token_mask.shape}"
+                )
+        self._check_ids(ids)
+        if g == 0:
+            return np.zeros((0,), bool)
+        size = bucket(g)
+        admitted, self._state = self._observe(
+            self._state,
+            _pad(ids if ids.dtype == np.int32 else ids.astype(np.int32), size),
+            _pad(rewards, size),
+            None if valid is None else _pad(valid, size),
+            None if advantages is None else _pad(advantages, size),
+            None if token_mask is None else _pad(token_mask, size),
+            np.int32(g),
+        )
+        self.observe_calls += 1
+        return np.array(admitted)[:g]
+
+    def metrics(self) -> dict[str, float]:
+        """The curriculum's metrics as floats (``sampler/...``, ``gate/<name>/...``,
+        ``admission_rate``, ...; the engine logs them under ``curriculum/<env>/``)."""
+        values = jax.device_get(self._metrics(self._state))
+        return {name: float(v) for name, v in values.items()}
+
+    # -- state dict and checkpoints ----------------------------------------------------------
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The driver's whole state as numpy (copies): ``state/<path>`` for each leaf of the
+        curriculum state (``state/sampler/scores``, ...), ``key`` (``u32`` key data),
+        ``sample_calls`` and ``observe_calls`` (``int64[]``)."""
+        out = {
+            f"state/{path_str(p)}": np.array(leaf)
+            for p, leaf in jax.tree_util.tree_flatten_with_path(self._state)[0]
+        }
+        out["key"] = np.array(self._key)
+        for name in _COUNTERS:
+            out[name] = np.asarray(getattr(self, name), np.int64)
+        return out
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True
+    ) -> IncompatibleKeys:
+        """Loads a :meth:`state_dict` (torch-style).
+
+        Args:
+          state_dict: ``{name: array}`` as from :meth:`state_dict` (numpy, jax or lists).
+          strict: every entry must be present and no other (default). With ``strict=False``
+            missing entries keep their current values and unexpected ones are ignored.
+
+        Returns:
+          :class:`IncompatibleKeys` (empty lists after a strict load).
+
+        Raises:
+          ValueError: naming each missing or unexpected entry (strict) and each entry whose
+            shape or dtype does not fit (always), with what was expected.
+        """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"state_dict must be a mapping, got {type(state_dict).__name__}")
+        current = self.state_dict()
+        given = {name: np.asarray(v) for name, v in state_dict.items()}
+        missing = sorted(set(current) - set(given))
+        unexpected = sorted(set(given) - set(current))
+        lines = [] if not strict else [f"{m}: missing" for m in missing]
+        lines += (
+            [] if not strict else [f"{u}: unexpected (not in this curriculum)" for u in unexpected]
+        )
+        for name in sorted(set(current) & set(given)):
+            want, got = current[name], given[name]
+            if got.shape != want.shape or not np.can_cast(got.dtype, want.dtype, "same_kind"):
+                lines.append(
+                    f"{name}: {got.dtype}{list(got.shape)} given, "
+                    f"{want.dtype}{list(want.shape)} expected"
+                )
+        if lines:
+            raise ValueError(
+                "load_state_dict: the state dict does not fit this curriculum:\n  - "
+                + "\n  - ".join(lines)
+                + "\nIt was saved from a different curriculum (pool size, sampler or gates)."
+                + (" Pass strict=False to skip missing and unexpected entries." if strict else "")
+            )
+        merged = {name: given.get(name, current[name]) for name in current}
+        self._set({name: np.array(v, dtype=current[name].dtype) for name, v in merged.items()})
+        return IncompatibleKeys(missing, unexpected)
+
+    def _set(self, values: Mapping[str, np.ndarray]) -> None:
+        """Installs fresh device copies of a complete, checked state dict."""
+        flat, treedef = jax.tree_util.tree_flatten_with_path(self._state)
+        leaves = [jnp.array(values[f"state/{path_str(p)}"]) for p, _ in flat]
+        self._state = jax.tree_util.tree_unflatten(treedef, leaves)
+        self._key = jnp.array(values["key"])
+        for name in _COUNTERS:
+            setattr(self, name, int(values[name]))
+
+    def _item(self) -> dict[str, Any]:
+        """The Orbax array item (the counters go in the JSON item)."""
+        return {"state": self._state, "key": self._key}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Saves the driver's state as an Orbax checkpoint in directory ``path`` (created;
+        an earlier save there is replaced once this one is written). Blocks until written."""
+        store = CheckpointStore(path, max_to_keep=1)
+        try:
+            item = self._item()
+            meta = {
+                "format": FORMAT,
+                "num_tasks": self.num_tasks,
+                "layout": {p: [list(s), d] for p, (s, d) in leaf_layout(item).items()},
+                **{name: getattr(self, name) for name in _COUNTERS},
+            }
+            # A new step each time: the previous checkpoint goes only once this one is written.
+            latest = store.latest_step()
+            store.save(0 if latest is None else latest + 1, item, meta)
+        finally:
+            store.close()
+
+    def restore(self, path: str | os.PathLike) -> None:
+        """Restores the newest checkpoint that :meth:`save` wrote in ``path``.
+
+        Raises:
+          FileNotFoundError: no checkpoint in ``path``.
+          ValueError: the checkpoint was saved from a different curriculum; the message
+            names each leaf that differs.
+        """
+        store = CheckpointStore(path, max_to_keep=1)
+        try:
+            step = store.latest_step()
+            if step is None:
+                raise FileNotFoundError(f"no HostCurriculum checkpoint in {store.directory}")
+            meta = store.meta(step)
+            if meta.get("format") != FORMAT:
+                raise ValueError(
+                    f"{store.directory} holds a checkpoint of format {meta.get('format')!r}, "
+                    f"not a HostCurriculum checkpoint ({FORMAT!r})"
+                )
+            abstract = jax.eval_shape(self._item)
+            saved = {p: (tuple(s), d) for p, (s, d) in meta.get("layout", {}).items()}
+            lines = layout_diff(saved, leaf_layout(abstract))
+            if lines:
+                raise ValueError(
+                    f"the checkpoint in {store.directory} (step {step}) was saved from a "
+                    "different curriculum:\n  - " + "\n  - ".join(lines)
+                )
+            item = store.restore(step, abstract)
+        finally:
+            store.close()
+        self._state = jax.tree.map(jnp.array, item["state"])
+        self._key = jnp.array(item["key"])
+        for name in _COUNTERS:
+            setattr(self, name, int(meta[name]))
+
+    def _check_ids(self, ids: np.ndarray) -> None:
+        if self.num_tasks is None or ids.size == 0:
+            wide = ids.dtype.itemsize > 4 or (ids.dtype.kind == "u" and ids.dtype.itemsize == 4)
+            if ids.size and wide and (ids.min() < -(2**31) or ids.max() >= 2**31):
+                raise ValueError("task ids must fit in int32")
+            return
+        bad = (ids < 0) | (ids >= self.num_tasks)
+        if bad.any():
+            rows = np.flatnonzero(bad)
+            shown = ", ".join(f"row {r}: {int(ids[r])}" for r in rows[:5])
+            more = f" and {rows.size - 5} more" if rows.size > 5 else ""
+            raise ValueError(
+                f"observe: {rows.size} task id(s) outside [0, {self.num_tasks}) ({shown}{more}); "
+                "pass the ids that sample() returned for these groups"
+            )
+
+
+def _pad(x: np.ndarray, size: int) -> np.ndarray:
+    """``x`` with zero (False) rows appended along axis 0 up to ``size``."""
+    if x.shape[0] == size:
+        return x
+    out = np.zeros((size, *x.shape[1:]), x.dtype)
+    out[: x.shape[0]] = x
+    return out
+
+
+def _groups(
+    x: Any, name: str, g: int, dtype, k: int | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(array [G, K, ...], lengths)``: a dense array as it is (``lengths`` None), or a list
+    of G groups of different sizes padded with zeros along their first axis to ``k`` (default:
+    the longest), with each group's length."""
+    if isinstance(x, np.ndarray | jax.Array):
+        arr = np.asarray(x, dtype)
+        if arr.ndim < 2 or arr.shape[0] != g:
+            raise ValueError(f"{name} must be [G={g}, K, ...], got shape {arr.shape}")
+        return arr, None
+    if not isinstance(x, Sequence) or isinstance(x, str):
+        raise TypeError(f"{name} must be an array or a list of groups, got {type(x).__name__}")
+    if len(x) != g:
+        raise ValueError(f"{name} holds {len(x)} groups, task_ids {g}")
+    groups = [np.asarray(row, dtype) for row in x]
+    shapes = {row.shape for row in groups}
+    if len(shapes) <= 1 and (k is None or not groups or groups[0].shape[:1] == (k,)):
+        arr = np.stack(groups) if groups else np.zeros((0, k or 0), dtype)
+        if arr.ndim < 2:
+            raise ValueError(f"{name} must hold one sequence per group, got shape {arr.shape}")
+        return arr, None
+    rest = {row.shape[1:] for row in groups}
+    if any(row.ndim == 0 for row in groups) or len(rest) != 1:
+        raise ValueError(
+            f"{name}: every group must be a sequence with the same trailing shape, got shapes "
+            f"{sorted(row.shape for row in groups)[:5]}"
+        )
+    lengths = np.array([row.shape[0] for row in groups], np.int64)
+    width = int(lengths.max()) if k is None else k
+    if lengths.max() > width:
+        raise ValueError(f"{name}: a group holds {int(lengths.max())} rollouts, rewards {width}")
+    out = np.zeros((g, width, *rest.pop()), dtype)
+    for i, row in enumerate(groups):
+        out[i, : row.shape[0]] = row
+    return out, lengths
+
+
+def _same_lengths(lengths: np.ndarray | None, other: np.ndarray | None, name: str) -> None:
+    if other is not None and (lengths is None or not np.array_equal(lengths, other)):
+        raise ValueError(
+            f"{name} is ragged but does not match rewards' group sizes "
+            f"({None if lengths is None else lengths.tolist()[:8]} vs {other.tolist()[:8]})"
+        )

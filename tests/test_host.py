@@ -1,0 +1,321 @@
+"""cx.HostCurriculum: the host-side driver keeps the jitted curriculum's semantics exactly."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import curriculax as cx
+from curriculax.credit import grpo_advantages
+
+N, NUM, K = 64, 16, 4
+
+
+def _curriculum(n=N):
+    return cx.curriculum(
+        cx.samplers.difficulty_pools(n),
+        gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
+    )
+
+
+def _rollouts(rng, g, k=K):
+    """Bernoulli rewards with some invalid rollouts, one NaN, and one group with none valid."""
+    rewards = (rng.random((g, k)) < 0.5).astype(np.float32)
+    valid = rng.random((g, k)) < 0.85
+    valid[0] = False  # a failed group: counted as failed, never admitted
+    if g > 1:
+        rewards[1, 0] = np.nan  # counted non-finite; must not poison its group's credit
+        valid[1, 0] = True
+    return rewards, valid
+
+
+class _Reference:
+    """The curriculum driven by hand, jitted, with the key sequence HostCurriculum documents."""
+
+    def __init__(self, cur, seed):
+        self.cur = cur
+        init_key, self.key = jax.random.split(jax.random.key(seed))
+        self.state = jax.jit(cur.init)(init_key)
+        self._sample = jax.jit(cur.sample, static_argnums=2)
+        self._observe = jax.jit(cur.observe)
+
+    def sample(self, n):
+        self.key, sub = jax.random.split(self.key)
+        ids, self.state = self._sample(self.state, sub, n)
+        return np.asarray(ids)
+
+    def observe(self, ids, rewards, valid):
+        finite = np.isfinite(rewards)
+        adv = grpo_advantages(np.where(finite, rewards, 0.0), valid & finite)
+        results = cx.GroupResults(
+            jnp.asarray(ids, jnp.int32),
+            jnp.asarray(rewards),
+            jnp.asarray(valid),
+            adv[:, :, None],
+            jnp.ones((*adv.shape, 1), bool),
+        )
+        admission, self.state = self._observe(self.state, results)
+        return np.asarray(admission.admitted)
+
+
+def _state_leaves(host):
+    return {k[len("state/") :]: v for k, v in host.state_dict().items() if k.startswith("state/")}
+
+
+def _assert_same_state(host, ref):
+    flat = jax.tree_util.tree_flatten_with_path(ref.state)[0]
+    want = {cx.checkpoint.path_str(p): np.asarray(x) for p, x in flat}
+    got = _state_leaves(host)
+    assert set(got) == set(want)
+    for path in want:
+        np.testing.assert_array_equal(got[path], want[path], err_msg=path)
+
+
+def test_same_draws_admissions_and_state_as_the_jitted_curriculum():
+    """Batch sizes 16 (a full bucket), 13 and 5 (padded to 16 and 8): padding is invisible."""
+    cur = _curriculum()
+    host, ref = cx.HostCurriculum(cur, seed=3), _Reference(cur, seed=3)
+    rng = np.random.default_rng(0)
+    for step, g in enumerate([16, 13, 5, 16, 13, 16, 5, 16]):
+        ids = host.sample(NUM)
+        np.testing.assert_array_equal(ids, ref.sample(NUM), err_msg=f"step {step}")
+        assert ids.dtype == np.int32 and ids.shape == (NUM,)
+        rewards, valid = _rollouts(rng, g)
+        admitted = host.observe(ids[:g], rewards, valid)
+        assert admitted.dtype == np.bool_ and admitted.shape == (g,)
+        np.testing.assert_array_equal(admitted, ref.observe(ids[:g], rewards, valid))
+        _assert_same_state(host, ref)
+    want = {k: float(v) for k, v in cur.metrics(ref.state).items()}
+    assert host.metrics() == want
+    # the padded calls counted only real groups: one failed group per call, 13 + 5 ... groups
+    assert want["failed_groups"] == 8.0 and want["groups"] == 16 * 4 + 13 * 2 + 5 * 2
+    assert want["nonfinite"] == 8.0
+    assert (host.sample_calls, host.observe_calls) == (8, 8)
+
+
+def test_padding_reaches_no_count_and_no_component_state():
+    """5 groups padded to 8: failed groups, admission rate and the gate's rate count 5."""
+    cur = _curriculum()
+    host = cx.HostCurriculum(cur)
+    ids = host.sample(5)
+    rewards = np.array([[1, 0], [1, 1], [0, 0], [0, 1], [1, 0]], np.float32)
+    valid = np.ones((5, 2), bool)
+    valid[4] = False  # one genuinely failed group
+    admitted = host.observe(ids, rewards, valid)
+    assert admitted.tolist() == [True, False, False, True, False]
+    m = host.metrics()
+    assert m["groups"] == 5 and m["failed_groups"] == 1 and m["admitted"] == 2
+    assert m["admission_rate"] == pytest.approx(2 / 5)
+    assert m["gate/zero_advantage/admit_rate"] == pytest.approx(2 / 4)  # the failed group:
+    assert m["gate/zero_advantage/rejected"] == 2  # not judged
+    assert m["sampler/pool/unseen"] == N - 5  # padding rows marked no task as seen
+    seen = _state_leaves(host)["sampler/seen"]
+    assert sorted(np.flatnonzero(seen).tolist()) == sorted(ids.tolist())
+
+
+def test_no_recompilation_within_a_bucket():
+    host = cx.HostCurriculum(_curriculum())
+    rng = np.random.default_rng(1)
+    for g in range(9, 17):  # one bucket: 16
+        ids = host.sample(8)
+        host.observe(rng.integers(0, N, g), *_rollouts(rng, g))
+    assert host.trace_counts["observe"] == 1
+    assert host.trace_counts["sample"] == 1
+    host.observe(rng.integers(0, N, 3), *_rollouts(rng, 3))  # bucket 8
+    host.observe(rng.integers(0, N, 8), *_rollouts(rng, 8))
+    host.observe(rng.integers(0, N, 17), *_rollouts(rng, 17))  # bucket 32
+    assert host.trace_counts["observe"] == 3
+    host.metrics()
+    host.metrics()
+    assert host.trace_counts["metrics"] == 1
+    assert ids.shape == (8,)
+
+
+def test_ragged_groups_are_padded_with_invalid_rollouts():
+    cur = _curriculum()
+    ragged, dense = cx.HostCurriculum(cur), cx.HostCurriculum(cur)
+    ids = ragged.sample(4)
+    np.testing.assert_array_equal(ids, dense.sample(4))
+    groups = [[1.0, 0.0, 1.0], [0.0], [], [1.0, 1.0]]  # sizes 3, 1, 0, 2
+    rewards = np.zeros((4, 3), np.float32)
+    valid = np.zeros((4, 3), bool)
+    for i, r in enumerate(groups):
+        rewards[i, : len(r)] = r
+        valid[i, : len(r)] = True
+    got = ragged.observe(ids, groups)
+    np.testing.assert_array_equal(got, dense.observe(ids, rewards, valid))
+    assert got.tolist() == [True, False, False, False]
+    assert ragged.metrics() == dense.metrics()
+    assert ragged.metrics()["failed_groups"] == 1.0  # the empty group
+
+    # ragged valid and ragged sequence-level advantages go with ragged rewards
+    ids = ragged.sample(2)
+    dense.sample(2)
+    got = ragged.observe(ids, [[1.0, 0.0], [1.0]], valid=[[True, False], [True]])
+    assert got.tolist() == [False, False]  # one valid rollout each: zero advantage
+    got = ragged.observe(ids, [[1.0, 0.0], [1.0]], advantages=[[0.5, -0.5], [0.0]])
+    assert got.tolist() == [True, False]
+    with pytest.raises(ValueError, match="valid is ragged but does not match rewards"):
+        ragged.observe(ids, [[1.0, 0.0], [1.0]], valid=[[True], [True, False]])
+
+
+def test_given_advantages_sequence_and_token_level():
+    host = cx.HostCurriculum(_curriculum())
+    ids = host.sample(3)
+    rewards = np.ones((3, 2), np.float32)  # all equal: own credit would be zero everywhere
+    adv2 = np.array([[0.0, 0.0], [0.3, -0.3], [0.0, 0.0]], np.float32)
+    assert host.observe(ids, rewards, advantages=adv2).tolist() == [False, True, False]
+    adv3 = np.zeros((3, 2, 4), np.float32)
+    adv3[2, 1, 3] = 1.0  # non-zero only at a masked position of group 2, and at 1's position 0
+    adv3[1, 0, 0] = 1.0
+    mask = np.ones((3, 2, 4), bool)
+    mask[2, 1, 3] = False
+    got = host.observe(ids, rewards, advantages=adv3, token_mask=mask)
+    assert got.tolist() == [False, True, False]
+    with pytest.raises(ValueError, match="token_mask must match advantages"):
+        host.observe(ids, rewards, advantages=adv3, token_mask=mask[:, :, :2])
+
+
+def test_state_dict_round_trip_gives_identical_next_draws():
+    cur = _curriculum()
+    host = cx.HostCurriculum(cur, seed=5)
+    rng = np.random.default_rng(2)
+    for _ in range(5):  # past the warm-up (64 tasks), into the banded draws
+        ids = host.sample(NUM)
+        host.observe(ids, *_rollouts(rng, NUM))
+    sd = host.state_dict()
+    assert all(isinstance(v, np.ndarray) for v in sd.values())
+    assert sd["key"].dtype == np.uint32 and int(sd["sample_calls"]) == 5
+    snapshot = {k: v.copy() for k, v in sd.items()}
+    rewards = _rollouts(rng, NUM)
+    first = [host.sample(NUM)]
+    first.append(host.observe(first[0], *rewards))
+    first.append(host.metrics())
+    # the returned arrays are copies: the donated state did not write through them
+    for k in sd:
+        np.testing.assert_array_equal(sd[k], snapshot[k], err_msg=k)
+
+    for target in (host, cx.HostCurriculum(cur, seed=99)):  # the same object, and a fresh one
+        assert target.load_state_dict(sd) == cx.IncompatibleKeys([], [])
+        again = target.sample(NUM)
+        np.testing.assert_array_equal(again, first[0])
+        np.testing.assert_array_equal(target.observe(again, *rewards), first[1])
+        assert target.metrics() == first[2]
+        assert (target.sample_calls, target.observe_calls) == (6, 6)
+
+
+def test_load_state_dict_is_strict_and_says_what_differs():
+    host = cx.HostCurriculum(_curriculum())
+    sd = host.state_dict()
+    other = cx.HostCurriculum(_curriculum(n=32)).state_dict()
+    with pytest.raises(ValueError) as err:
+        host.load_state_dict(other)
+    assert "state/sampler/scores: float32[32] given, float32[64] expected" in str(err.value)
+
+    broken = dict(sd)
+    del broken["state/gates/zero_advantage/rejected"]
+    broken["state/gates/other/rejected"] = np.int32(0)
+    with pytest.raises(ValueError) as err:
+        host.load_state_dict(broken)
+    msg = str(err.value)
+    assert "state/gates/zero_advantage/rejected: missing" in msg
+    assert "state/gates/other/rejected: unexpected" in msg
+    assert "strict=False" in msg
+
+    before = host.state_dict()["state/gates/zero_advantage/rejected"]
+    out = host.load_state_dict(broken, strict=False)
+    assert out.missing_keys == ["state/gates/zero_advantage/rejected"]
+    assert out.unexpected_keys == ["state/gates/other/rejected"]
+    assert host.state_dict()["state/gates/zero_advantage/rejected"] == before
+    with pytest.raises(TypeError, match="must be a mapping"):
+        host.load_state_dict([1, 2])
+
+
+def test_orbax_save_and_restore(tmp_path):
+    cur = _curriculum()
+    host = cx.HostCurriculum(cur, seed=7)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        ids = host.sample(NUM)
+        host.observe(ids, *_rollouts(rng, NUM))
+    host.save(tmp_path / "cur")
+    rewards = _rollouts(rng, NUM)
+    ids = host.sample(NUM)
+    admitted = host.observe(ids, *rewards)
+    metrics = host.metrics()
+    host.save(tmp_path / "cur")  # a second save replaces the first once written
+    host.save(tmp_path / "cur")
+
+    fresh = cx.HostCurriculum(cur, seed=0)
+    fresh.restore(tmp_path / "cur")
+    assert fresh.metrics() == metrics
+    assert fresh.state_dict().keys() == host.state_dict().keys()
+    for k, v in host.state_dict().items():
+        np.testing.assert_array_equal(fresh.state_dict()[k], v, err_msg=k)
+    np.testing.assert_array_equal(fresh.sample(NUM), host.sample(NUM))
+    assert len(list((tmp_path / "cur").iterdir())) == 1
+
+    # restore the first save: the same next draws and admissions as the first time
+    first = cx.HostCurriculum(cur)
+    first.save(tmp_path / "first")
+    host2 = cx.HostCurriculum(cur, seed=7)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        host2.observe(host2.sample(NUM), *_rollouts(rng, NUM))
+    host2.save(tmp_path / "again")
+    first.restore(tmp_path / "again")
+    again = first.sample(NUM)
+    np.testing.assert_array_equal(again, ids)
+    np.testing.assert_array_equal(first.observe(again, *rewards), admitted)
+
+
+def test_restore_errors_name_the_problem(tmp_path):
+    host = cx.HostCurriculum(_curriculum())
+    with pytest.raises(FileNotFoundError, match="no HostCurriculum checkpoint"):
+        host.restore(tmp_path / "empty")
+    cx.HostCurriculum(_curriculum(n=32)).save(tmp_path / "small")
+    with pytest.raises(ValueError) as err:
+        host.restore(tmp_path / "small")
+    assert "state/sampler/scores: float32[32] in the checkpoint, float32[64] expected" in str(
+        err.value
+    )
+    other = cx.HostCurriculum(cx.curriculum(cx.samplers.difficulty_pools(N)))
+    other.save(tmp_path / "no_gate")
+    with pytest.raises(ValueError, match="gates/zero_advantage/rejected: in this state, not in"):
+        host.restore(tmp_path / "no_gate")
+
+
+def test_clear_errors():
+    with pytest.raises(TypeError, match=r"wrap it: cx.HostCurriculum\(cx.curriculum"):
+        cx.HostCurriculum(cx.samplers.uniform(8))
+    with pytest.raises(TypeError, match="seed must be an int"):
+        cx.HostCurriculum(_curriculum(), seed=1.5)
+    with pytest.raises(
+        ValueError, match="seed must fit in a signed 64-bit int, got 18446744073709551616"
+    ):
+        cx.HostCurriculum(_curriculum(), seed=2**64)
+    host = cx.HostCurriculum(_curriculum())
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        host.sample(-1)
+    with pytest.raises(TypeError, match="n must be an int"):
+        host.sample(2.0)
+    ids = host.sample(2)
+    with pytest.raises(ValueError, match=r"rewards must be \[G=2, K"):
+        host.observe(ids, np.zeros((3, 4)))
+    with pytest.raises(ValueError, match=r"valid must be bool\[G=2, K=4\]"):
+        host.observe(ids, np.zeros((2, 4)), np.ones((2, 3), bool))
+    with pytest.raises(ValueError, match="task_ids must be int"):
+        host.observe(ids[None], np.zeros((2, 4)))
+    with pytest.raises(TypeError, match="task_ids must be integers"):
+        host.observe(ids.astype(float), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="rewards holds 3 groups, task_ids 2"):
+        host.observe(ids, [[1.0], [0.0], [1.0]])
+    assert host.observe([], np.zeros((0, 4))).shape == (0,)
+
+
+def test_out_of_range_ids_are_refused_on_the_host():
+    host = cx.HostCurriculum(_curriculum())
+    assert host.num_tasks == N
+    with pytest.raises(ValueError, match=r"2 task id\(s\) outside \[0, 64\).*row 1: 64.*row 2: -1"):
+        host.observe(np.array([3, N, -1]), np.zeros((3, 2), np.float32))
+    assert host.observe_calls == 0 and host.metrics()["groups"] == 0
