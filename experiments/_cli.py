@@ -22,13 +22,22 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
-    """The flags every experiment takes."""
+def core_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
+    """The flags every experiment takes, ``--run-dir --steps --seed --resume``: all that a
+    script driving another library's trainer takes (the engine's flags do not apply there).
+    ``--steps`` and ``--seed`` default to None (``args.default_steps`` holds ``steps``)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--run-dir", default=run_dir, help=f"output directory (default {run_dir})")
     p.add_argument("--steps", type=int, default=None, help=f"updates to train (default {steps})")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.set_defaults(default_steps=steps)
+    return p
+
+
+def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
+    """The flags every experiment on the engine takes (:func:`core_parser`'s and more)."""
+    p = core_parser(description, steps=steps, run_dir=run_dir)
     p.add_argument("--allow-partial", action="store_true", help="resume with changed envs/gates")
     p.add_argument("--config", default=None, help="a TOML config file")
     p.add_argument(
@@ -46,7 +55,6 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     p.add_argument("--num-processes", type=int, default=1, help="multi-host: process count")
     p.add_argument("--process-id", type=int, default=0, help="multi-host: this process's id")
     p.add_argument("--checkpoint-every", type=int, default=None, help="save every N updates")
-    p.set_defaults(default_steps=steps)
     return p
 
 

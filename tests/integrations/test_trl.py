@@ -2,6 +2,8 @@
 initialised Llama built from a config and a tokenizer built here (nothing is downloaded)."""
 
 import json
+import os
+import re
 
 import numpy as np
 import pytest
@@ -208,3 +210,43 @@ def test_the_task_id_column_must_be_the_row_index(tmp_path):
             processing_class=_tokenizer(),
             curriculum=_curriculum(),
         )
+
+
+def _readme_block(n):
+    """The n-th python block of the README's "Use it from your trainer" section."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "README.md")) as f:
+        text = f.read()
+    section = text.split("## Use it from your trainer", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)[n]
+
+
+def test_the_readme_example_runs(tmp_path):
+    def my_reward(prompts, completions, **kwargs):
+        return [float(len(c) % 2) for c in completions]
+
+    scope = {
+        "model": _model(),
+        "tokenizer": _tokenizer(),
+        "my_reward": my_reward,
+        "grpo_config": _args(tmp_path, 1),
+        "dataset": _dataset(),
+    }
+    exec(compile(_readme_block(1), "README.md", "exec"), scope)
+    assert scope["trainer"].state.global_step == 1
+    assert scope["curriculum"].observe_calls == 1
+
+
+def test_the_example_script_runs_and_resumes(tmp_path):
+    from experiments import trl_curriculum
+
+    run = tmp_path / "run"
+    trl_curriculum.main(["--run-dir", str(run), "--steps", "1"])
+    with pytest.raises(SystemExit, match="--resume"):
+        trl_curriculum.main(["--run-dir", str(run), "--steps", "2"])
+    trl_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume"])
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[-1]["curriculum/groups"] == 2 * trl_curriculum.BATCH
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["resumed_from"] == 1

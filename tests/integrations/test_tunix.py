@@ -1,7 +1,9 @@
 """The tunix adapter, tested by running tunix's own GRPO training loop on CPU with the toy model
 and tokenizer the tunix wheel ships (nothing is downloaded)."""
 
+import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -208,3 +210,37 @@ def test_stock_learner_observes_through_the_metric_function():
     learner.train(it)
     assert [ids for ids, _ in trained] == spy.drawn[:2]
     assert spy.observed == [i for ids in spy.drawn[:2] for i in ids]
+
+
+def _readme_block(n):
+    """The n-th python block of the README's "Use it from your trainer" section."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "README.md")) as f:
+        text = f.read()
+    section = text.split("## Use it from your trainer", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)[n]
+
+
+def test_the_readme_example_runs():
+    def my_reward(prompts, completions, **kwargs):
+        return [float(len(str(c)) % 2) for c in completions]
+
+    scope = {"records": RECORDS, "rl_cluster": _cluster(None, max_steps=1), "my_reward": my_reward}
+    exec(compile(_readme_block(0), "README.md", "exec"), scope)
+    assert scope["learner"].rl_cluster.actor_trainer.train_steps == 1
+    assert scope["curriculum"].observe_calls == 1
+
+
+def test_the_example_script_runs_and_resumes(tmp_path):
+    from experiments import tunix_curriculum
+
+    run = tmp_path / "run"
+    tunix_curriculum.main(["--run-dir", str(run), "--steps", "1"])
+    with pytest.raises(SystemExit, match="--resume"):
+        tunix_curriculum.main(["--run-dir", str(run), "--steps", "2"])
+    tunix_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume"])
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[-1]["curriculum/groups"] == 2 * tunix_curriculum.BATCH
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["resumed_from"] == 1 and summary["draws"] == 2
