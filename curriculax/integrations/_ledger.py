@@ -39,13 +39,7 @@ class DrawLedger:
 
     def __init__(self, curriculum: Any, num_records: int):
         self.curriculum = curriculum
-        self.num_records = int_at_least(num_records, "num_records")
-        num_tasks = getattr(curriculum, "num_tasks", None)
-        if num_tasks is not None and num_tasks > self.num_records:
-            raise ValueError(
-                f"the curriculum draws task ids in [0, {num_tasks}) but only {self.num_records} "
-                "records can be looked up; build the sampler with num_tasks=len(records)"
-            )
+        self.num_records = check_pool(curriculum, num_records)
         self.lock = threading.RLock()
         self.draws = 0
         self._in_flight: deque[list] = deque()  # [ids, groups observed so far]
@@ -155,6 +149,18 @@ class DrawLedger:
             self.draws = int(state["draws"])
             self._in_flight.clear()
             self._replay = deque(np.asarray(d, np.int32).reshape(-1) for d in in_flight)
+
+
+def check_pool(curriculum: Any, num_records: int) -> int:
+    """``num_records`` as an int; raises if the curriculum draws ids beyond the records."""
+    n = int_at_least(num_records, "num_records")
+    num_tasks = getattr(curriculum, "num_tasks", None)
+    if num_tasks is not None and num_tasks > n:
+        raise ValueError(
+            f"the curriculum draws task ids in [0, {num_tasks}) but only {n} records can be "
+            "looked up; build the sampler with num_tasks=len(records)"
+        )
+    return n
 
 
 def split_groups(task_ids: Any, group_size: int, *values: Any) -> tuple[np.ndarray, ...]:

@@ -31,7 +31,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from curriculax._checks import int_at_least
-from curriculax.integrations._ledger import DrawLedger
+from curriculax.integrations._ledger import DrawLedger, check_pool
 
 __all__ = ["CurriculumCheckpoints", "CurriculumDataset", "CurriculumIterator"]
 
@@ -67,7 +67,7 @@ class CurriculumDataset(grain.IterDataset):
         self.batch_size = int_at_least(batch_size, "batch_size")
         self.task_field = str(task_field)
         self.num_batches = None if num_batches is None else int_at_least(num_batches, "num_batches")
-        DrawLedger(curriculum, len(records))  # checks the pool against the records now
+        check_pool(curriculum, len(records))
 
     def __iter__(self) -> CurriculumIterator:
         return CurriculumIterator(self)

@@ -260,18 +260,23 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             weights = config.reward_weights
             config = copy.copy(config)  # one wrapped function, so no per-function weights
             config.reward_weights = None
-            config.ignore_data_skip = True
             given["args"] = config
         self.curriculum = curriculum
         self.curriculum_ledger = DrawLedger(curriculum, len(dataset))
         self.curriculum_reward = CurriculumReward(
-            funcs, self.curriculum_ledger, num_generations=1, weights=weights, task_field=task_field
+            funcs,
+            self.curriculum_ledger,
+            num_generations=2,  # TRL's own value is set below, once the trainer has resolved it
+            weights=weights,
+            task_field=task_field,
         )
         given["reward_funcs"] = [self.curriculum_reward]
         given.pop("self", None)
         super().__init__(**given)
-        self.args.ignore_data_skip = True
         self.curriculum_reward.num_generations = self.num_generations
+        # Resuming, HF's Trainer skips the batches already trained by drawing them again; the
+        # restored curriculum continues where the run stopped instead.
+        self.args.ignore_data_skip = True
         self.gates = gates
         if self.accelerator.num_processes > 1:
             raise ValueError(

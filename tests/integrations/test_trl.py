@@ -250,3 +250,26 @@ def test_the_example_script_runs_and_resumes(tmp_path):
     assert rows[-1]["curriculum/groups"] == 2 * trl_curriculum.BATCH
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["resumed_from"] == 1
+
+
+def test_gates_log_only_leaves_trls_advantages(tmp_path):
+    cur = _curriculum()
+    trainer = CurriculumGRPOTrainer(
+        model=_model(),
+        reward_funcs=_reward([]),
+        args=_args(tmp_path, 6),
+        train_dataset=_dataset(),
+        processing_class=_tokenizer(),
+        curriculum=cur,
+        gates="log",
+    )
+    spy = _Spy(cur, trainer)
+    trainer.train()
+    kept = 0  # groups with mixed rewards that the "even" gate rejected: advantages kept
+    for ids, adv, admitted in spy.batches:
+        for i, row, ok in zip(ids, adv, admitted):
+            assert ok == (0 < i % (G + 1) < G and i % 2 == 0)
+            if 0 < i % (G + 1) < G and not ok:
+                assert np.all(row != 0)
+                kept += 1
+    assert kept > 0
