@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import sys
 import tomllib
 import types
@@ -200,6 +202,35 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
         on_update=on_update,
         config=dataclasses.asdict(config),
     )
+
+
+def finish_trainer_run(
+    run_dir: str,
+    *,
+    steps: int,
+    resumed_from: int,
+    draws: int,
+    seconds: float,
+    curriculum: dict[str, float],
+) -> dict:
+    """Writes ``run_dir/summary.json`` for a script that drives another library's trainer
+    with a curriculum, prints a one-line report and returns the summary."""
+    summary = {
+        "steps": steps,
+        "resumed_from": resumed_from,
+        "draws": draws,
+        "wall_seconds": round(seconds, 1),
+        "curriculum": curriculum,
+    }
+    with open(os.path.join(run_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    m, pool = curriculum, "sampler/pool/"
+    print(
+        f"steps {resumed_from} -> {steps} in {seconds:.1f}s; curriculum: {m['groups']:.0f} groups "
+        f"observed, {m['admitted']:.0f} admitted; pools hard/medium/easy "
+        f"{m[pool + 'hard']:.0f}/{m[pool + 'medium']:.0f}/{m[pool + 'easy']:.0f} -> {run_dir}"
+    )
+    return summary
 
 
 def exit_for(stopped: str) -> None:

@@ -142,21 +142,13 @@ def main(argv=None) -> None:
         for row in trainer.state.log_history:
             if "loss" in row and row["step"] > start:
                 f.write(json.dumps(row) + "\n")
-    summary = {
-        "steps": trainer.state.global_step,
-        "resumed_from": start,
-        "draws": trainer.curriculum_ledger.draws,
-        "wall_seconds": round(seconds, 1),
-        "curriculum": curriculum.metrics(),
-    }
-    with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    m = summary["curriculum"]
-    print(
-        f"steps {summary['resumed_from']} -> {summary['steps']} in {seconds:.1f}s; curriculum: "
-        f"{m['groups']:.0f} groups observed, {m['admitted']:.0f} admitted; pools "
-        f"hard/medium/easy {m['sampler/pool/hard']:.0f}/{m['sampler/pool/medium']:.0f}/"
-        f"{m['sampler/pool/easy']:.0f} -> {args.run_dir}"
+    _cli.finish_trainer_run(
+        args.run_dir,
+        steps=trainer.state.global_step,
+        resumed_from=start,
+        draws=trainer.curriculum_ledger.draws,
+        seconds=seconds,
+        curriculum=curriculum.metrics(),
     )
 
 

@@ -44,19 +44,51 @@ def contains_target(prompts, completions, target, **kwargs) -> list[float]:
     return [float(str(t) in str(c).split()) for c, t in zip(completions, target)]
 
 
+def toy_cluster(checkpoint_root, max_steps, *, seed=0, optimizer=None, checkpointing=None):
+    """tunix's ``RLCluster`` over the toy transformer and vocabulary its wheel ships, on one
+    device (checkpoints in ``checkpoint_root``, None: none)."""
+    import jax
+    import optax
+    from flax import nnx
+    from tunix.rl import rl_cluster as rl_cluster_lib
+    from tunix.rl.rollout import base_rollout
+    from tunix.tests import test_common as toy
+
+    vocab = toy.MockVocab()
+    model_config = toy.ModelConfig(vocab_size=vocab.GetPieceSize())
+    auto = (jax.sharding.AxisType.Auto,) * 2
+    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=auto, devices=jax.devices()[:1])
+    roles = (rl_cluster_lib.Role.ACTOR, rl_cluster_lib.Role.REFERENCE, rl_cluster_lib.Role.ROLLOUT)
+    return rl_cluster_lib.RLCluster(
+        actor=toy.ToyTransformer(config=model_config, rngs=nnx.Rngs(seed)),
+        reference=toy.ToyTransformer(config=model_config, rngs=nnx.Rngs(seed)),
+        tokenizer=vocab,
+        cluster_config=rl_cluster_lib.ClusterConfig(
+            role_to_mesh=dict.fromkeys(roles, mesh),
+            rollout_engine="vanilla",
+            offload_to_cpu=False,
+            training_config=rl_cluster_lib.RLTrainingConfig(
+                actor_optimizer=optimizer or optax.adam(1e-3),
+                eval_every_n_steps=10**9,
+                max_steps=max_steps,
+                checkpoint_root_directory=None if checkpoint_root is None else str(checkpoint_root),
+                checkpointing_options=checkpointing,
+            ),
+            rollout_config=base_rollout.RolloutConfig(
+                max_tokens_to_generate=4, max_prompt_length=8, kv_cache_size=32
+            ),
+        ),
+    )
+
+
 def main(argv=None) -> None:
     parser = _cli.core_parser(__doc__.splitlines()[0], steps=6, run_dir="runs/tunix")
     args = parser.parse_args(argv)
     steps = args.default_steps if args.steps is None else args.steps
     seed = 0 if args.seed is None else args.seed
 
-    import jax
-    import optax
     import orbax.checkpoint as ocp
-    from flax import nnx
-    from tunix.rl import rl_cluster as rl_cluster_lib
     from tunix.rl.grpo.grpo_learner import GRPOConfig
-    from tunix.rl.rollout import base_rollout
     from tunix.tests import test_common as toy
 
     import curriculax as cx
@@ -67,33 +99,8 @@ def main(argv=None) -> None:
     if os.path.isdir(checkpoints) and not args.resume:
         raise SystemExit(f"{checkpoints} exists: pass --resume, or another --run-dir")
     os.makedirs(args.run_dir, exist_ok=True)
-
-    vocab = toy.MockVocab()
-    model_config = toy.ModelConfig(vocab_size=vocab.GetPieceSize())
-    actor = toy.ToyTransformer(config=model_config, rngs=nnx.Rngs(seed))
-    reference = toy.ToyTransformer(config=model_config, rngs=nnx.Rngs(seed))
-    auto = (jax.sharding.AxisType.Auto,) * 2
-    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=auto, devices=jax.devices()[:1])
-    roles = (rl_cluster_lib.Role.ACTOR, rl_cluster_lib.Role.REFERENCE, rl_cluster_lib.Role.ROLLOUT)
-    cluster = rl_cluster_lib.RLCluster(
-        actor=actor,
-        reference=reference,
-        tokenizer=vocab,
-        cluster_config=rl_cluster_lib.ClusterConfig(
-            role_to_mesh=dict.fromkeys(roles, mesh),
-            rollout_engine="vanilla",
-            offload_to_cpu=False,
-            training_config=rl_cluster_lib.RLTrainingConfig(
-                actor_optimizer=optax.adam(1e-3),
-                eval_every_n_steps=10**9,
-                max_steps=steps,
-                checkpoint_root_directory=checkpoints,
-                checkpointing_options=ocp.CheckpointManagerOptions(max_to_keep=2),
-            ),
-            rollout_config=base_rollout.RolloutConfig(
-                max_tokens_to_generate=4, max_prompt_length=8, kv_cache_size=32
-            ),
-        ),
+    cluster = toy_cluster(
+        checkpoints, steps, seed=seed, checkpointing=ocp.CheckpointManagerOptions(max_to_keep=2)
     )
     metrics_path = os.path.join(args.run_dir, "metrics.jsonl")
 
@@ -121,28 +128,18 @@ def main(argv=None) -> None:
         rl_cluster=cluster,
         algo_config=GRPOConfig(num_generations=GROUP_SIZE, num_iterations=1),
         reward_fns=[contains_target],
-        prompts=CurriculumDataset(curriculum, records(seed, vocab), batch_size=BATCH),
+        prompts=CurriculumDataset(curriculum, records(seed, toy.MockVocab()), batch_size=BATCH),
     )
     start = learner.rl_cluster.actor_trainer.train_steps
     began = time.perf_counter()
     learner.train()
-    seconds = time.perf_counter() - began
-    done = learner.rl_cluster.actor_trainer.train_steps
-    summary = {
-        "steps": done,
-        "resumed_from": start,
-        "draws": learner.curriculum_iterator.ledger.draws,
-        "wall_seconds": round(seconds, 1),
-        "curriculum": curriculum.metrics(),
-    }
-    with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    m = summary["curriculum"]
-    print(
-        f"steps {start} -> {done} in {seconds:.1f}s; curriculum: {m['groups']:.0f} groups "
-        f"observed, {m['admitted']:.0f} admitted; pools hard/medium/easy "
-        f"{m['sampler/pool/hard']:.0f}/{m['sampler/pool/medium']:.0f}/"
-        f"{m['sampler/pool/easy']:.0f} -> {args.run_dir}"
+    _cli.finish_trainer_run(
+        args.run_dir,
+        steps=learner.rl_cluster.actor_trainer.train_steps,
+        resumed_from=start,
+        draws=learner.curriculum_iterator.ledger.draws,
+        seconds=time.perf_counter() - began,
+        curriculum=curriculum.metrics(),
     )
 
 

@@ -12,6 +12,7 @@ from curriculax.integrations.grain import (
     CurriculumDataset,
     CurriculumIterator,
 )
+from tests.integrations._common import admitted, host_curriculum, solved
 
 N, B, K = 40, 4, 3
 
@@ -21,18 +22,11 @@ def _records():
 
 
 def _curriculum(seed=0):
-    return cx.HostCurriculum(
-        cx.curriculum(
-            cx.samplers.difficulty_pools(N),
-            gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
-        ),
-        seed=seed,
-    )
+    return host_curriculum(N, seed)
 
 
 def _rewards(ids):
-    """Deterministic per task: task t solves t % (K + 1) of its K rollouts."""
-    return (np.arange(K)[None, :] < (np.asarray(ids)[:, None] % (K + 1))).astype(np.float32)
+    return solved(ids, K)
 
 
 def _run(it, batches):
@@ -43,8 +37,8 @@ def _run(it, batches):
         drawn.append(ids.tolist())
         assert batch["prompts"].tolist() == [f"task {i}" for i in ids]
         assert batch["answer"].tolist() == [i * 10 for i in ids]
-        admitted = it.observe(ids, _rewards(ids))
-        assert admitted.tolist() == [0 < i % (K + 1) < K for i in ids]
+        got = it.observe(ids, _rewards(ids))
+        assert got.tolist() == [admitted(i, K) for i in ids]
     return drawn
 
 
@@ -98,7 +92,7 @@ def test_restore_refuses_a_different_curriculum(tmp_path):
     ckpt.save(1, it)
     other = cx.HostCurriculum(cx.curriculum(cx.samplers.difficulty_pools(N)), seed=0)
     other_it = iter(CurriculumDataset(other, _records(), batch_size=B))
-    with pytest.raises(ValueError, match="zero_advantage"):
+    with pytest.raises(ValueError, match="gates/zero_advantage"):
         ckpt.restore(other_it)
     assert other_it.get_state() == {"draws": 0, "in_flight": []}
     with pytest.raises(FileNotFoundError, match="step 7"):

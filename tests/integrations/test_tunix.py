@@ -3,7 +3,6 @@ and tokenizer the tunix wheel ships (nothing is downloaded)."""
 
 import json
 import os
-import re
 import shutil
 
 import numpy as np
@@ -11,18 +10,21 @@ import pytest
 
 pytest.importorskip("tunix")
 
-import jax
 import optax
 import orbax.checkpoint as ocp
-from flax import nnx
 from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
-from tunix.rl.rollout import base_rollout
-from tunix.tests import test_common as tc
 
-import curriculax as cx
 from curriculax.integrations.grain import CurriculumDataset
 from curriculax.integrations.tunix import CurriculumGRPOLearner, CurriculumObserver
+from experiments import tunix_curriculum
+from tests.integrations._common import (
+    Spy,
+    check_gated_advantages,
+    host_curriculum,
+    readme_block,
+    solved,
+)
 
 G, B = 2, 2  # rollouts per prompt, prompts per batch
 _WORDS = ["input", "string", "hello", "world", "Hello", "there", "My", "name", "is", "Tunix"]
@@ -30,84 +32,24 @@ RECORDS = [{"prompts": f"{a} {b}"} for a in _WORDS[:4] for b in _WORDS[4:7]]  # 
 N = len(RECORDS)
 
 
-def even_tasks():
-    """A gate that admits groups of even task ids (so zeroed advantages are easy to see)."""
-
-    def admit(state, results):
-        return results.task_ids % 2 == 0, state
-
-    return cx.AdmissionGate(lambda key: cx.EmptyState(), admit, lambda state: {})
-
-
-def _curriculum(seed=0):
-    return cx.HostCurriculum(
-        cx.curriculum(
-            cx.samplers.difficulty_pools(N),
-            gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0), "even": even_tasks()},
-        ),
-        seed=seed,
-    )
-
-
 def _reward(trained):
-    """Task t solves t % (G + 1) of its G rollouts (deterministic, so two runs observe the same
-    rewards); records what tunix generated for."""
+    """Rewards by task only (:func:`solved`); records what tunix generated for."""
 
     def reward(prompts, completions, task_id, **kwargs):
-        ids = np.asarray(task_id).reshape(-1, G)
-        trained.append((ids[:, 0].tolist(), [str(p) for p in np.asarray(prompts)[::G]]))
-        solved = np.arange(G)[None, :] < (ids % (G + 1))
-        return solved.astype(np.float32).reshape(-1).tolist()
+        ids = np.asarray(task_id)[::G]
+        trained.append((ids.tolist(), [str(p) for p in np.asarray(prompts)[::G]]))
+        return solved(ids, G).reshape(-1).tolist()
 
     return reward
 
 
 def _cluster(root, max_steps):
-    vocab = tc.MockVocab()
-    config = tc.ModelConfig(vocab_size=vocab.GetPieceSize())
-    model = tc.ToyTransformer(config=config, rngs=nnx.Rngs(0))
-    reference = tc.ToyTransformer(config=config, rngs=nnx.Rngs(0))
-    auto = (jax.sharding.AxisType.Auto,) * 2
-    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=auto, devices=jax.devices()[:1])
-    roles = (rl_cluster_lib.Role.ACTOR, rl_cluster_lib.Role.REFERENCE, rl_cluster_lib.Role.ROLLOUT)
-    training = rl_cluster_lib.RLTrainingConfig(
-        actor_optimizer=optax.sgd(1e-3),
-        eval_every_n_steps=1000,
-        max_steps=max_steps,
-        checkpoint_root_directory=None if root is None else str(root),
-        checkpointing_options=ocp.CheckpointManagerOptions(save_interval_steps=3, max_to_keep=4),
+    return tunix_curriculum.toy_cluster(
+        root,
+        max_steps,
+        optimizer=optax.sgd(1e-3),
+        checkpointing=ocp.CheckpointManagerOptions(save_interval_steps=3, max_to_keep=4),
     )
-    cluster_config = rl_cluster_lib.ClusterConfig(
-        role_to_mesh=dict.fromkeys(roles, mesh),
-        rollout_engine="vanilla",
-        offload_to_cpu=False,
-        training_config=training,
-        rollout_config=base_rollout.RolloutConfig(
-            max_tokens_to_generate=4, max_prompt_length=8, kv_cache_size=32
-        ),
-    )
-    return rl_cluster_lib.RLCluster(
-        actor=model, reference=reference, tokenizer=vocab, cluster_config=cluster_config
-    )
-
-
-class _Spy:
-    """Records what the curriculum drew and observed."""
-
-    def __init__(self, cur):
-        self.drawn, self.observed = [], []
-        sample, observe = cur.sample, cur.observe
-
-        def spy_sample(n):
-            ids = sample(n)
-            self.drawn.append(np.asarray(ids).tolist())
-            return ids
-
-        def spy_observe(ids, *args, **kwargs):
-            self.observed.extend(np.asarray(ids).tolist())
-            return observe(ids, *args, **kwargs)
-
-        cur.sample, cur.observe = spy_sample, spy_observe
 
 
 def _spy_advantages(learner, batches):
@@ -126,8 +68,8 @@ def _spy_advantages(learner, batches):
 
 
 def _learner(root, max_steps, seed=0):
-    cur = _curriculum(seed)
-    spy = _Spy(cur)
+    cur = host_curriculum(N, seed)
+    spy = Spy(cur)
     trained, batches = [], []
     learner = CurriculumGRPOLearner(
         rl_cluster=_cluster(root, max_steps),
@@ -154,21 +96,14 @@ def test_grpo_learner_trains_on_the_curriculums_choices_and_resumes(tmp_path):
     assert spy.observed == [i for ids in spy.drawn[:6] for i in ids]
     assert cur.observe_calls == 6
     # Rejected groups carry no advantage; admitted ones keep tunix's.
-    groups = {"admitted": 0, "zeroed": 0}  # zeroed: mixed rewards, rejected by "even"
-    for ids, adv, admitted in batches:
-        want = [0 < i % (G + 1) < G and i % 2 == 0 for i in ids]
-        assert admitted.tolist() == want
-        for i, row, ok in zip(ids, adv, want):
-            assert np.all(row != 0) if ok else np.all(row == 0)
-            groups["admitted"] += ok
-            groups["zeroed"] += 0 < i % (G + 1) < G and i % 2 == 1
-    assert groups["admitted"] > 0 and groups["zeroed"] > 0, groups
+    check_gated_advantages(batches, G, zeroed=True)
     logged = learner.rl_cluster._rl_metrics_logger.get_metric_history(
         "curriculum", "batch_admitted", "train"
     )
     assert len(logged) == 6
 
-    # Resume from step 3 (drop step 6): the resumed run draws and trains what this one did.
+    # The curriculum is saved with every tunix checkpoint. Resume from step 3 (drop step 6):
+    # the resumed run draws and trains what this one did.
     saved = sorted(int(s) for s in os.listdir(root / "actor") if s.isdigit())
     assert sorted(int(s) for s in os.listdir(root / "curriculum")) == saved
     assert saved[-2:] == [3, 6]
@@ -186,19 +121,18 @@ def test_grpo_learner_trains_on_the_curriculums_choices_and_resumes(tmp_path):
 def test_stale_curriculum_checkpoints_are_refused(tmp_path):
     root = tmp_path / "ckpt"
     (root / "curriculum" / "3").mkdir(parents=True)
-    learner_args = dict(
-        rl_cluster=_cluster(root, max_steps=1),
-        algo_config=GRPOConfig(num_generations=G, num_iterations=1),
-        reward_fns=_reward([]),
-        prompts=CurriculumDataset(_curriculum(), RECORDS, batch_size=B),
-    )
     with pytest.raises(ValueError, match="restored no model checkpoint"):
-        CurriculumGRPOLearner(**learner_args)
+        CurriculumGRPOLearner(
+            rl_cluster=_cluster(root, max_steps=1),
+            algo_config=GRPOConfig(num_generations=G, num_iterations=1),
+            reward_fns=_reward([]),
+            prompts=CurriculumDataset(host_curriculum(N), RECORDS, batch_size=B),
+        )
 
 
 def test_stock_learner_observes_through_the_metric_function():
-    cur = _curriculum()
-    spy = _Spy(cur)
+    cur = host_curriculum(N)
+    spy = Spy(cur)
     trained = []
     it = iter(CurriculumDataset(cur, RECORDS, batch_size=B))
     learner = GRPOLearner(
@@ -212,28 +146,17 @@ def test_stock_learner_observes_through_the_metric_function():
     assert spy.observed == [i for ids in spy.drawn[:2] for i in ids]
 
 
-def _readme_block(n):
-    """The n-th python block of the README's "Use it from your trainer" section."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    with open(os.path.join(root, "README.md")) as f:
-        text = f.read()
-    section = text.split("## Use it from your trainer", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)[n]
-
-
 def test_the_readme_example_runs():
     def my_reward(prompts, completions, **kwargs):
         return [float(len(str(c)) % 2) for c in completions]
 
     scope = {"records": RECORDS, "rl_cluster": _cluster(None, max_steps=1), "my_reward": my_reward}
-    exec(compile(_readme_block(0), "README.md", "exec"), scope)
+    exec(compile(readme_block(0), "README.md", "exec"), scope)
     assert scope["learner"].rl_cluster.actor_trainer.train_steps == 1
     assert scope["curriculum"].observe_calls == 1
 
 
 def test_the_example_script_runs_and_resumes(tmp_path):
-    from experiments import tunix_curriculum
-
     run = tmp_path / "run"
     tunix_curriculum.main(["--run-dir", str(run), "--steps", "1"])
     with pytest.raises(SystemExit, match="--resume"):
