@@ -68,9 +68,21 @@ def sanitize(results: GroupResults) -> tuple[GroupResults, jax.Array]:
     )
 
 
-def mask_rows(results: GroupResults, rows: jax.Array) -> GroupResults:
-    """Turns the rows where ``rows: bool[G]`` is False into padding: task id -1, every rollout
-    invalid, no trainable position, rewards and advantages 0.
+PAD_ID = 2**31 - 1
+"""Task id of a padding row when the sampler declares no ``num_tasks``: past every pool, and
+positive, so a scatter drops it (``-1`` would wrap onto the last task)."""
+
+
+def pad_id(sampler: TaskSampler) -> int:
+    """The task id padding rows carry for ``sampler``: its ``num_tasks`` (one past its pool,
+    like an out-of-range row), else :data:`PAD_ID`."""
+    num_tasks = getattr(sampler, "num_tasks", None)
+    return PAD_ID if num_tasks is None else int(num_tasks)
+
+
+def mask_rows(results: GroupResults, rows: jax.Array, pad: int = PAD_ID) -> GroupResults:
+    """Turns the rows where ``rows: bool[G]`` is False into padding: task id ``pad`` (past the
+    pool), every rollout invalid, no trainable position, rewards and advantages 0.
 
     Components see padding as a row to ignore (an out-of-range id with nothing valid); the
     composed curriculum also keeps it out of every count. The host driver pads batches to
@@ -84,7 +96,7 @@ def mask_rows(results: GroupResults, rows: jax.Array) -> GroupResults:
     keep2 = rows[:, None]
     keep3 = rows[:, None, None]
     return GroupResults(
-        task_ids=jnp.where(rows, jnp.asarray(results.task_ids, jnp.int32), -1),
+        task_ids=jnp.where(rows, jnp.asarray(results.task_ids, jnp.int32), jnp.int32(pad)),
         rewards=jnp.where(keep2, jnp.asarray(results.rewards, jnp.float32), 0.0),
         valid=jnp.asarray(results.valid, bool) & keep2,
         advantages=jnp.where(keep3, jnp.asarray(results.advantages, jnp.float32), 0.0),
@@ -156,6 +168,7 @@ def curriculum(
         )
     gates = _check_gates(gates)
     names = tuple(gates)
+    padding = pad_id(sampler)
 
     def init(key: jax.Array) -> CurriculumState:
         keys = jax.random.split(key, len(names) + 1)
@@ -176,7 +189,7 @@ def curriculum(
     def observe(state: CurriculumState, results: GroupResults, rows: jax.Array | None = None):
         check_results(results)
         if rows is not None:
-            results = mask_rows(results, rows)
+            results = mask_rows(results, rows, padding)
         clean, nonfinite = sanitize(results)
         sampler_state = sampler.observe(state.sampler, clean)
         votes, gate_states = {}, {}

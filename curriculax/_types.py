@@ -5,11 +5,18 @@ of pure functions (the optax shape). Its state is a ``NamedTuple`` of arrays wit
 and explicit dtypes, so it can be a ``lax.scan`` carry, be ``vmap``-ped over seeds and be
 checkpointed with Orbax. Keys are passed in, never stored.
 
-Padding rows: a row with task id ``-1``, no valid rollout and no trainable position is
-padding (the host driver pads batches to power-of-two sizes so that varying batch sizes share
-one compiled program). A sampler's ``observe`` and a gate's ``admit`` must leave their state
+Padding rows: a row with a task id past the pool (the sampler's ``num_tasks``, or
+``2**31 - 1``), no valid rollout and no trainable position is padding (the host driver pads
+batches to power-of-two sizes so that varying batch sizes share one compiled program). A
+sampler's ``observe`` and a gate's ``admit`` must leave their state
 as if such a row were absent (a gate may vote either way on it: padding is never admitted);
 the conformance suite (:mod:`curriculax.testing`) checks it.
+
+Shapes are written in docstrings as ``f32[G, K]`` (dtype, then named axes) rather than as
+jaxtyping annotations: the fields hold arrays, tracers or shape structs depending on where
+they are used, nothing checks annotations at run time inside ``jit``, and
+:func:`curriculax._curriculum.check_results` already checks the axes against each other at
+trace time with messages that name the field.
 
 Shapes below: ``G`` groups finalized in one batch, ``K`` rollouts per group, ``T`` credit
 positions per rollout (``T = 1`` for sequence-level credit), ``N`` tasks in the pool.

@@ -107,8 +107,8 @@ class HostCurriculum:
             seed = operator.index(seed)
         except TypeError:
             raise TypeError(f"seed must be an int, got {seed!r}") from None
-        if not -(2**63) <= seed < 2**64:
-            raise ValueError(f"seed must fit in 64 bits, got {seed}")
+        if not -(2**63) <= seed < 2**63:
+            raise ValueError(f"seed must fit in a signed 64-bit int, got {seed}")
         self.curriculum = curriculum
         num_tasks = getattr(curriculum.sampler, "num_tasks", None)
         self.num_tasks: int | None = None if num_tasks is None else int(num_tasks)
@@ -119,20 +119,24 @@ class HostCurriculum:
         self._sample = jax.jit(self._sample_fn, static_argnums=2, donate_argnums=(0, 1))
         self._observe = jax.jit(self._observe_fn, donate_argnums=0)
         self._metrics = jax.jit(self._metrics_fn)
-        init_key, self._key = jax.random.split(jax.random.key(seed))
+        init_key, key = jax.random.split(jax.random.key(seed))
         self._state = jax.jit(curriculum.init)(init_key)
+        # The key travels as raw u32 data: typed key arrays leave jit's fast dispatch path.
+        self._key = jax.random.key_data(key)
 
     # -- compiled bodies (traced once per shape) --------------------------------------------
 
     def _sample_fn(self, state, key, num: int):
         self.trace_counts["sample"] += 1
-        key, sub = jax.random.split(key)
+        key, sub = jax.random.split(jax.random.wrap_key_data(key))
         drawn, state = self.curriculum.sample(state, sub, num)
-        return drawn, state, key
+        return drawn, state, jax.random.key_data(key)
 
     def _observe_fn(self, state, ids, rewards, valid, advantages, token_mask, count):
         self.trace_counts["observe"] += 1
         g = rewards.shape[0]
+        if valid is None:  # every given rollout (padding rows are masked by `count` below)
+            valid = jnp.ones(rewards.shape, bool)
         if advantages is None:
             # Credit sees only finite rewards (as in the engine): one NaN must not poison its
             # group's baseline; observe still sees the raw reward and counts it non-finite.
@@ -218,15 +222,14 @@ class HostCurriculum:
         g = ids.shape[0]
         rewards, lengths = _groups(rewards, "rewards", g, np.float32)
         k = rewards.shape[1]
-        if valid is None:
-            valid = np.ones((g, k), bool)
-        else:
+        if valid is not None:
             valid, v_lengths = _groups(valid, "valid", g, bool, k)
             _same_lengths(lengths, v_lengths, "valid")
+            if valid.shape != (g, k):
+                raise ValueError(f"valid must be bool[G={g}, K={k}], got shape {valid.shape}")
         if lengths is not None:
-            valid = valid & (np.arange(k) < lengths[:, None])
-        if valid.shape != (g, k):
-            raise ValueError(f"valid must be bool[G={g}, K={k}], got shape {valid.shape}")
+            present = np.arange(k) < lengths[:, None]
+            valid = present if valid is None else valid & present
         if advantages is not None:
             advantages, a_lengths = _groups(advantages, "advantages", g, np.float32, k)
             _same_lengths(lengths, a_lengths, "advantages")
@@ -250,9 +253,9 @@ class HostCurriculum:
         size = bucket(g)
         admitted, self._state = self._observe(
             self._state,
-            _pad(ids.astype(np.int32), size),
+            _pad(ids if ids.dtype == np.int32 else ids.astype(np.int32), size),
             _pad(rewards, size),
-            _pad(valid, size),
+            None if valid is None else _pad(valid, size),
             None if advantages is None else _pad(advantages, size),
             None if token_mask is None else _pad(token_mask, size),
             np.int32(g),
@@ -276,7 +279,7 @@ class HostCurriculum:
             f"state/{path_str(p)}": np.array(leaf)
             for p, leaf in jax.tree_util.tree_flatten_with_path(self._state)[0]
         }
-        out["key"] = np.array(jax.random.key_data(self._key))
+        out["key"] = np.array(self._key)
         for name in _COUNTERS:
             out[name] = np.asarray(getattr(self, name), np.int64)
         return out
@@ -331,13 +334,13 @@ class HostCurriculum:
         flat, treedef = jax.tree_util.tree_flatten_with_path(self._state)
         leaves = [jnp.array(values[f"state/{path_str(p)}"]) for p, _ in flat]
         self._state = jax.tree_util.tree_unflatten(treedef, leaves)
-        self._key = jax.random.wrap_key_data(jnp.array(values["key"]))
+        self._key = jnp.array(values["key"])
         for name in _COUNTERS:
             setattr(self, name, int(values[name]))
 
     def _item(self) -> dict[str, Any]:
         """The Orbax array item (the counters go in the JSON item)."""
-        return {"state": self._state, "key": jax.random.key_data(self._key)}
+        return {"state": self._state, "key": self._key}
 
     def save(self, path: str | os.PathLike) -> None:
         """Saves the driver's state as an Orbax checkpoint in directory ``path`` (created;
@@ -388,13 +391,14 @@ class HostCurriculum:
         finally:
             store.close()
         self._state = jax.tree.map(jnp.array, item["state"])
-        self._key = jax.random.wrap_key_data(jnp.array(item["key"]))
+        self._key = jnp.array(item["key"])
         for name in _COUNTERS:
             setattr(self, name, int(meta[name]))
 
     def _check_ids(self, ids: np.ndarray) -> None:
         if self.num_tasks is None or ids.size == 0:
-            if ids.size and (ids.min() < -(2**31) or ids.max() >= 2**31):
+            wide = ids.dtype.itemsize > 4 or (ids.dtype.kind == "u" and ids.dtype.itemsize == 4)
+            if ids.size and wide and (ids.min() < -(2**31) or ids.max() >= 2**31):
                 raise ValueError("task ids must fit in int32")
             return
         bad = (ids < 0) | (ids >= self.num_tasks)

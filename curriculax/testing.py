@@ -9,7 +9,7 @@ synthetic results and assert the properties the engine relies on:
 - a jitted step is traced once, not again on the second call;
 - ``vmap`` over 4 seeds matches 4 separate runs;
 - an Orbax save/restore round-trip returns the same state, NamedTuples included;
-- padding rows (task id -1, no valid rollout, no trainable token; what the host driver adds
+- padding rows (an id past the pool, no valid rollout, no trainable token; what the host driver adds
   to reach a power-of-two batch) leave the state and the real rows' votes unchanged.
 
 Each raises ``AssertionError`` with a message that says which property failed.
@@ -27,11 +27,12 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax._curriculum import mask_rows
+from curriculax._curriculum import PAD_ID, mask_rows, pad_id
 from curriculax._types import AdmissionGate, GroupResults, TaskDraw, TaskSampler
 
 __all__ = ["check_gate", "check_sampler", "synthetic_results"]
@@ -60,40 +61,50 @@ def synthetic_results(
     return GroupResults(task_ids.astype(jnp.int32), rewards, valid, advantages, mask)
 
 
-def _leaves_info(tree) -> list[tuple]:
-    return [(jnp.shape(x), jnp.asarray(x).dtype) for x in jax.tree.leaves(tree)]
+def _chex(check: Callable[[], None], message: str) -> None:
+    """Runs a chex assertion; on failure re-raises with ``message`` in front of chex's own
+    (which names the differing leaf by its path)."""
+    try:
+        check()
+    except AssertionError as e:
+        raise AssertionError(f"{message}: {e}") from None
 
 
 def _assert_same_layout(before, after, what: str) -> None:
-    if jax.tree.structure(before) != jax.tree.structure(after):
-        raise AssertionError(
-            f"{what}: the state's tree structure changed across a step "
-            f"({jax.tree.structure(before)} -> {jax.tree.structure(after)}); "
-            "it cannot be a lax.scan carry"
-        )
-    for (s0, d0), (s1, d1) in zip(_leaves_info(before), _leaves_info(after)):
-        if s0 != s1 or d0 != d1:
-            raise AssertionError(
-                f"{what}: a state leaf changed from {d0}{list(s0)} to {d1}{list(s1)} across a "
-                "step; fix its dtype and shape so the state is a valid lax.scan carry"
-            )
+    hint = "it cannot be a lax.scan carry; fix its dtypes and shapes"
+    _chex(
+        lambda: chex.assert_trees_all_equal_structs(before, after),
+        f"{what}: the state's tree structure changed across a step ({hint})",
+    )
+    _chex(
+        lambda: chex.assert_trees_all_equal_shapes_and_dtypes(before, after),
+        f"{what}: a state leaf changed its shape or dtype across a step ({hint})",
+    )
 
 
 def _assert_equal(a, b, what: str) -> None:
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    if jax.tree.structure(a) != jax.tree.structure(b):
-        raise AssertionError(
-            f"{what}: structures differ: {jax.tree.structure(a)} vs {jax.tree.structure(b)}"
-        )
-    for i, (x, y) in enumerate(zip(la, lb)):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape or x.dtype != y.dtype:
-            raise AssertionError(f"{what}: leaf {i} is {x.dtype}{x.shape} vs {y.dtype}{y.shape}")
-        if np.issubdtype(x.dtype, np.floating):
-            if not np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
-                raise AssertionError(f"{what}: leaf {i} differs: {x} vs {y}")
-        elif not np.array_equal(x, y):
-            raise AssertionError(f"{what}: leaf {i} differs: {x} vs {y}")
+    """Same structure, shapes and dtypes; floats within ``rtol=1e-5, atol=1e-6`` (NaN equals
+    NaN), everything else exactly."""
+    _chex(lambda: chex.assert_trees_all_equal_structs(a, b), f"{what}: structures differ")
+    _chex(
+        lambda: chex.assert_trees_all_equal_shapes_and_dtypes(a, b),
+        f"{what}: shapes or dtypes differ",
+    )
+
+    def part(tree, floats: bool):
+        def keep(x):
+            return x if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) == floats else None
+
+        return jax.tree.map(keep, tree)
+
+    _chex(
+        lambda: chex.assert_trees_all_close(part(a, True), part(b, True), rtol=1e-5, atol=1e-6),
+        f"{what}: values differ",
+    )
+    _chex(
+        lambda: chex.assert_trees_all_equal(part(a, False), part(b, False)),
+        f"{what}: values differ",
+    )
 
 
 def _orbax_roundtrip(state, what: str, directory: str | None) -> None:
@@ -211,7 +222,7 @@ def _check_component(
     return eager[1][-1]
 
 
-def _check_padding(fn: Callable, state, results: GroupResults, what: str) -> None:
+def _check_padding(fn: Callable, state, results: GroupResults, what: str, pad: int) -> None:
     """``fn(state, results) -> (out, state)`` must treat padding rows as absent: the same
     state, and the same output on the real rows, with three padding rows appended."""
     g = results.task_ids.shape[0]
@@ -219,13 +230,14 @@ def _check_padding(fn: Callable, state, results: GroupResults, what: str) -> Non
         return
     extra = 3
     take = jnp.arange(g + extra) % g  # the padding rows start as copies of real rows
-    padded = mask_rows(jax.tree.map(lambda x: x[take], results), jnp.arange(g + extra) < g)
+    real = jnp.arange(g + extra) < g
+    padded = mask_rows(jax.tree.map(lambda x: x[take], results), real, pad)
     out, plain = fn(state, results)
     out_padded, with_padding = fn(state, padded)
     _assert_equal(
         plain,
         with_padding,
-        f"{what}: padding rows (task id -1, no valid rollout, no trainable token) changed the "
+        f"{what}: padding rows (task id {pad}, no valid rollout, no trainable token) changed the "
         "state; a component must ignore them (the host driver pads batches with them)",
     )
     if out is not None:
@@ -288,7 +300,9 @@ def check_sampler(
     drawn, state = sampler.sample(state, k_sample, num)
     ids = drawn.ids if isinstance(drawn, TaskDraw) else drawn
     results = synthetic_results(k_results, ids, group_size)
-    _check_padding(lambda s, r: (None, sampler.observe(s, r)), state, results, "sampler")
+    _check_padding(
+        lambda s, r: (None, sampler.observe(s, r)), state, results, "sampler", pad_id(sampler)
+    )
 
 
 def check_gate(
@@ -331,4 +345,4 @@ def check_gate(
     results = synthetic_results(
         key, jax.random.randint(key, (groups,), 0, 1000), group_size, tokens
     )
-    _check_padding(gate.admit, state, results, "gate")
+    _check_padding(gate.admit, state, results, "gate", PAD_ID)

@@ -1,7 +1,8 @@
 """The experiment CLI convention shared by every script under ``experiments/``.
 
 ``--run-dir DIR --steps N --seed S --resume --config FILE.toml`` (plus ``--set key=value``
-overrides of the TOML config, ``--allow-partial``, ``--no-progress``), writing
+overrides of the TOML config, ``--allow-partial``, ``--no-progress``, ``--tensorboard``,
+``--wandb PROJECT``), writing
 ``DIR/metrics.jsonl``, ``DIR/traces.jsonl``, ``DIR/checkpoints/`` and ``DIR/summary.json``.
 
 Configs are frozen dataclasses; a TOML file and ``--set`` overrides are parsed into them, and
@@ -50,6 +51,18 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
         help="override one config value, e.g. --set engine.batch_groups=32 (repeatable)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also log metrics to RUN_DIR/tensorboard (pip install 'curriculax[tensorboard]')",
+    )
+    p.add_argument(
+        "--wandb",
+        default=None,
+        metavar="PROJECT",
+        help="also log metrics to this Weights & Biases project; WANDB_MODE=offline keeps them "
+        "on this machine (pip install 'curriculax[wandb]')",
+    )
     p.add_argument(
         "--devices", type=int, default=1, help="data-parallel mesh over N devices (default 1)"
     )
@@ -199,6 +212,8 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
         allow_partial=args.allow_partial,
         checkpoint_every=args.checkpoint_every or config.checkpoint_every,
         progress=not args.no_progress,
+        tensorboard=args.tensorboard,
+        sinks=metric_sinks(args),
         on_update=on_update,
         config=dataclasses.asdict(config),
     )
@@ -231,6 +246,14 @@ def finish_trainer_run(
         f"{m[pool + 'hard']:.0f}/{m[pool + 'medium']:.0f}/{m[pool + 'easy']:.0f} -> {run_dir}"
     )
     return summary
+
+
+def metric_sinks(args: argparse.Namespace) -> list:
+    """The metric sinks the flags ask for (``--wandb PROJECT``; ``--tensorboard`` is run's
+    own flag)."""
+    from curriculax.engine import WandbSink
+
+    return [WandbSink(args.wandb)] if args.wandb else []
 
 
 def exit_for(stopped: str) -> None:

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 
 import curriculax as cx
-from benchmarks import _host_baseline, curriculum_step
+from benchmarks import _host_baseline, _numpy_baseline, curriculum_step
 
 # hard holds 0..19, medium (weight 0) 20..39, easy 40..49, unscored (weight 0) 50..59.
 BANDS = (("hard", 0.25, 1.0), ("medium", 0.75, 0.0), ("easy", 1.0, 0.5))
@@ -19,15 +19,21 @@ def test_quick_mode_prints_one_row_per_size(capsys):
     rows = out["rows"]
     assert [r["n"] for r in rows] == list(curriculum_step.QUICK_SIZES)
     for r in rows:
-        for field in ("cx_ms", "cx_sample_ms", "cx_observe_ms", "host_ms", "mem_ms"):
+        for field in ("cx_ms", "cx_sample_ms", "cx_observe_ms", "drv_ms", "drv_compiled_ms"):
+            assert math.isfinite(r[field]) and r[field] > 0, (field, r)
+        for field in ("np_ms", "np_sample_ms", "np_observe_ms", "host_ms", "mem_ms"):
             assert math.isfinite(r[field]) and r[field] > 0, (field, r)
         assert r["speedup"] == r["host_ms"] / r["cx_ms"]
+        assert r["drv_ratio"] == r["drv_ms"] / r["cx_ms"]
+        assert r["np_ratio"] == r["np_ms"] / r["cx_ms"]
+        assert math.isfinite(r["drv_overhead_ms"])  # median of paired differences: any sign
         assert r["mem_ratio"] == r["cx_ms"] / r["mem_ms"]
     printed = capsys.readouterr().out
     for n in curriculum_step.QUICK_SIZES:
-        assert printed.count(f"| {n:,} |") == 2  # the step table and the breakdown table
-    assert f"Targets at N = {max(curriculum_step.QUICK_SIZES):,}" in printed
-    assert set(out["targets"]) >= {"speedup_met", "mem_ratio_met"}
+        assert printed.count(f"| {n:,} |") == 3  # the step, the driver and the breakdown tables
+    assert f"Driver targets at N = {max(curriculum_step.QUICK_SIZES):,}" in printed
+    assert "Numpy is faster than the jitted step" in printed
+    assert set(out["targets"]) >= {"speedup_met", "mem_ratio_met", "drv_ratio_met"}
 
 
 def _results():
@@ -92,6 +98,41 @@ def test_host_and_curriculax_observe_and_draw_with_the_same_semantics():
     cx_hard = np.mean([t in HARD for t in firsts])
     host_hard = np.mean([host.sample(NUM, max_draws=1)[0] in HARD for _ in range(400)])
     assert 0.56 < cx_hard < 0.77 and 0.56 < host_hard < 0.77, (cx_hard, host_hard)
+
+
+def test_numpy_baseline_observes_and_draws_with_the_same_semantics():
+    sample, state, admission, _, _ = _scored_pair()
+    fast = _numpy_baseline.NumpyCurriculum(N, bands=BANDS, unscored_weight=0.0)
+    for _ in range(N // NUM):
+        fast.sample(NUM)
+    results = _results()
+    admitted = fast.observe(*(results[k] for k in curriculum_step.FIELDS))
+
+    # Observe + gate: identical per-task state, admissions and counters.
+    np.testing.assert_array_equal(np.asarray(admission.admitted), admitted)
+    np.testing.assert_array_equal(np.asarray(state.sampler.scores), fast.scores)
+    np.testing.assert_array_equal(np.asarray(state.sampler.scored), fast.scored)
+    np.testing.assert_array_equal(np.asarray(state.sampler.seen), fast.seen)
+    assert fast.seen.all()  # warm-up over
+    assert fast.rejected == int(state.gates["zero_advantage"].rejected) == 30  # hard + easy
+    assert fast.failed_groups == int(state.failed_groups) == 10
+    # Band labels (hard, medium, easy, unscored): the library's metrics count the same.
+    assert [int(np.count_nonzero(fast.labels() == b)) for b in range(4)] == [20, 20, 10, 10]
+
+    # Sample: distinct tasks, only from positive-weight bands; a band retires when drawn out.
+    for _ in range(50):
+        ids = fast.sample(NUM).tolist()
+        assert len(set(ids)) == NUM and set(ids) <= HARD | EASY
+    ids = fast.sample(30).tolist()  # exactly the 30 drawable tasks
+    assert sorted(ids) == sorted(HARD | EASY)
+    ids = fast.sample(45).tolist()  # more than drawable: each appears once or twice
+    counts = np.bincount(ids, minlength=N)
+    assert set(ids) == HARD | EASY and counts.max() == 2 and len(ids) == 45
+
+    # Band choice by weight: a first draw is hard with probability 1.0 / (1.0 + 0.5) = 2/3.
+    firsts = [fast.sample(NUM)[0] in HARD for _ in range(400)]
+    assert 0.56 < np.mean(firsts) < 0.77, np.mean(firsts)
+    del sample
 
 
 def _run_module(name: str, *args: str) -> str:

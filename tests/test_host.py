@@ -290,6 +290,10 @@ def test_clear_errors():
         cx.HostCurriculum(cx.samplers.uniform(8))
     with pytest.raises(TypeError, match="seed must be an int"):
         cx.HostCurriculum(_curriculum(), seed=1.5)
+    with pytest.raises(
+        ValueError, match="seed must fit in a signed 64-bit int, got 18446744073709551616"
+    ):
+        cx.HostCurriculum(_curriculum(), seed=2**64)
     host = cx.HostCurriculum(_curriculum())
     with pytest.raises(ValueError, match="n must be >= 0"):
         host.sample(-1)

@@ -12,5 +12,7 @@ def test_the_ten_line_example_runs():
     block = re.search(r"## A curriculum in ten lines\n\n```python\n(.*?)```", text, re.S).group(1)
     scope: dict = {}
     exec(compile(block, "README.md", "exec"), scope)
-    assert scope["admission"].admitted.shape == (256,)
-    assert "gate/zero_advantage/rejected" in scope["cur"].metrics(scope["state"])
+    assert scope["admitted"].shape == (256,) and scope["admitted"].dtype == bool
+    metrics = scope["cur"].metrics()
+    assert metrics["groups"] == 3 * 256
+    assert "gate/zero_advantage/rejected" in metrics and "sampler/pool/hard" in metrics

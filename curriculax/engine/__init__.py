@@ -24,6 +24,7 @@ from curriculax.engine._mesh import make_mesh
 from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
 from curriculax.engine._restore import CheckpointMismatch
+from curriculax.engine._sinks import MetricSink, TensorBoardSink, WandbSink
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.engine.synthetic import SyntheticState, synthetic_solver, synthetic_tasks
 
@@ -36,6 +37,7 @@ __all__ = [
     "EngineState",
     "Env",
     "Generation",
+    "MetricSink",
     "MixerState",
     "PendingBatch",
     "Rollouts",
@@ -43,7 +45,9 @@ __all__ = [
     "Solver",
     "StepReport",
     "SyntheticState",
+    "TensorBoardSink",
     "TrainBatch",
+    "WandbSink",
     "content_keys",
     "make_mesh",
     "run",

@@ -1,4 +1,5 @@
-"""Host-side outputs of a run: metrics lines, trace lines, a progress bar, TensorBoard."""
+"""Host-side outputs of a run: metrics lines, trace lines, a progress bar (metric sinks such
+as TensorBoard and W&B live in :mod:`curriculax.engine._sinks`)."""
 
 from __future__ import annotations
 
@@ -63,27 +64,6 @@ class JsonlWriter:
 
     def close(self) -> None:
         self._file.close()
-
-
-class TensorBoardWriter:
-    """Scalars to TensorBoard through ``tensorboardX`` (install it to use this)."""
-
-    def __init__(self, logdir: str):
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError as e:
-            raise ImportError(
-                "TensorBoard logging needs tensorboardX: pip install tensorboardX"
-            ) from e
-        self._writer = SummaryWriter(logdir)
-
-    def write(self, step: int, metrics: Mapping[str, float]) -> None:
-        for k, v in metrics.items():
-            if isinstance(v, int | float) and math.isfinite(v):
-                self._writer.add_scalar(k, v, step)
-
-    def close(self) -> None:
-        self._writer.close()
 
 
 class ProgressBar:

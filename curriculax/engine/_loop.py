@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -24,9 +24,9 @@ from curriculax.engine._guard import CurriculumStalled, stall_message
 from curriculax.engine._logging import (
     JsonlWriter,
     ProgressBar,
-    TensorBoardWriter,
     truncate_jsonl,
 )
+from curriculax.engine._sinks import MetricSink, close_sinks, open_sinks
 
 OnUpdate = Callable[[EngineState, dict[str, float]], dict[str, float] | None]
 
@@ -164,6 +164,7 @@ def run(
     traces: bool | float | str = True,
     progress: bool = True,
     tensorboard: bool = False,
+    sinks: Sequence[MetricSink] = (),
     on_update: OnUpdate | None = None,
     config: dict | None = None,
     handle_signals: bool = True,
@@ -189,6 +190,8 @@ def run(
       traces: trace every finalized group (``True``), none (``False``), or a sampled share.
       progress: show a progress bar on stderr.
       tensorboard: also log scalars to ``run_dir/tensorboard`` (needs ``tensorboardX``).
+      sinks: more places for each update's metrics (:class:`TensorBoardSink`,
+        :class:`WandbSink`, or anything with ``open``/``write``/``close``).
       on_update: ``(state, metrics) -> extra metrics`` called on the host after each update
         (e.g. a held-out evaluation every n steps); its metrics are logged too.
       config: a JSON-able description of the run, saved in checkpoints and the summary.
@@ -207,7 +210,7 @@ def run(
     cfg = engine.config
     b = cfg.batch_groups
     rate = _trace_rate(traces)
-    store = metrics_writer = trace_writer = tb = None
+    store = metrics_writer = trace_writer = None
     fresh = state is None
     # On several hosts every process runs the loop and saves checkpoints (Orbax needs all of
     # them); only process 0 writes the logs.
@@ -250,9 +253,16 @@ def run(
         metrics_writer = JsonlWriter(metrics_path)
         if rate > 0:
             trace_writer = JsonlWriter(traces_path)
-        if tensorboard:
-            tb = TensorBoardWriter(os.path.join(run_dir, "tensorboard"))
 
+    opened = []
+    if writer:
+        opened = open_sinks(
+            sinks,
+            tensorboard=tensorboard,
+            run_dir=run_dir,
+            first_step=updates + 1,
+            config=config or {},
+        )
     bar = ProgressBar(steps, start=updates) if progress and writer else None
     t0 = time.perf_counter()
     groups_at_start = int(counters.groups)
@@ -291,8 +301,8 @@ def run(
                     if metrics_writer is not None:
                         metrics_writer.write(record)
                         metrics_writer.flush()
-                    if tb is not None:
-                        tb.write(updates, record)
+                    for sink in opened:
+                        sink.write(updates, record)
                     if bar is not None:
                         bar.update(
                             updates,
@@ -330,9 +340,10 @@ def run(
     finally:
         if store is not None:
             store.close()
-        for w in (metrics_writer, trace_writer, tb):
+        for w in (metrics_writer, trace_writer):
             if w is not None:
                 w.close()
+        close_sinks(opened)
         if bar is not None:
             bar.close()
 
