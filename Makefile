@@ -5,7 +5,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format bench clean
+# The trainer adapters' tests, each client in its own venv (make test skips them):
+#               make test-tunix  (.venv-tunix: curriculax[tunix])
+#               make test-trl    (.venv-trl: CPU torch, then curriculax[trl])
+VENV_TUNIX ?= .venv-tunix
+VENV_TRL ?= .venv-trl
+TORCH ?= torch==2.13.0
+
+.PHONY: run test test-tunix test-trl lint format bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +26,27 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
 
+$(VENV_TUNIX)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV_TUNIX)
+	$(VENV_TUNIX)/bin/python -m pip install -q --upgrade pip
+	$(VENV_TUNIX)/bin/python -m pip install -q -e '.[tunix]' 'pytest>=8'
+	touch $@
+
+test-tunix: $(VENV_TUNIX)/.installed
+	$(VENV_TUNIX)/bin/python -m pytest tests/integrations/test_grain.py tests/integrations/test_tunix.py $(ARGS)
+
+# torch first, so that trl does not pull the default (CUDA) build; $(TORCH) is the CPU wheel
+# this machine's pip finds.
+$(VENV_TRL)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV_TRL)
+	$(VENV_TRL)/bin/python -m pip install -q --upgrade pip
+	$(VENV_TRL)/bin/python -m pip install -q '$(TORCH)'
+	$(VENV_TRL)/bin/python -m pip install -q -e '.[trl]' 'pytest>=8'
+	touch $@
+
+test-trl: $(VENV_TRL)/.installed
+	$(VENV_TRL)/bin/python -m pytest tests/integrations/test_trl.py $(ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check curriculax experiments tests benchmarks
 	$(BIN)/ruff format --check curriculax experiments tests benchmarks
@@ -31,4 +59,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.curriculum_step $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache runs
+	rm -rf $(VENV) $(VENV_TUNIX) $(VENV_TRL) .pytest_cache .ruff_cache runs

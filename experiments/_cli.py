@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import tomllib
@@ -26,13 +27,22 @@ from curriculax._checks import int_at_least
 T = TypeVar("T")
 
 
-def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
-    """The flags every experiment takes."""
+def core_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
+    """The flags every experiment takes, ``--run-dir --steps --seed --resume``: all that a
+    script driving another library's trainer takes (the engine's flags do not apply there).
+    ``--steps`` and ``--seed`` default to None (``args.default_steps`` holds ``steps``)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--run-dir", default=run_dir, help=f"output directory (default {run_dir})")
     p.add_argument("--steps", type=int, default=None, help=f"updates to train (default {steps})")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.set_defaults(default_steps=steps)
+    return p
+
+
+def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
+    """The flags every experiment on the engine takes (:func:`core_parser`'s and more)."""
+    p = core_parser(description, steps=steps, run_dir=run_dir)
     p.add_argument(
         "--overwrite",
         action="store_true",
@@ -71,7 +81,6 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     p.add_argument("--num-processes", type=int, default=1, help="multi-host: process count")
     p.add_argument("--process-id", type=int, default=0, help="multi-host: this process's id")
     p.add_argument("--checkpoint-every", type=int, default=None, help="save every N updates")
-    p.set_defaults(default_steps=steps)
     return p
 
 
@@ -363,6 +372,35 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
 def already_complete(result) -> bool:
     """A resume found the run already done: the script has nothing to report or write."""
     return result.stopped == "already_complete"
+
+
+def finish_trainer_run(
+    run_dir: str,
+    *,
+    steps: int,
+    resumed_from: int,
+    draws: int,
+    seconds: float,
+    curriculum: dict[str, float],
+) -> dict:
+    """Writes ``run_dir/summary.json`` for a script that drives another library's trainer
+    with a curriculum, prints a one-line report and returns the summary."""
+    summary = {
+        "steps": steps,
+        "resumed_from": resumed_from,
+        "draws": draws,
+        "wall_seconds": round(seconds, 1),
+        "curriculum": curriculum,
+    }
+    with open(os.path.join(run_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    m, pool = curriculum, "sampler/pool/"
+    print(
+        f"steps {resumed_from} -> {steps} in {seconds:.1f}s; curriculum: {m['groups']:.0f} groups "
+        f"observed, {m['admitted']:.0f} admitted; pools hard/medium/easy "
+        f"{m[pool + 'hard']:.0f}/{m[pool + 'medium']:.0f}/{m[pool + 'easy']:.0f} -> {run_dir}"
+    )
+    return summary
 
 
 def metric_sinks(args: argparse.Namespace) -> list:

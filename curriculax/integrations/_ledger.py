@@ -1,0 +1,188 @@
+"""The bookkeeping every adapter shares: which draws are still in flight, and matching finished
+groups back to them.
+
+A trainer pulls a batch of task ids (a *draw*), rolls each out as a group, and reports the
+groups' rewards later, possibly after it has already pulled the next draw (data loaders look
+ahead). :class:`DrawLedger` keeps the draws whose groups have not all been observed yet, checks
+that observed groups arrive in the order they were drawn, and feeds them to the curriculum. Its
+:meth:`~DrawLedger.state` is what a checkpoint needs besides the curriculum itself: the draws in
+flight, handed out again first after :meth:`~DrawLedger.set_state`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from curriculax._checks import int_at_least
+from curriculax._types import TaskDraw
+
+
+class DrawLedger:
+    """Draws from a :class:`curriculax.HostCurriculum` and matches finished groups to them.
+
+    Thread-safe: a trainer may draw in a data-loading thread and save from another.
+
+    Args:
+      curriculum: the :class:`curriculax.HostCurriculum` that chooses the tasks.
+      num_records: how many tasks the trainer can look up (ids must lie in
+        ``[0, num_records)``); must not be below the curriculum's ``num_tasks``.
+
+    Attributes:
+      draws: ``int`` draws handed out so far (replays after a restore included).
+      in_flight: ``list[np.int32[n]]`` draws not yet fully observed, oldest first.
+    """
+
+    def __init__(self, curriculum: Any, num_records: int):
+        self.curriculum = curriculum
+        self.num_records = check_pool(curriculum, num_records)
+        self.lock = threading.RLock()
+        self.draws = 0
+        self._in_flight: deque[list] = deque()  # [ids, groups observed so far]
+        self._replay: deque[np.ndarray] = deque()
+
+    @property
+    def in_flight(self) -> list[np.ndarray]:
+        with self.lock:
+            return [ids.copy() for ids, _ in self._in_flight]
+
+    def draw(self, n: int) -> np.ndarray:
+        """The next ``n`` task ids (``np.int32[n]``): a draw saved in flight by a checkpoint
+        first (it must hold ``n`` ids), else a fresh ``curriculum.sample(n)``."""
+        n = int_at_least(n, "n")
+        with self.lock:
+            if self._replay:
+                ids = self._replay.popleft()
+                if ids.shape[0] != n:
+                    raise ValueError(
+                        f"the checkpoint holds an in-flight draw of {ids.shape[0]} tasks but the "
+                        f"trainer now asks for {n}; resume with the batch size it was saved with"
+                    )
+            else:
+                ids = self.curriculum.sample(n)
+                if isinstance(ids, TaskDraw):
+                    raise TypeError(
+                        "this sampler hands out task payloads (a TaskDraw); trainer adapters "
+                        "look tasks up by id, so use a sampler that draws ids from a fixed pool"
+                    )
+                ids = np.asarray(ids, np.int32)
+            bad = (ids < 0) | (ids >= self.num_records)
+            if bad.any():
+                raise ValueError(
+                    f"the curriculum drew task ids {ids[bad][:5].tolist()} outside "
+                    f"[0, {self.num_records}), the records the trainer can look up"
+                )
+            self._in_flight.append([ids, 0])
+            self.draws += 1
+            return ids.copy()
+
+    def observe(
+        self, task_ids: Any, rewards: Any, valid: Any = None, advantages: Any = None
+    ) -> np.ndarray:
+        """Feeds finished groups (in the order they were drawn) to the curriculum.
+
+        Args:
+          task_ids: ``int[G]`` the task of each group.
+          rewards: ``float[G, K]``.
+          valid: ``bool[G, K]`` or None (all valid).
+          advantages: ``float[G, K]`` the trainer's own credit, or None (the curriculum
+            computes group-relative credit).
+
+        Returns:
+          ``np.bool_[G]``: the groups the curriculum admits.
+
+        Raises:
+          ValueError: the groups are not the next ones drawn (naming both), e.g. an
+            evaluation batch that carries the task-id field, or a trainer that reordered groups.
+        """
+        ids = np.asarray(task_ids).astype(np.int64).reshape(-1)
+        with self.lock:
+            self._consume(ids)
+            return np.asarray(self.curriculum.observe(ids, rewards, valid, advantages), bool)
+
+    def _consume(self, ids: np.ndarray) -> None:
+        expected, at = [], 0
+        pending = [(d, seen) for d, seen in self._in_flight]
+        while len(expected) < ids.size and at < len(pending):
+            d, seen = pending[at]
+            expected.extend(d[seen:].tolist())
+            at += 1
+        expected = expected[: ids.size]
+        if expected != ids.tolist():
+            raise ValueError(
+                f"observed groups of tasks {ids[:8].tolist()} but the next tasks in flight are "
+                f"{expected[:8]}: groups must be observed once each, in the order they were drawn "
+                "(an evaluation batch must not carry the task-id field)"
+            )
+        left = ids.size
+        while left:
+            entry = self._in_flight[0]
+            take = min(left, entry[0].size - entry[1])
+            entry[1] += take
+            left -= take
+            if entry[1] == entry[0].size:
+                self._in_flight.popleft()
+
+    def state(self) -> dict[str, Any]:
+        """JSON-able: ``{"draws": int, "in_flight": [[task ids], ...]}`` (draws not yet fully
+        observed, oldest first, handed out again first after :meth:`set_state`)."""
+        with self.lock:
+            in_flight = [d.tolist() for d, _ in self._in_flight] + [
+                d.tolist() for d in self._replay
+            ]
+            return {"draws": int(self.draws), "in_flight": in_flight}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restores :meth:`state`; the curriculum itself is restored separately."""
+        if not isinstance(state, Mapping) or set(state) != {"draws", "in_flight"}:
+            raise ValueError(
+                f"a draw-ledger state is {{'draws': int, 'in_flight': [[ids], ...]}}, got {state!r}"
+            )
+        in_flight = state["in_flight"]
+        if not isinstance(in_flight, Sequence):
+            raise ValueError(f"in_flight must be a list of task-id lists, got {in_flight!r}")
+        with self.lock:
+            self.draws = int(state["draws"])
+            self._in_flight.clear()
+            self._replay = deque(np.asarray(d, np.int32).reshape(-1) for d in in_flight)
+
+
+def check_pool(curriculum: Any, num_records: int) -> int:
+    """``num_records`` as an int; raises if the curriculum draws ids beyond the records."""
+    n = int_at_least(num_records, "num_records")
+    num_tasks = getattr(curriculum, "num_tasks", None)
+    if num_tasks is not None and num_tasks > n:
+        raise ValueError(
+            f"the curriculum draws task ids in [0, {num_tasks}) but only {n} records can be "
+            "looked up; build the sampler with num_tasks=len(records)"
+        )
+    return n
+
+
+def split_groups(task_ids: Any, group_size: int, *values: Any) -> tuple[np.ndarray, ...]:
+    """Rows laid out group by group (each task repeated ``group_size`` times in a row, as tunix
+    and TRL lay them out) as ``(int[G] task ids, *values [G, K])``.
+
+    Raises:
+      ValueError: a row count not a multiple of ``group_size``, or a group whose rows carry
+        different task ids (the trainer did not lay rows out as assumed).
+    """
+    k = int_at_least(group_size, "group_size")
+    rows = np.asarray(task_ids).reshape(-1)
+    if rows.size % k:
+        raise ValueError(f"{rows.size} rows are not whole groups of {k} rollouts")
+    grouped = rows.reshape(-1, k)
+    mixed = np.flatnonzero((grouped != grouped[:, :1]).any(axis=1))
+    if mixed.size:
+        raise ValueError(
+            f"rows of group {int(mixed[0])} carry different task ids "
+            f"{grouped[mixed[0]].tolist()}: expected each task's {k} rollouts in a row"
+        )
+    out = [grouped[:, 0]]
+    for v in values:
+        out.append(None if v is None else np.asarray(v).reshape(grouped.shape[0], k))
+    return tuple(out)

@@ -1,0 +1,259 @@
+"""grain: a dataset whose batches a curriculum chooses, checkpointed with grain's iterator state.
+
+:class:`CurriculumDataset` is a ``grain.IterDataset``; each ``next()`` of its iterator draws
+``batch_size`` task ids from a :class:`curriculax.HostCurriculum`, looks the records up and
+stacks them into one batch ``{field: np.ndarray[batch_size, ...], "task_id": np.int32[B]}``.
+Feed the finished groups back with :meth:`CurriculumIterator.observe`. The iterator's
+``get_state()`` / ``set_state()`` (JSON, as grain requires) hold the draws still in flight;
+the curriculum's arrays go in an Orbax item beside it, and :class:`CurriculumCheckpoints`
+saves both in one Orbax step (grain's ``CheckpointSave`` plus a ``StandardSave``).
+
+Example:
+  >>> import numpy as np, curriculax as cx
+  >>> from curriculax.integrations.grain import CurriculumDataset, CurriculumCheckpoints
+  >>> records = [{"prompts": f"task {i}"} for i in range(100)]
+  >>> cur = cx.HostCurriculum(cx.curriculum(cx.samplers.difficulty_pools(100)), seed=0)
+  >>> it = iter(CurriculumDataset(cur, records, batch_size=4))
+  >>> batch = next(it)                       # {"prompts": str[4], "task_id": int32[4]}
+  >>> it.observe(batch["task_id"], np.ones((4, 8)))      # rewards of 4 groups of 8
+  >>> ckpt = CurriculumCheckpoints("/tmp/cx-grain-example")
+  >>> ckpt.save(1, it); ckpt.restore(it, step=1)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import grain
+import numpy as np
+import orbax.checkpoint as ocp
+
+from curriculax._checks import int_at_least
+from curriculax.integrations._ledger import DrawLedger, check_pool
+
+__all__ = ["CurriculumCheckpoints", "CurriculumDataset", "CurriculumIterator"]
+
+
+class CurriculumDataset(grain.IterDataset):
+    """Batches of records chosen by a curriculum, as a ``grain.IterDataset``.
+
+    Args:
+      curriculum: a :class:`curriculax.HostCurriculum`; its task ids index ``records``.
+      records: anything with ``len()`` and ``records[i] -> Mapping`` (a list of dicts, a
+        ``grain.MapDataset``, a Hugging Face ``datasets.Dataset``).
+      batch_size: tasks per batch (one ``curriculum.sample(batch_size)`` per batch).
+      task_field: the batch field that carries the task ids (``np.int32[batch_size]``).
+      num_batches: stop after this many batches (default: never).
+
+    Each ``iter()`` makes an independent iterator over the same curriculum; train from one.
+    Do not run it under grain's multiprocessing prefetch: the curriculum must live in the
+    process that observes the rewards.
+    """
+
+    def __init__(
+        self,
+        curriculum: Any,
+        records: Any,
+        *,
+        batch_size: int,
+        task_field: str = "task_id",
+        num_batches: int | None = None,
+    ):
+        super().__init__()
+        self.curriculum = curriculum
+        self.records = records
+        self.batch_size = int_at_least(batch_size, "batch_size")
+        self.task_field = str(task_field)
+        self.num_batches = None if num_batches is None else int_at_least(num_batches, "num_batches")
+        check_pool(curriculum, len(records))
+
+    def __iter__(self) -> CurriculumIterator:
+        return CurriculumIterator(self)
+
+    def __str__(self) -> str:
+        return f"CurriculumDataset(batch_size={self.batch_size}, records={len(self.records)})"
+
+
+class CurriculumIterator(grain.DatasetIterator):
+    """The iterator of a :class:`CurriculumDataset`: draws, looks up, stacks; observes.
+
+    Attributes:
+      ledger: the :class:`~curriculax.integrations._ledger.DrawLedger` of draws in flight.
+      dataset: the :class:`CurriculumDataset`.
+    """
+
+    def __init__(self, dataset: CurriculumDataset):
+        super().__init__()
+        self.dataset = dataset
+        self.ledger = DrawLedger(dataset.curriculum, len(dataset.records))
+
+    @property
+    def curriculum(self) -> Any:
+        return self.dataset.curriculum
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        d = self.dataset
+        if d.num_batches is not None and self.ledger.draws >= d.num_batches:
+            raise StopIteration
+        ids = self.ledger.draw(d.batch_size)
+        rows = [d.records[int(i)] for i in ids]
+        for i, row in zip(ids, rows):
+            if not isinstance(row, Mapping):
+                raise TypeError(f"records[{int(i)}] must be a mapping of fields, got {type(row)}")
+        fields = [k for k in rows[0] if k != d.task_field]
+        batch = {k: np.asarray([row[k] for row in rows]) for k in fields}
+        batch[d.task_field] = ids
+        return batch
+
+    def observe(
+        self, task_ids: Any, rewards: Any, valid: Any = None, advantages: Any = None
+    ) -> np.ndarray:
+        """Feeds finished groups to the curriculum, in the order they were drawn.
+
+        Args:
+          task_ids: ``int[G]``; rewards: ``float[G, K]``; valid: ``bool[G, K]`` or None;
+          advantages: ``float[G, K]`` the trainer's credit, or None.
+
+        Returns:
+          ``np.bool_[G]`` the admitted groups.
+        """
+        return self.ledger.observe(task_ids, rewards, valid, advantages)
+
+    def get_state(self) -> dict[str, Any]:
+        return self.ledger.state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.ledger.set_state(state)
+
+    def __str__(self) -> str:
+        return f"CurriculumIterator(draws={self.ledger.draws})"
+
+
+def _nested(flat: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """``{"a/b": x}`` -> ``{"a": {"b": x}}`` (Orbax stores nested dicts of arrays)."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        node = out
+        *head, last = name.split("/")
+        for part in head:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in tree.items():
+        if isinstance(value, Mapping):
+            out.update(_flat(value, f"{prefix}{name}/"))
+        else:
+            out[f"{prefix}{name}"] = value
+    return out
+
+
+class CurriculumCheckpoints:
+    """A directory of checkpoints of a curriculum iterator: its grain state (``data``, JSON)
+    and its curriculum's :meth:`~curriculax.HostCurriculum.state_dict` (``curriculum``, an
+    Orbax array item), written together as one Orbax step.
+
+    Args:
+      directory: where checkpoints live (made absolute; created on first save).
+      max_to_keep: how many recent steps to keep (None: all).
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, max_to_keep: int | None = 3):
+        self.directory = os.path.abspath(os.fspath(directory))
+        if max_to_keep is not None:
+            max_to_keep = int_at_least(max_to_keep, "max_to_keep")
+        self._manager = ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
+            item_names=("curriculum", "data"),
+        )
+
+    def steps(self) -> list[int]:
+        return sorted(self._manager.all_steps())
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def save(self, step: int, iterator: CurriculumIterator) -> None:
+        """Saves the iterator's state and its curriculum at ``step`` (replacing a save already
+        there); blocks until written."""
+        if not isinstance(iterator, CurriculumIterator):
+            raise TypeError(f"save takes a CurriculumIterator, got {type(iterator).__name__}")
+        step = int_at_least(step, "step", 0)
+        if step in self._manager.all_steps():
+            self._manager.delete(step)
+        # One snapshot of the curriculum and the draws in flight, taken under the ledger's lock
+        # (Orbax writes from other threads, which must not wait on that lock).
+        with iterator.ledger.lock:
+            arrays = _nested(iterator.curriculum.state_dict())
+            data = _Frozen(iterator.get_state())
+        self._manager.save(
+            step,
+            args=ocp.args.Composite(
+                curriculum=ocp.args.StandardSave(arrays), data=grain.checkpoint.CheckpointSave(data)
+            ),
+            force=True,
+        )
+        self._manager.wait_until_finished()
+
+    def restore(self, iterator: CurriculumIterator, step: int | None = None) -> int:
+        """Restores ``step`` (default: the latest) into ``iterator`` and its curriculum.
+
+        Returns:
+          the step restored.
+
+        Raises:
+          FileNotFoundError: no checkpoint (at ``step``) in the directory.
+          ValueError: the checkpoint was saved from a different curriculum (naming each
+            entry that differs).
+        """
+        if not isinstance(iterator, CurriculumIterator):
+            raise TypeError(f"restore takes a CurriculumIterator, got {type(iterator).__name__}")
+        steps = self.steps()
+        if step is None:
+            if not steps:
+                raise FileNotFoundError(f"no curriculum checkpoint in {self.directory}")
+            step = steps[-1]
+        if step not in steps:
+            raise FileNotFoundError(
+                f"no curriculum checkpoint at step {step} in {self.directory} (steps: {steps})"
+            )
+        scratch = CurriculumIterator(iterator.dataset)  # the iterator changes only on success
+        out = self._manager.restore(
+            step,
+            args=ocp.args.Composite(
+                curriculum=ocp.args.StandardRestore(),
+                data=grain.checkpoint.CheckpointRestore(scratch),
+            ),
+        )
+        flat = {k: np.asarray(v) for k, v in _flat(out["curriculum"]).items()}
+        with iterator.ledger.lock:
+            iterator.curriculum.load_state_dict(flat)
+            iterator.set_state(scratch.get_state())
+        return step
+
+    def close(self) -> None:
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+
+class _Frozen(grain.DatasetIterator):
+    """An iterator state frozen at save time, for grain's checkpoint handler."""
+
+    def __init__(self, state: dict[str, Any]):
+        super().__init__()
+        self._state = state
+
+    def __next__(self):
+        raise StopIteration
+
+    def get_state(self) -> dict[str, Any]:
+        return self._state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._state = state

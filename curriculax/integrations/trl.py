@@ -1,0 +1,380 @@
+"""TRL: a curriculum chooses the prompts of TRL's ``GRPOTrainer``.
+
+TRL asks ``GRPOTrainer._get_train_sampler(dataset)`` for the dataset indices to load and calls
+reward functions with every dataset column, so:
+
+- **sampler**: :class:`CurriculumSampler` yields the indices the curriculum draws, in TRL's
+  ``RepeatSampler`` layout (each generation batch's prompts drawn at once; each index repeated
+  ``num_generations`` times in a row; the whole block repeated ``num_iterations *
+  steps_per_generation`` times, once per optimisation step that reuses the generations);
+- **observe**: :class:`CurriculumReward` wraps the reward functions: it returns their weighted
+  sum (TRL's ``reward_weights``, ``None`` and NaN as TRL treats them) and feeds every group to
+  the curriculum, the task ids read from the ``task_id`` column (added when missing: row ``i``
+  is task ``i``); the curriculum's metrics are logged under ``curriculum/``;
+- **gates**: TRL cannot drop a group from a batch either, so :class:`CurriculumGRPOTrainer`
+  zeroes the advantages of rejected groups (``gates="zero_advantages"``, the default; exact for
+  a zero-advantage gate, and for any other gate it removes the group's policy-gradient term,
+  while the group still counts in the loss normalisation and the KL penalty, with no backfill)
+  or only logs the votes (``gates="log"``);
+- **checkpoints**: each checkpoint folder gets ``curriculum/`` (the curriculum's Orbax
+  checkpoint plus the draws in flight as JSON) and ``train(resume_from_checkpoint=...)``
+  restores it. Hugging Face's ``Trainer`` resumes by skipping the batches already trained,
+  which would draw from the curriculum without feedback, so the trainer sets
+  ``ignore_data_skip=True``: the restored curriculum continues where the run stopped. A resumed
+  run draws what the uninterrupted one would have when checkpoints fall at generation
+  boundaries (``save_steps`` a multiple of the optimisation steps one generation serves); TRL
+  itself regenerates a batch whose generations were not saved.
+
+One process only: a reward function sees its own process's rows, so with several processes
+each curriculum would observe a different part of the batch (the trainer refuses to start).
+
+Example (``model``, ``tokenizer``, ``dataset`` with a ``"prompt"`` column, ``reward_fn``):
+  >>> import curriculax as cx
+  >>> from trl import GRPOConfig
+  >>> from curriculax.integrations.trl import CurriculumGRPOTrainer
+  >>> cur = cx.HostCurriculum(cx.curriculum(cx.samplers.difficulty_pools(len(dataset)),
+  ...     gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)}))
+  >>> trainer = CurriculumGRPOTrainer(model=model, reward_funcs=reward_fn,
+  ...     args=GRPOConfig(output_dir="runs/trl"), train_dataset=dataset,
+  ...     processing_class=tokenizer, curriculum=cur)
+  >>> trainer.train()
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+from transformers.trainer_utils import get_last_checkpoint
+from trl import GRPOTrainer
+
+from curriculax._checks import int_at_least
+from curriculax.integrations._ledger import DrawLedger, split_groups
+
+__all__ = ["GATES", "CurriculumGRPOTrainer", "CurriculumReward", "CurriculumSampler"]
+
+GATES = ("zero_advantages", "log")
+"""How the trainer applies the curriculum's admission: zero the advantages of rejected groups,
+or only log the votes."""
+
+_DRAWS_FILE = "draws.json"
+
+
+class CurriculumSampler(Sampler[int]):
+    """Dataset indices chosen by a curriculum, in TRL's ``RepeatSampler`` layout.
+
+    Args:
+      ledger: the :class:`~curriculax.integrations._ledger.DrawLedger` to draw from.
+      num_generations: rollouts per prompt (each index repeated this many times in a row).
+      prompts_per_generation: prompts per generation batch (one draw).
+      repeat_count: times each generation batch's block is repeated
+        (``num_iterations * steps_per_generation``).
+      num_draws: draws per pass (an "epoch": ``len(dataset) // prompts_per_generation``).
+
+    Example:
+      >>> ledger = DrawLedger(cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(6))), 6)
+      >>> list(CurriculumSampler(ledger, num_generations=2, prompts_per_generation=3,
+      ...                        repeat_count=2, num_draws=1))   # with draws [4, 0, 5]
+      [4, 4, 0, 0, 5, 5, 4, 4, 0, 0, 5, 5]
+    """
+
+    def __init__(
+        self,
+        ledger: DrawLedger,
+        *,
+        num_generations: int,
+        prompts_per_generation: int,
+        repeat_count: int,
+        num_draws: int,
+    ):
+        self.ledger = ledger
+        self.num_generations = int_at_least(num_generations, "num_generations")
+        self.prompts_per_generation = int_at_least(prompts_per_generation, "prompts_per_generation")
+        self.repeat_count = int_at_least(repeat_count, "repeat_count")
+        self.num_draws = int_at_least(num_draws, "num_draws")
+
+    def __iter__(self):
+        for _ in range(self.num_draws):
+            ids = self.ledger.draw(self.prompts_per_generation)
+            block = np.repeat(ids, self.num_generations).tolist()
+            for _ in range(self.repeat_count):
+                yield from block
+
+    def __len__(self) -> int:
+        per_draw = self.prompts_per_generation * self.num_generations * self.repeat_count
+        return self.num_draws * per_draw
+
+
+class CurriculumReward:
+    """A TRL reward function: the weighted sum of the given ones, and every group observed.
+
+    TRL calls it with the rows of one generation batch (each prompt's ``num_generations``
+    completions in a row) and every dataset column. It returns ``sum_i weight_i * f_i`` per row
+    (NaN-aware: a function's ``None`` is skipped, a row no function scored is ``None``), and,
+    while ``observing``, feeds the groups to the curriculum (an unscored row is an invalid
+    rollout).
+
+    Args:
+      reward_funcs: callables ``f(prompts=, completions=, **columns) -> list[float | None]``.
+      ledger: the :class:`~curriculax.integrations._ledger.DrawLedger` the sampler draws from.
+      num_generations: completions per prompt.
+      weights: one weight per function (default: all 1).
+      task_field: the column with each row's task id.
+
+    Attributes:
+      observing: feed groups to the curriculum (off during evaluation).
+      last_admitted: ``np.bool_[G]`` the admission of the last batch observed (or None).
+    """
+
+    def __init__(
+        self,
+        reward_funcs: Callable | Sequence[Callable],
+        ledger: DrawLedger,
+        *,
+        num_generations: int,
+        weights: Sequence[float] | None = None,
+        task_field: str = "task_id",
+    ):
+        funcs = list(reward_funcs) if isinstance(reward_funcs, Sequence) else [reward_funcs]
+        if not funcs:
+            raise ValueError("CurriculumReward needs at least one reward function")
+        for f in funcs:
+            if isinstance(f, str | torch.nn.Module) or not callable(f):
+                raise TypeError(
+                    "CurriculumReward wraps reward functions (callables); a reward model "
+                    f"({f!r}) cannot be wrapped: score with it inside a function"
+                )
+            if inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(type(f).__call__):
+                raise TypeError(f"async reward functions are not supported here: {f!r}")
+        if weights is not None and len(weights) != len(funcs):
+            raise ValueError(f"{len(weights)} reward weights for {len(funcs)} reward functions")
+        self.reward_funcs = funcs
+        self.weights = np.ones(len(funcs)) if weights is None else np.asarray(weights, float)
+        self.ledger = ledger
+        self.num_generations = int_at_least(num_generations, "num_generations")
+        self.task_field = str(task_field)
+        self.observing = True
+        self.last_admitted: np.ndarray | None = None
+        names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+        self._names = names
+        self.__name__ = names[0] if len(funcs) == 1 else "curriculum_reward"
+
+    def __call__(self, prompts, completions, **kwargs) -> list[float | None]:
+        per_func = np.full((len(prompts), len(self.reward_funcs)), np.nan)
+        for j, f in enumerate(self.reward_funcs):
+            out = f(prompts=prompts, completions=completions, **kwargs)
+            if len(out) != len(prompts):
+                raise ValueError(
+                    f"reward function {self._names[j]!r} returned {len(out)} rewards for "
+                    f"{len(prompts)} completions"
+                )
+            per_func[:, j] = [np.nan if r is None else float(r) for r in out]
+        scored = ~np.isnan(per_func).all(axis=1)
+        total = np.nansum(per_func * self.weights, axis=1)
+        total[~scored] = np.nan
+        self.last_admitted = None
+        log_metric = kwargs.get("log_metric")
+        if self.observing:
+            ids = kwargs.get(self.task_field)
+            if ids is None:
+                raise KeyError(
+                    f"the reward function got no {self.task_field!r} column; the dataset needs "
+                    "one holding each row's index"
+                )
+            ids, rewards = split_groups(ids, self.num_generations, total)
+            valid = np.isfinite(rewards)
+            admitted = self.ledger.observe(ids, np.where(valid, rewards, 0.0), valid)
+            self.last_admitted = admitted
+            if log_metric is not None:
+                for name, value in self.ledger.curriculum.metrics().items():
+                    log_metric(f"curriculum/{name}", value)
+                log_metric("curriculum/batch_admitted", float(admitted.mean()))
+        if log_metric is not None and len(self.reward_funcs) > 1:
+            for j, name in enumerate(self._names):
+                if not np.isnan(per_func[:, j]).all():
+                    log_metric(f"rewards/{name}/mean", float(np.nanmean(per_func[:, j])))
+        return [float(r) if math.isfinite(r) else None for r in total]
+
+
+class CurriculumGRPOTrainer(GRPOTrainer):
+    """TRL's ``GRPOTrainer`` with a curriculum choosing its prompts.
+
+    Takes ``GRPOTrainer``'s arguments plus the keywords below. The reward functions are wrapped
+    in one :class:`CurriculumReward` (with ``args.reward_weights``), the train sampler is a
+    :class:`CurriculumSampler`, rejected groups' advantages are zeroed (or only logged), and
+    checkpoints carry the curriculum.
+
+    Args:
+      curriculum: a :class:`curriculax.HostCurriculum` over ``len(train_dataset)`` tasks (task
+        ``i`` is row ``i``).
+      gates: one of :data:`GATES`: ``"zero_advantages"`` (default) or ``"log"``.
+      task_field: the dataset column with each row's index (added when missing).
+
+    Attributes:
+      curriculum: the :class:`curriculax.HostCurriculum`.
+      curriculum_ledger: the draws in flight.
+      curriculum_reward: the wrapped reward function.
+
+    Raises:
+      ValueError: a streaming dataset, a ``task_field`` column that is not the row index,
+        ``normalize_then_sum`` with several reward functions, or several processes.
+    """
+
+    def __init__(
+        self,
+        *args,
+        curriculum: Any,
+        gates: str = "zero_advantages",
+        task_field: str = "task_id",
+        **kwargs,
+    ):
+        if gates not in GATES:
+            raise ValueError(f"gates must be one of {GATES}, got {gates!r}")
+        bound = inspect.signature(GRPOTrainer.__init__).bind(None, *args, **kwargs)
+        given = bound.arguments
+        dataset = given.get("train_dataset")
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+            raise ValueError(
+                "CurriculumGRPOTrainer needs a map-style train_dataset (a datasets.Dataset): the "
+                "curriculum picks rows by index"
+            )
+        given["train_dataset"] = _with_task_ids(dataset, task_field)
+        config = given.get("args")
+        funcs = given.get("reward_funcs")
+        funcs = list(funcs) if isinstance(funcs, list | tuple) else [funcs]
+        weights = None
+        if config is not None:
+            if len(funcs) > 1 and config.multi_objective_aggregation != "sum_then_normalize":
+                raise ValueError(
+                    "with several reward functions the curriculum observes their weighted sum; "
+                    "use multi_objective_aggregation='sum_then_normalize'"
+                )
+            weights = config.reward_weights
+            config = copy.copy(config)  # one wrapped function, so no per-function weights
+            config.reward_weights = None
+            given["args"] = config
+        self.curriculum = curriculum
+        self.curriculum_ledger = DrawLedger(curriculum, len(dataset))
+        self.curriculum_reward = CurriculumReward(
+            funcs,
+            self.curriculum_ledger,
+            num_generations=2,  # TRL's own value is set below, once the trainer has resolved it
+            weights=weights,
+            task_field=task_field,
+        )
+        given["reward_funcs"] = [self.curriculum_reward]
+        given.pop("self", None)
+        super().__init__(**given)
+        self.curriculum_reward.num_generations = self.num_generations
+        # Resuming, HF's Trainer skips the batches already trained by drawing them again; the
+        # restored curriculum continues where the run stopped instead.
+        self.args.ignore_data_skip = True
+        self.gates = gates
+        if self.accelerator.num_processes > 1:
+            raise ValueError(
+                "CurriculumGRPOTrainer runs in one process: each process's reward function sees "
+                "only its own rows, so the curricula would diverge"
+            )
+
+    def _get_train_sampler(self, dataset=None) -> CurriculumSampler:
+        dataset = self.train_dataset if dataset is None else dataset
+        if len(dataset) != self.curriculum_ledger.num_records:
+            raise ValueError(
+                f"the train dataset has {len(dataset)} rows, the curriculum's ledger "
+                f"{self.curriculum_ledger.num_records}"
+            )
+        per_draw = self.args.generation_batch_size // self.num_generations
+        if len(dataset) < per_draw:
+            raise ValueError(f"{len(dataset)} rows cannot fill a draw of {per_draw} prompts")
+        return CurriculumSampler(
+            self.curriculum_ledger,
+            num_generations=self.num_generations,
+            prompts_per_generation=per_draw,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            num_draws=len(dataset) // per_draw,
+        )
+
+    def _generate_and_score_completions(self, inputs):
+        reward = self.curriculum_reward
+        training = self.model.training
+        reward.observing = training
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            reward.observing = True
+        admitted = reward.last_admitted
+        if training and self.gates == "zero_advantages" and admitted is not None:
+            advantages = out["advantages"]
+            keep = np.repeat(admitted, self.num_generations)
+            if keep.shape[0] != advantages.shape[0]:
+                raise ValueError(
+                    f"{admitted.shape[0]} groups of {self.num_generations} do not match "
+                    f"{advantages.shape[0]} advantage rows"
+                )
+            keep = torch.as_tensor(keep, device=advantages.device).reshape(
+                (-1,) + (1,) * (advantages.dim() - 1)
+            )
+            out["advantages"] = torch.where(keep, advantages, torch.zeros_like(advantages))
+        return out
+
+    def _save_checkpoint(self, model, trial) -> None:
+        super()._save_checkpoint(model, trial)
+        folder = os.path.join(
+            self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
+        )
+        self.save_curriculum(os.path.join(folder, "curriculum"))
+
+    def save_curriculum(self, directory: str) -> None:
+        """Writes the curriculum (Orbax) and the draws in flight (JSON) to ``directory``."""
+        with self.curriculum_ledger.lock:
+            self.curriculum.save(os.path.join(directory, "state"))
+            draws = self.curriculum_ledger.state()
+        with open(os.path.join(directory, _DRAWS_FILE), "w") as f:
+            json.dump(draws, f)
+
+    def load_curriculum(self, directory: str) -> None:
+        """Restores what :meth:`save_curriculum` wrote."""
+        if not os.path.isfile(os.path.join(directory, _DRAWS_FILE)):
+            raise FileNotFoundError(
+                f"no curriculum state in {directory}: the checkpoint was not written by "
+                "CurriculumGRPOTrainer"
+            )
+        with open(os.path.join(directory, _DRAWS_FILE)) as f:
+            draws = json.load(f)
+        with self.curriculum_ledger.lock:
+            self.curriculum.restore(os.path.join(directory, "state"))
+            self.curriculum_ledger.set_state(draws)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """``GRPOTrainer.train``; a resumed run also restores the curriculum."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"no checkpoint found in {self.args.output_dir}")
+        if resume_from_checkpoint:
+            self.load_curriculum(os.path.join(resume_from_checkpoint, "curriculum"))
+        return super().train(resume_from_checkpoint or None, *args, **kwargs)
+
+
+def _with_task_ids(dataset: Any, field: str) -> Any:
+    """The dataset with a ``field`` column holding each row's index (added if missing)."""
+    n = len(dataset)
+    names = getattr(dataset, "column_names", None)
+    if names is None:
+        raise ValueError("train_dataset must be a datasets.Dataset (it has no column_names)")
+    if field not in names:
+        return dataset.add_column(field, list(range(n)))
+    if not np.array_equal(np.asarray(dataset[field]), np.arange(n)):
+        raise ValueError(
+            f"the {field!r} column must hold each row's index 0..{n - 1} (the curriculum's task "
+            "ids); pass task_field= another name to keep yours"
+        )
+    return dataset

@@ -1,0 +1,223 @@
+"""tunix: a curriculum chooses the prompts of tunix's GRPO learners.
+
+tunix's ``RLLearner.train`` takes any iterable of batch dicts with a ``"prompts"`` field; extra
+fields reach the reward and metric functions. So:
+
+- **prompts**: a :class:`~curriculax.integrations.grain.CurriculumDataset` (records with a
+  ``"prompts"`` field, looked up by task id) hands tunix batches the curriculum chose, with the
+  ids in a ``"task_id"`` field;
+- **observe**: :class:`CurriculumObserver` is a tunix metric function. tunix calls it once per
+  generated batch with every rollout's summed reward and advantage, rows laid out group by group
+  (each prompt's ``num_generations`` rollouts in a row); it feeds every group to the curriculum
+  and logs the curriculum's metrics under ``curriculum/``;
+- **gates**: tunix cannot drop a group from a batch (its batch shapes are fixed, and its DAPO
+  ``dynamic_sampling`` is a TODO), so :class:`CurriculumLearner` makes a rejected group carry
+  no policy gradient by zeroing its advantages (``gates="zero_advantages"``, the default), or
+  only logs the votes (``gates="log"``). Zeroing is exact for a zero-advantage gate (GRPO
+  already gives such a group zero advantage) and for any other gate removes the group's
+  policy-gradient term; the group still counts in the loss's normalisation and in the KL
+  penalty (``beta``), and no other group takes its place (no backfill), unlike our engine;
+- **checkpoints**: when tunix checkpoints (``checkpoint_root_directory``), the learner saves
+  the curriculum beside it at the same step (tunix writes ``<root>/actor``, the learner
+  ``<root>/curriculum``: grain iterator state plus the curriculum's Orbax item) and restores it
+  with tunix's restore. tunix resumes by fast-forwarding the data iterator past the batches
+  already trained, which would draw from the curriculum without feedback; the learner turns
+  that off, since the restored iterator continues where the run stopped.
+
+Example (tunix's usual set-up for ``rl_cluster``; see the README, "Use it from your trainer"):
+  >>> import curriculax as cx
+  >>> from curriculax.integrations.grain import CurriculumDataset
+  >>> from curriculax.integrations.tunix import CurriculumGRPOLearner
+  >>> cur = cx.HostCurriculum(cx.curriculum(cx.samplers.difficulty_pools(len(records)),
+  ...     gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)}))
+  >>> learner = CurriculumGRPOLearner(rl_cluster=rl_cluster, algo_config=grpo_config,
+  ...     reward_fns=reward_fn, prompts=CurriculumDataset(cur, records, batch_size=8))
+  >>> learner.train()
+
+Without the learner subclass, a stock ``GRPOLearner`` observes through the metric function
+alone (gates logged only, no curriculum checkpoints):
+``it = iter(dataset); GRPOLearner(..., metric_fns=[CurriculumObserver(it, G)]).train(it)``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from tunix.rl import rl_cluster as rl_cluster_lib
+from tunix.rl.grpo.grpo_learner import GRPOLearner
+
+from curriculax._checks import int_at_least
+from curriculax.integrations._ledger import split_groups
+from curriculax.integrations.grain import (
+    CurriculumCheckpoints,
+    CurriculumDataset,
+    CurriculumIterator,
+)
+
+__all__ = ["GATES", "CurriculumGRPOLearner", "CurriculumLearner", "CurriculumObserver"]
+
+GATES = ("zero_advantages", "log")
+"""How a learner applies the curriculum's admission: zero the advantages of rejected groups,
+or only log the votes."""
+
+
+class CurriculumObserver:
+    """A tunix metric function that feeds every finished group to the curriculum.
+
+    tunix calls it as ``fn(prompts=, completions=, advantages=, rewards=, **fields)`` with the
+    rows of one generated batch (``rewards``/``advantages``: ``float[B * G]``, each prompt's
+    ``G`` rollouts in a row). Batches without the task-id field (an evaluation set) are not
+    observed.
+
+    Args:
+      iterator: the :class:`~curriculax.integrations.grain.CurriculumIterator` tunix trains
+        from.
+      num_generations: rollouts per prompt (tunix's ``GRPOConfig.num_generations``).
+
+    Attributes:
+      enabled: observe at all (a learner turns it off during evaluation).
+      last_admitted: ``np.bool_[B]`` the admission of the last batch observed (None if the
+        last call observed nothing).
+    """
+
+    def __init__(self, iterator: CurriculumIterator, num_generations: int):
+        if not isinstance(iterator, CurriculumIterator):
+            raise TypeError(
+                "CurriculumObserver takes the iterator tunix trains from: "
+                f"it = iter(CurriculumDataset(...)); got {type(iterator).__name__}"
+            )
+        self.iterator = iterator
+        self.num_generations = int_at_least(num_generations, "num_generations", 2)
+        self.enabled = True
+        self.last_admitted: np.ndarray | None = None
+        self.__name__ = "curriculum"
+
+    def __call__(self, prompts, completions, advantages, rewards, **fields) -> dict[str, Any]:
+        self.last_admitted = None
+        ids = fields.get(self.iterator.dataset.task_field)
+        if not self.enabled or ids is None:
+            return {}
+        ids, rewards, advantages = split_groups(
+            ids, self.num_generations, np.asarray(rewards, np.float32), np.asarray(advantages)
+        )
+        admitted = self.iterator.observe(ids, rewards, advantages=advantages.astype(np.float32))
+        self.last_admitted = admitted
+        metrics = {
+            f"curriculum/{name}": (value, np.mean)
+            for name, value in self.iterator.curriculum.metrics().items()
+        }
+        metrics["curriculum/batch_admitted"] = (float(admitted.mean()), np.mean)
+        return metrics
+
+
+class CurriculumLearner:
+    """Mixin that lets a curriculum choose a tunix GRPO-family learner's prompts.
+
+    Put it before the learner class: ``class MyLearner(CurriculumLearner, DAPOLearner)``
+    (:class:`CurriculumGRPOLearner` is the one for ``GRPOLearner``). It takes the learner's
+    arguments plus the keywords below, adds a :class:`CurriculumObserver` to its metric
+    functions, applies the gates, saves the curriculum with tunix's checkpoints and restores it
+    with tunix's restore. Train with ``learner.train()`` (or ``train(eval_ds=...)``).
+
+    Args:
+      prompts: the :class:`~curriculax.integrations.grain.CurriculumDataset` to train on.
+      gates: one of :data:`GATES`: ``"zero_advantages"`` (default) or ``"log"``.
+
+    Attributes:
+      curriculum_iterator: the iterator tunix trains from (its curriculum:
+        ``.curriculum``).
+      curriculum_observer: the metric function that observes.
+      curriculum_checkpoints: the
+        :class:`~curriculax.integrations.grain.CurriculumCheckpoints` beside tunix's (None when
+        tunix does not checkpoint).
+
+    Raises:
+      FileNotFoundError: tunix restored a checkpoint at a step the curriculum has none for.
+      ValueError: the curriculum directory holds checkpoints but tunix restored none.
+    """
+
+    def __init__(self, *args, prompts: CurriculumDataset, gates: str = "zero_advantages", **kw):
+        if not isinstance(prompts, CurriculumDataset):
+            raise TypeError(f"prompts must be a CurriculumDataset, got {type(prompts).__name__}")
+        if gates not in GATES:
+            raise ValueError(f"gates must be one of {GATES}, got {gates!r}")
+        super().__init__(*args, **kw)
+        self.gates = gates
+        self.curriculum_iterator = iter(prompts)
+        self.curriculum_observer = CurriculumObserver(
+            self.curriculum_iterator, self.algo_config.num_generations
+        )
+        self.metric_fns = [*self.metric_fns, self.curriculum_observer]
+        self.curriculum_checkpoints = self._attach_checkpoints()
+        # tunix fast-forwards the iterator past the micro-batches trained before its
+        # checkpoint (``_iter_steps < _last_iter_step``); the restored iterator already
+        # continues there, so mark those steps as done instead.
+        self._iter_steps = self._last_iter_step
+
+    def _attach_checkpoints(self) -> CurriculumCheckpoints | None:
+        trainer = self.rl_cluster.actor_trainer
+        config = self.rl_cluster.cluster_config.training_config
+        root = config.checkpoint_root_directory  # tunix saves the actor in <root>/actor
+        if root is None:
+            return None
+        options = config.checkpointing_options
+        keep = getattr(options, "max_to_keep", 3) if options is not None else 3
+        ckpt = CurriculumCheckpoints(os.path.join(root, "curriculum"), max_to_keep=keep)
+        step = trainer.train_steps
+        if step > 0:
+            ckpt.restore(self.curriculum_iterator, step=step)
+        elif ckpt.steps():
+            raise ValueError(
+                f"{ckpt.directory} holds curriculum checkpoints (steps {ckpt.steps()}) but tunix "
+                f"restored no model checkpoint from {root}; delete it to start afresh"
+            )
+        manager = trainer.checkpoint_manager
+        tunix_save = manager.save
+        iterator = self.curriculum_iterator
+
+        def save(step, *args, **kwargs):
+            saved = tunix_save(step, *args, **kwargs)
+            if saved:
+                ckpt.save(step, iterator)
+            return saved
+
+        manager.save = save
+        return ckpt
+
+    def _generate_and_compute_advantage(
+        self, training_input, mode: rl_cluster_lib.Mode = rl_cluster_lib.Mode.TRAIN
+    ):
+        observer = self.curriculum_observer
+        observer.enabled = mode == rl_cluster_lib.Mode.TRAIN
+        try:
+            example = super()._generate_and_compute_advantage(training_input, mode)
+        finally:
+            observer.enabled = True
+        admitted = observer.last_admitted
+        if self.gates == "zero_advantages" and admitted is not None and not admitted.all():
+            keep = np.repeat(admitted, self.algo_config.num_generations)
+            if keep.shape[0] != example.advantages.shape[0]:
+                raise ValueError(
+                    f"{admitted.shape[0]} groups of {self.algo_config.num_generations} do not "
+                    f"match {example.advantages.shape[0]} advantage rows"
+                )
+            example = example.replace(advantages=jnp.where(keep, example.advantages, 0.0))
+        return example
+
+    def train(self, train_ds: Any = None, eval_ds: Any = None, skip_jit: bool = False) -> None:
+        """Trains on the curriculum's prompts (``train_ds`` must be None or that iterator)."""
+        if train_ds is not None and train_ds is not self.curriculum_iterator:
+            raise ValueError(
+                "a CurriculumLearner trains on the prompts its curriculum chooses; call "
+                "train() or train(eval_ds=...)"
+            )
+        return super().train(self.curriculum_iterator, eval_ds, skip_jit)
+
+
+class CurriculumGRPOLearner(CurriculumLearner, GRPOLearner):
+    """tunix's ``GRPOLearner`` with a curriculum choosing its prompts (see
+    :class:`CurriculumLearner`): ``CurriculumGRPOLearner(rl_cluster=..., algo_config=...,
+    reward_fns=..., prompts=CurriculumDataset(...), gates="zero_advantages")``."""

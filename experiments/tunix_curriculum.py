@@ -1,0 +1,147 @@
+"""tunix's GRPO learner with a curriculum choosing its prompts (a wiring demo on a toy model).
+
+    pip install 'curriculax[tunix]'
+    python -m experiments.tunix_curriculum --run-dir runs/tunix --steps 6
+    python -m experiments.tunix_curriculum --run-dir runs/tunix --steps 12 --resume
+
+The policy is the tiny randomly initialised transformer and the word-level vocabulary that the
+tunix wheel ships for its own tests (nothing is downloaded). Each task is a two-word prompt and
+a target word; a completion scores 1 if it contains the target. The curriculum is difficulty
+pools plus the zero-advantage gate, driven through
+:class:`curriculax.integrations.tunix.CurriculumGRPOLearner`. It shows the wiring (what is
+drawn, observed, gated and checkpointed), not learning: the toy policy is far too small.
+
+Writes ``RUN_DIR/checkpoints/`` (tunix's ``actor/`` and the curriculum's ``curriculum/``, at
+every step), ``RUN_DIR/metrics.jsonl`` (per step: rewards and the curriculum's metrics) and
+``RUN_DIR/summary.json``. ``--steps`` is the total: a resumed run continues to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from experiments import _cli
+
+GROUP_SIZE = 4
+BATCH = 4
+NUM_TASKS = 32
+
+
+def records(seed: int, vocab) -> list[dict]:
+    """``NUM_TASKS`` tasks over the toy vocabulary's words: a two-word prompt and a target."""
+    words = [w for w, i in vocab.DEFAULT_MAPPING.items() if i >= 3]
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(words), size=(NUM_TASKS, 3))
+    return [{"prompts": f"{words[a]} {words[b]}", "target": words[c]} for a, b, c in picks]
+
+
+def contains_target(prompts, completions, target, **kwargs) -> list[float]:
+    """1 for each completion that contains its task's target word."""
+    return [float(str(t) in str(c).split()) for c, t in zip(completions, target)]
+
+
+def toy_cluster(checkpoint_root, max_steps, *, seed=0, optimizer=None, checkpointing=None):
+    """tunix's ``RLCluster`` over the toy transformer and vocabulary its wheel ships, on one
+    device (checkpoints in ``checkpoint_root``, None: none)."""
+    import jax
+    import optax
+    from flax import nnx
+    from tunix.rl import rl_cluster as rl_cluster_lib
+    from tunix.rl.rollout import base_rollout
+    from tunix.tests import test_common as toy
+
+    vocab = toy.MockVocab()
+    model_config = toy.ModelConfig(vocab_size=vocab.GetPieceSize())
+    auto = (jax.sharding.AxisType.Auto,) * 2
+    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=auto, devices=jax.devices()[:1])
+    roles = (rl_cluster_lib.Role.ACTOR, rl_cluster_lib.Role.REFERENCE, rl_cluster_lib.Role.ROLLOUT)
+    return rl_cluster_lib.RLCluster(
+        actor=toy.ToyTransformer(config=model_config, rngs=nnx.Rngs(seed)),
+        reference=toy.ToyTransformer(config=model_config, rngs=nnx.Rngs(seed)),
+        tokenizer=vocab,
+        cluster_config=rl_cluster_lib.ClusterConfig(
+            role_to_mesh=dict.fromkeys(roles, mesh),
+            rollout_engine="vanilla",
+            offload_to_cpu=False,
+            training_config=rl_cluster_lib.RLTrainingConfig(
+                actor_optimizer=optimizer or optax.adam(1e-3),
+                eval_every_n_steps=10**9,
+                max_steps=max_steps,
+                checkpoint_root_directory=None if checkpoint_root is None else str(checkpoint_root),
+                checkpointing_options=checkpointing,
+            ),
+            rollout_config=base_rollout.RolloutConfig(
+                max_tokens_to_generate=4, max_prompt_length=8, kv_cache_size=32
+            ),
+        ),
+    )
+
+
+def main(argv=None) -> None:
+    parser = _cli.core_parser(__doc__.splitlines()[0], steps=6, run_dir="runs/tunix")
+    args = parser.parse_args(argv)
+    steps = args.default_steps if args.steps is None else args.steps
+    seed = 0 if args.seed is None else args.seed
+
+    import orbax.checkpoint as ocp
+    from tunix.rl.grpo.grpo_learner import GRPOConfig
+    from tunix.tests import test_common as toy
+
+    import curriculax as cx
+    from curriculax.integrations.grain import CurriculumDataset
+    from curriculax.integrations.tunix import CurriculumGRPOLearner
+
+    checkpoints = os.path.abspath(os.path.join(args.run_dir, "checkpoints"))
+    if os.path.isdir(checkpoints) and not args.resume:
+        raise SystemExit(f"{checkpoints} exists: pass --resume, or another --run-dir")
+    os.makedirs(args.run_dir, exist_ok=True)
+    cluster = toy_cluster(
+        checkpoints, steps, seed=seed, checkpointing=ocp.CheckpointManagerOptions(max_to_keep=2)
+    )
+    metrics_path = os.path.join(args.run_dir, "metrics.jsonl")
+
+    def log(buffer) -> None:  # tunix's external metrics logger: one call per global step
+        if str(buffer.mode) != "train":
+            return
+        row = {}
+        for name, (value, op) in buffer.metrics.items():
+            if name.startswith(("curriculum/", "rewards/")):
+                value = np.asarray(value, float)
+                row[name] = float(op(value) if op is not None else value.mean())
+        if row:  # global_steps counts the updates before this one
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps({"step": int(buffer.global_steps) + 1, **row}) + "\n")
+
+    cluster.with_external_metrics_logger(log)
+    curriculum = cx.HostCurriculum(
+        cx.curriculum(
+            cx.samplers.difficulty_pools(NUM_TASKS),
+            gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
+        ),
+        seed=seed,
+    )
+    learner = CurriculumGRPOLearner(
+        rl_cluster=cluster,
+        algo_config=GRPOConfig(num_generations=GROUP_SIZE, num_iterations=1),
+        reward_fns=[contains_target],
+        prompts=CurriculumDataset(curriculum, records(seed, toy.MockVocab()), batch_size=BATCH),
+    )
+    start = learner.rl_cluster.actor_trainer.train_steps
+    began = time.perf_counter()
+    learner.train()
+    _cli.finish_trainer_run(
+        args.run_dir,
+        steps=learner.rl_cluster.actor_trainer.train_steps,
+        resumed_from=start,
+        draws=learner.curriculum_iterator.ledger.draws,
+        seconds=time.perf_counter() - began,
+        curriculum=curriculum.metrics(),
+    )
+
+
+if __name__ == "__main__":
+    main()

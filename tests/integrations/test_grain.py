@@ -1,0 +1,109 @@
+"""The grain adapter: batches the curriculum chooses, observed in order, checkpointed with
+grain's iterator state plus the curriculum's Orbax item."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grain")
+
+import curriculax as cx
+from curriculax.integrations.grain import (
+    CurriculumCheckpoints,
+    CurriculumDataset,
+    CurriculumIterator,
+)
+from tests.integrations._common import admitted, host_curriculum, solved
+
+N, B, K = 40, 4, 3
+
+
+def _records():
+    return [{"prompts": f"task {i}", "answer": i * 10} for i in range(N)]
+
+
+def _curriculum(seed=0):
+    return host_curriculum(N, seed)
+
+
+def _rewards(ids):
+    return solved(ids, K)
+
+
+def _run(it, batches):
+    drawn = []
+    for _ in range(batches):
+        batch = next(it)
+        ids = batch["task_id"]
+        drawn.append(ids.tolist())
+        assert batch["prompts"].tolist() == [f"task {i}" for i in ids]
+        assert batch["answer"].tolist() == [i * 10 for i in ids]
+        got = it.observe(ids, _rewards(ids))
+        assert got.tolist() == [admitted(i, K) for i in ids]
+    return drawn
+
+
+def test_batches_are_the_curriculums_draws():
+    cur = _curriculum()
+    it = iter(CurriculumDataset(cur, _records(), batch_size=B))
+    assert isinstance(it, CurriculumIterator)
+    reference = _curriculum()
+    for _ in range(5):
+        batch = next(it)
+        np.testing.assert_array_equal(batch["task_id"], reference.sample(B))
+        assert batch["task_id"].dtype == np.int32
+        it.observe(batch["task_id"], _rewards(batch["task_id"]))
+        reference.observe(batch["task_id"], _rewards(batch["task_id"]))
+    assert cur.observe_calls == 5 and it.get_state() == {"draws": 5, "in_flight": []}
+
+
+def test_observe_checks_the_order_of_groups():
+    it = iter(CurriculumDataset(_curriculum(), _records(), batch_size=B))
+    ids = next(it)["task_id"]
+    with pytest.raises(ValueError, match="in the order they were drawn"):
+        it.observe(ids[::-1], _rewards(ids[::-1]))
+    it.observe(ids[:2], _rewards(ids[:2]))  # a draw may finish in pieces
+    assert it.get_state()["in_flight"] == [ids.tolist()]
+    it.observe(ids[2:], _rewards(ids[2:]))
+    assert it.get_state()["in_flight"] == []
+
+
+def test_checkpoint_restores_the_same_next_draws(tmp_path):
+    it = iter(CurriculumDataset(_curriculum(), _records(), batch_size=B))
+    _run(it, 3)
+    in_flight = next(it)["task_id"]  # drawn but not finished when the checkpoint is taken
+    ckpt = CurriculumCheckpoints(tmp_path / "ckpt")
+    ckpt.save(3, it)
+    it.observe(in_flight, _rewards(in_flight))
+    after = _run(it, 4)
+
+    fresh = iter(CurriculumDataset(_curriculum(seed=123), _records(), batch_size=B))
+    assert CurriculumCheckpoints(tmp_path / "ckpt").restore(fresh) == 3
+    first = next(fresh)["task_id"]
+    assert first.tolist() == in_flight.tolist()  # the in-flight draw is handed out again
+    fresh.observe(first, _rewards(first))
+    assert _run(fresh, 4) == after
+    ckpt.close()
+
+
+def test_restore_refuses_a_different_curriculum(tmp_path):
+    it = iter(CurriculumDataset(_curriculum(), _records(), batch_size=B))
+    _run(it, 1)
+    ckpt = CurriculumCheckpoints(tmp_path / "ckpt")
+    ckpt.save(1, it)
+    other = cx.HostCurriculum(cx.curriculum(cx.samplers.difficulty_pools(N)), seed=0)
+    other_it = iter(CurriculumDataset(other, _records(), batch_size=B))
+    with pytest.raises(ValueError, match="gates/zero_advantage"):
+        ckpt.restore(other_it)
+    assert other_it.get_state() == {"draws": 0, "in_flight": []}
+    with pytest.raises(FileNotFoundError, match="step 7"):
+        ckpt.restore(it, step=7)
+
+
+def test_records_must_cover_the_pool():
+    # Refused at construction when the sampler declares num_tasks, else at the first draw
+    # outside the records.
+    with pytest.raises(ValueError, match=r"num_tasks=len|outside \[0, 10\)"):
+        it = iter(CurriculumDataset(_curriculum(), _records()[:10], batch_size=B))
+        for _ in range(N):
+            ids = next(it)["task_id"]
+            it.observe(ids, _rewards(ids))

@@ -1,0 +1,186 @@
+"""The TRL adapter, tested by running TRL's own GRPOTrainer loop on CPU with a tiny randomly
+initialised Llama built from a config and a tokenizer built here (nothing is downloaded)."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+
+from datasets import Dataset
+from trl import GRPOConfig
+
+import curriculax as cx
+from curriculax.integrations._ledger import DrawLedger
+from curriculax.integrations.trl import CurriculumGRPOTrainer, CurriculumSampler
+from experiments import trl_curriculum
+from tests.integrations._common import (
+    Spy,
+    check_gated_advantages,
+    host_curriculum,
+    readme_block,
+    solved,
+)
+
+G, P, N = 2, 2, 12  # completions per prompt, prompts per generation batch, dataset rows
+
+
+def _dataset():
+    return Dataset.from_dict({"prompt": [f"w{i} w{(i + 1) % N}" for i in range(N)]})
+
+
+def _reward(trained):
+    """Rewards by task only (:func:`solved`); records what TRL generated for."""
+
+    def solved_part(prompts, completions, task_id, **kwargs):
+        ids = np.asarray(task_id)[::G]
+        trained.append((ids.tolist(), list(prompts[::G])))
+        return solved(ids, G).reshape(-1).tolist()
+
+    return solved_part
+
+
+def _args(out, max_steps):
+    return GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=P * G,
+        num_generations=G,
+        max_completion_length=4,
+        max_steps=max_steps,
+        save_strategy="steps",
+        save_steps=3,
+        report_to=[],
+        use_cpu=True,
+        logging_steps=1,
+        seed=0,
+        bf16=False,
+        disable_tqdm=True,
+    )
+
+
+def _spy_advantages(trainer, batches):
+    """Records each generation batch's task ids, the advantages TRL trains on, and the
+    curriculum's admission."""
+    generate = trainer._generate_and_score_completions
+
+    def spy(inputs):
+        out = generate(inputs)
+        ids = [row["task_id"] for row in inputs][::G]
+        adv = out["advantages"].detach().numpy().reshape(-1, G)
+        batches.append((ids, adv, trainer.curriculum_reward.last_admitted))
+        return out
+
+    trainer._generate_and_score_completions = spy
+
+
+def _trainer(out, max_steps, seed=0, gates="zero_advantages"):
+    cur = host_curriculum(N, seed)
+    spy = Spy(cur)
+    trained, batches = [], []
+    trainer = CurriculumGRPOTrainer(
+        model=trl_curriculum.model(0),
+        reward_funcs=_reward(trained),
+        args=_args(out, max_steps),
+        train_dataset=_dataset(),
+        processing_class=trl_curriculum.tokenizer(),
+        curriculum=cur,
+        gates=gates,
+    )
+    _spy_advantages(trainer, batches)
+    return trainer, cur, spy, trained, batches
+
+
+def test_sampler_keeps_trls_repeat_layout():
+    ledger = DrawLedger(cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(6)), seed=0), 6)
+    sampler = CurriculumSampler(
+        ledger, num_generations=2, prompts_per_generation=3, repeat_count=2, num_draws=2
+    )
+    got = list(sampler)
+    assert len(got) == len(sampler) == 24
+    first, second = ledger.in_flight
+    assert got[:12] == [i for _ in range(2) for t in first.tolist() for i in (t, t)]
+    assert got[12:] == [i for _ in range(2) for t in second.tolist() for i in (t, t)]
+
+
+@pytest.mark.slow
+def test_grpo_trainer_trains_on_the_curriculums_choices_and_resumes(tmp_path):
+    trainer, cur, spy, trained, batches = _trainer(tmp_path, max_steps=6)
+    trainer.train()
+    assert trainer.state.global_step == 6
+
+    # TRL generated for exactly the curriculum's draws, in order, with the dataset's prompts.
+    assert [ids for ids, _ in trained] == spy.drawn[:6]
+    prompts = _dataset()["prompt"]
+    for ids, got in trained:
+        assert got == [prompts[i] for i in ids]
+    # Every finished group was observed once, in order.
+    assert spy.observed == [i for ids in spy.drawn[:6] for i in ids]
+    assert cur.observe_calls == 6
+    # Rejected groups carry no advantage; admitted ones keep TRL's.
+    check_gated_advantages(batches, G, zeroed=True)
+    logged = [h for h in trainer.state.log_history if "curriculum/batch_admitted" in h]
+    assert len(logged) == 6
+
+    # Resume from step 3: the resumed run trains what this one did in steps 4-6.
+    # Accelerate's loader looks one batch ahead, so step 4's draw was made before the save: it is
+    # saved in flight and handed out first after the restore.
+    with open(tmp_path / "checkpoint-3" / "curriculum" / "draws.json") as f:
+        in_flight = json.load(f)["in_flight"]
+    assert in_flight == [trained[3][0]]
+    resumed, cur2, spy2, trained2, _ = _trainer(tmp_path, max_steps=6, seed=99)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-3"))
+    assert resumed.state.global_step == 6
+    assert [ids for ids, _ in trained2] == [ids for ids, _ in trained[3:6]]
+    # Then one more look-ahead draw, which the first run did not make (its epoch ended at step
+    # 6); it is drawn, never trained nor observed.
+    assert spy2.drawn[:2] == spy.drawn[4:6] and len(spy2.drawn) == 3
+    assert cur2.metrics() == cur.metrics()
+
+
+def test_gates_log_only_leaves_trls_advantages(tmp_path):
+    trainer, _, _, _, batches = _trainer(tmp_path, max_steps=6, gates="log")
+    trainer.train()
+    check_gated_advantages(batches, G, zeroed=False)
+
+
+def test_the_task_id_column_must_be_the_row_index(tmp_path):
+    data = _dataset().add_column("task_id", list(range(1, N + 1)))
+    with pytest.raises(ValueError, match="row's index"):
+        CurriculumGRPOTrainer(
+            model=trl_curriculum.model(0),
+            reward_funcs=_reward([]),
+            args=_args(tmp_path, 1),
+            train_dataset=data,
+            processing_class=trl_curriculum.tokenizer(),
+            curriculum=host_curriculum(N),
+        )
+
+
+def test_the_readme_example_runs(tmp_path):
+    def my_reward(prompts, completions, **kwargs):
+        return [float(len(c) % 2) for c in completions]
+
+    scope = {
+        "model": trl_curriculum.model(0),
+        "tokenizer": trl_curriculum.tokenizer(),
+        "my_reward": my_reward,
+        "grpo_config": _args(tmp_path, 1),
+        "dataset": _dataset(),
+    }
+    exec(compile(readme_block(1), "README.md", "exec"), scope)
+    assert scope["trainer"].state.global_step == 1
+    assert scope["curriculum"].observe_calls == 1
+
+
+def test_the_example_script_runs_and_resumes(tmp_path):
+    run = tmp_path / "run"
+    trl_curriculum.main(["--run-dir", str(run), "--steps", "1"])
+    with pytest.raises(SystemExit, match="--resume"):
+        trl_curriculum.main(["--run-dir", str(run), "--steps", "2"])
+    trl_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume"])
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[-1]["curriculum/groups"] == 2 * trl_curriculum.BATCH
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["resumed_from"] == 1

@@ -1,0 +1,169 @@
+"""The tunix adapter, tested by running tunix's own GRPO training loop on CPU with the toy model
+and tokenizer the tunix wheel ships (nothing is downloaded)."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tunix")
+
+import optax
+import orbax.checkpoint as ocp
+from tunix.rl import rl_cluster as rl_cluster_lib
+from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
+
+from curriculax.integrations.grain import CurriculumDataset
+from curriculax.integrations.tunix import CurriculumGRPOLearner, CurriculumObserver
+from experiments import tunix_curriculum
+from tests.integrations._common import (
+    Spy,
+    check_gated_advantages,
+    host_curriculum,
+    readme_block,
+    solved,
+)
+
+G, B = 2, 2  # rollouts per prompt, prompts per batch
+_WORDS = ["input", "string", "hello", "world", "Hello", "there", "My", "name", "is", "Tunix"]
+RECORDS = [{"prompts": f"{a} {b}"} for a in _WORDS[:4] for b in _WORDS[4:7]]  # 12 prompts
+N = len(RECORDS)
+
+
+def _reward(trained):
+    """Rewards by task only (:func:`solved`); records what tunix generated for."""
+
+    def reward(prompts, completions, task_id, **kwargs):
+        ids = np.asarray(task_id)[::G]
+        trained.append((ids.tolist(), [str(p) for p in np.asarray(prompts)[::G]]))
+        return solved(ids, G).reshape(-1).tolist()
+
+    return reward
+
+
+def _cluster(root, max_steps):
+    return tunix_curriculum.toy_cluster(
+        root,
+        max_steps,
+        optimizer=optax.sgd(1e-3),
+        checkpointing=ocp.CheckpointManagerOptions(save_interval_steps=3, max_to_keep=4),
+    )
+
+
+def _spy_advantages(learner, batches):
+    """Records each generated batch's task ids, the advantages tunix will train on, and the
+    curriculum's admission."""
+    generate = learner._generate_and_compute_advantage
+
+    def spy(training_input, mode=rl_cluster_lib.Mode.TRAIN):
+        example = generate(training_input, mode)
+        ids = np.asarray(training_input["task_id"])[::G].tolist()
+        adv = np.asarray(example.advantages).reshape(-1, G)
+        batches.append((ids, adv, learner.curriculum_observer.last_admitted))
+        return example
+
+    learner._generate_and_compute_advantage = spy
+
+
+def _learner(root, max_steps, seed=0):
+    cur = host_curriculum(N, seed)
+    spy = Spy(cur)
+    trained, batches = [], []
+    learner = CurriculumGRPOLearner(
+        rl_cluster=_cluster(root, max_steps),
+        algo_config=GRPOConfig(num_generations=G, num_iterations=1),
+        reward_fns=_reward(trained),
+        prompts=CurriculumDataset(cur, RECORDS, batch_size=B),
+    )
+    _spy_advantages(learner, batches)
+    return learner, cur, spy, trained, batches
+
+
+@pytest.mark.slow
+def test_grpo_learner_trains_on_the_curriculums_choices_and_resumes(tmp_path):
+    root = tmp_path / "ckpt"
+    learner, cur, spy, trained, batches = _learner(root, max_steps=6)
+    learner.train()
+    assert learner.rl_cluster.actor_trainer.train_steps == 6
+
+    # tunix generated for exactly the draws, in order, with the records' prompts.
+    assert [ids for ids, _ in trained] == spy.drawn[:6]
+    for ids, prompts in trained:
+        assert prompts == [RECORDS[i]["prompts"] for i in ids]
+    # Every finished group was observed once, in order.
+    assert spy.observed == [i for ids in spy.drawn[:6] for i in ids]
+    assert cur.observe_calls == 6
+    # Rejected groups carry no advantage; admitted ones keep tunix's.
+    check_gated_advantages(batches, G, zeroed=True)
+    logged = learner.rl_cluster._rl_metrics_logger.get_metric_history(
+        "curriculum", "batch_admitted", "train"
+    )
+    assert len(logged) == 6
+
+    # The curriculum is saved with every tunix checkpoint. Resume from step 3 (drop step 6):
+    # the resumed run draws and trains what this one did.
+    saved = sorted(int(s) for s in os.listdir(root / "actor") if s.isdigit())
+    assert sorted(int(s) for s in os.listdir(root / "curriculum")) == saved
+    assert saved[-2:] == [3, 6]
+    shutil.rmtree(root / "actor" / "6")
+    shutil.rmtree(root / "curriculum" / "6")
+    resumed, cur2, spy2, trained2, _ = _learner(root, max_steps=6, seed=99)
+    assert resumed.rl_cluster.actor_trainer.train_steps == 3
+    assert cur2.observe_calls == 3 and cur2.sample_calls == 3
+    resumed.train()
+    assert [ids for ids, _ in trained2] == [ids for ids, _ in trained[3:6]]
+    assert spy2.drawn[:3] == spy.drawn[3:6]
+    assert cur2.metrics() == cur.metrics()
+
+
+def test_stale_curriculum_checkpoints_are_refused(tmp_path):
+    root = tmp_path / "ckpt"
+    (root / "curriculum" / "3").mkdir(parents=True)
+    with pytest.raises(ValueError, match="restored no model checkpoint"):
+        CurriculumGRPOLearner(
+            rl_cluster=_cluster(root, max_steps=1),
+            algo_config=GRPOConfig(num_generations=G, num_iterations=1),
+            reward_fns=_reward([]),
+            prompts=CurriculumDataset(host_curriculum(N), RECORDS, batch_size=B),
+        )
+
+
+def test_stock_learner_observes_through_the_metric_function():
+    cur = host_curriculum(N)
+    spy = Spy(cur)
+    trained = []
+    it = iter(CurriculumDataset(cur, RECORDS, batch_size=B))
+    learner = GRPOLearner(
+        rl_cluster=_cluster(None, max_steps=2),
+        algo_config=GRPOConfig(num_generations=G, num_iterations=1),
+        reward_fns=_reward(trained),
+        metric_fns=[CurriculumObserver(it, num_generations=G)],
+    )
+    learner.train(it)
+    assert [ids for ids, _ in trained] == spy.drawn[:2]
+    assert spy.observed == [i for ids in spy.drawn[:2] for i in ids]
+
+
+def test_the_readme_example_runs():
+    def my_reward(prompts, completions, **kwargs):
+        return [float(len(str(c)) % 2) for c in completions]
+
+    scope = {"records": RECORDS, "rl_cluster": _cluster(None, max_steps=1), "my_reward": my_reward}
+    exec(compile(readme_block(0), "README.md", "exec"), scope)
+    assert scope["learner"].rl_cluster.actor_trainer.train_steps == 1
+    assert scope["curriculum"].observe_calls == 1
+
+
+def test_the_example_script_runs_and_resumes(tmp_path):
+    run = tmp_path / "run"
+    tunix_curriculum.main(["--run-dir", str(run), "--steps", "1"])
+    with pytest.raises(SystemExit, match="--resume"):
+        tunix_curriculum.main(["--run-dir", str(run), "--steps", "2"])
+    tunix_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume"])
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[-1]["curriculum/groups"] == 2 * tunix_curriculum.BATCH
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["resumed_from"] == 1 and summary["draws"] == 2
