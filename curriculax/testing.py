@@ -8,7 +8,8 @@ synthetic results and assert the properties the engine relies on:
   carry), and a scan over steps runs;
 - a jitted step is traced once, not again on the second call;
 - ``vmap`` over 4 seeds matches 4 separate runs;
-- an Orbax save/restore round-trip returns the same state, NamedTuples included.
+- an Orbax save/restore round-trip returns the same state, NamedTuples included;
+- no two leaves of the initial state are one array (the engine donates the state).
 
 Each raises ``AssertionError`` with a message that says which property failed.
 
@@ -137,6 +138,13 @@ def _check_component(
 
     # eager == jit
     eager = run(init, step, metrics, init_key, run_key)
+    # the engine donates the state: two leaves sharing one buffer make the call fail
+    leaves = jax.tree.leaves(eager[1][0])
+    if len({id(x) for x in leaves}) != len(leaves):
+        raise AssertionError(
+            f"{what}: init returned a state in which two leaves are the same array; a donated "
+            "state must hold each buffer once (create each field's array separately)"
+        )
     for out in eager[0]:
         check_output(out)
     traces = {"n": 0}

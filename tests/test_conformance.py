@@ -76,6 +76,18 @@ def test_check_sampler_catches_a_state_that_changes_dtype(tmp_path):
         check_sampler(broken, num_tasks=8, checkpoint_dir=str(tmp_path))
 
 
+def test_check_sampler_catches_a_state_holding_one_array_twice(tmp_path):
+    base = cx.samplers.sequential(8)
+
+    def init(key):
+        zero = jnp.zeros((), jnp.int32)
+        return base.init(key)._replace(epoch=zero, cursor=zero)
+
+    broken = cx.TaskSampler(init, base.sample, base.observe, base.metrics)
+    with pytest.raises(AssertionError, match="two leaves are the same array"):
+        check_sampler(broken, num_tasks=8, checkpoint_dir=str(tmp_path))
+
+
 def test_check_gate_catches_a_vote_of_the_wrong_shape(tmp_path):
     base = cx.gates.advantage_range()
 

@@ -164,11 +164,11 @@ def category_bandit(
 
     def init(key: jax.Array) -> CategoryBanditState:
         del key
-        zeros = jnp.zeros((num_cats,), jnp.float32)
+        # Separate buffers: a donated state must not hold one buffer twice.
         return CategoryBanditState(
-            q=zeros,
-            fast=zeros,
-            slow=zeros,
+            q=jnp.zeros((num_cats,), jnp.float32),
+            fast=jnp.zeros((num_cats,), jnp.float32),
+            slow=jnp.zeros((num_cats,), jnp.float32),
             observed=jnp.zeros((num_cats,), bool),
             draws=jnp.zeros((num_cats,), jnp.int32),
         )

@@ -17,7 +17,7 @@ from curriculax._types import GroupResults, TaskSampler
 DRAWS = ("thompson", "mean")
 
 # Salts of the per-task hashed numbers drawn in one call (independent streams).
-_SALT_BETA, _SALT_TIE = 0, 2
+_SALT_BETA, _SALT_TIE, _SALT_NEW = 0, 2, 3
 
 
 class LearnabilityState(NamedTuple):
@@ -34,7 +34,6 @@ class LearnabilityState(NamedTuple):
       updated: ``i32[N]`` clock reading when the evidence was last written.
       seen: ``bool[N]`` the task was dispatched or a result for it was observed.
       clock: ``i32[]`` groups observed so far (the forgetting clock).
-      warmup: ``i32[]`` tasks dispatched by the unseen-first pass (``N`` once complete).
     """
 
     successes: jax.Array
@@ -42,7 +41,6 @@ class LearnabilityState(NamedTuple):
     updated: jax.Array
     seen: jax.Array
     clock: jax.Array
-    warmup: jax.Array
 
     # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
     PER_TASK = ("successes", "failures", "updated", "seen")
@@ -91,7 +89,6 @@ def learnability(
     success_threshold: float | None = None,
     uniform_share: float = 0.05,
     unseen_first: bool = True,
-    seed: int = 0,
     axis_name: str | None = None,
 ) -> TaskSampler:
     """Draws the tasks whose pass rate is closest to ``target``, by a posterior that forgets.
@@ -108,19 +105,21 @@ def learnability(
 
     A ``sample(num)`` call:
 
-    1. with ``unseen_first``, hands out tasks never dispatched before, in a ``seed``-shuffled
-       order (a warm-up pass over the pool, like :func:`difficulty_pools`);
-    2. draws a share ``uniform_share`` of the remaining positions uniformly over the pool (the
-       floor that bounds the worst case against uniform sampling; randomized rounding, so the
-       share holds in expectation for any ``num``, even 1);
-    3. fills the rest with the tasks of highest score ``1 - |p - target| / max(target,
-       1 - target)``, where ``p`` is a Thompson draw from the task's posterior (``draw =
-       "thompson"``) or its posterior mean (``"mean"``). With ``target = 0.5`` this ranks
-       exactly as the learnability ``p (1 - p)`` (LILO, SFL) and as MoPPS's "closest to 0.5".
+    1. with ``unseen_first``, hands out tasks never seen before (dispatched or observed), at
+       random among them: a warm-up that dispatches every task once before any twice. It
+       depends on the per-task ``seen`` field alone, so a state restored onto a reordered
+       pool loses no task;
+    2. fills the next positions with the tasks of highest score ``1 - |p - target| /
+       max(target, 1 - target)``, where ``p`` is a Thompson draw from the task's posterior
+       (``draw = "thompson"``) or its posterior mean (``"mean"``). With ``target = 0.5``
+       this ranks exactly as the learnability ``p (1 - p)`` (LILO, SFL) and as MoPPS's
+       "closest to 0.5";
+    3. draws a share ``uniform_share`` of the positions left after step 1 uniformly over the
+       pool, placed last (the floor that bounds the worst case against uniform sampling;
+       randomized rounding, so the share holds in expectation for any ``num``, even 1).
 
-    Tasks are distinct within a call when the pool allows it (warm-up and floor picks are
-    excluded from step 3; the call that ends the warm-up may repeat a task between its
-    warm-up and floor parts). With fewer eligible tasks than positions the best ones cycle.
+    Tasks are distinct within a call (the floor's picks are kept out of steps 1-2); only a
+    pool smaller than the call repeats tasks, the best ones cycling.
 
     Defaults, and why. Thompson draws (MoPPS) explore in proportion to uncertainty, where
     the posterior mean (``draw = "mean"``) retries a stale task only once its mean has
@@ -140,7 +139,7 @@ def learnability(
     whatever the posterior says.
 
     The Thompson draw uses hashed per-task normals and the Wilson-Hilferty approximation of
-    the Gamma draws behind a Beta draw (quantiles within ~0.005 of the exact Beta's for
+    the Gamma draws behind a Beta draw (quantiles within ~0.007 of the exact Beta's for
     pseudo-counts >= 1), so it is the same whether or not the pool is split over devices.
 
     Cost per ``sample``: one O(N) elementwise pass (decay, draw, score) and one
@@ -161,9 +160,9 @@ def learnability(
         successes (a reward of 0.3 adds 0.3 success and 0.7 failure; exact for 0/1
         rewards). A number: a rollout succeeds iff its reward ``>= success_threshold``
         (use this for rewards outside [0, 1]).
-      uniform_share: share of each call's post-warm-up positions drawn uniformly, in [0, 1].
+      uniform_share: share of each call's positions not taken by unseen tasks that is drawn
+        uniformly, in [0, 1].
       unseen_first: dispatch every task once before drawing any by score.
-      seed: seed of the warm-up order.
       axis_name: the mesh axis along which the per-task state is split under ``shard_map``
         (as for :func:`difficulty_pools`; the engine does this for
         ``Env(..., shard_tasks=True)``). Draws are identical to the unsplit sampler's; a
@@ -173,7 +172,7 @@ def learnability(
       A :class:`~curriculax.TaskSampler`. Metrics: ``pool/unseen`` (never dispatched),
       ``pool/unsolved`` / ``pool/learnable`` / ``pool/solved`` (seen tasks whose posterior
       mean is ``< 0.2``, in between, ``> 0.8``, with forgetting applied), ``mean_pass_rate``
-      (posterior mean over seen tasks), ``warmup_remaining``, ``clock`` (groups observed).
+      (posterior mean over seen tasks), ``clock`` (groups observed).
 
     Raises:
       ValueError or TypeError: naming the bad argument and value.
@@ -197,9 +196,6 @@ def learnability(
     uniform_share = _share(uniform_share, "uniform_share")
     if not isinstance(unseen_first, bool):
         raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
-    seed_word = _permute.seed_bits(seed)
     width = max(target, 1.0 - target)
 
     def posterior(state: LearnabilityState) -> tuple[jax.Array, jax.Array]:
@@ -219,7 +215,6 @@ def learnability(
             updated=jnp.zeros((n,), jnp.int32),
             seen=jnp.zeros((n,), bool),
             clock=_counters.zero(),
-            warmup=_counters.zero(),
         )
 
     def sample(state: LearnabilityState, key: jax.Array, num: int):
@@ -235,18 +230,18 @@ def learnability(
         score_word, floor_word = words[0], words[1]
         share_u = (words[2] >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
 
-        # 1. Warm-up: the next never-dispatched tasks in a fixed shuffled order.
+        # The uniform floor: a share of the positions left after the unseen tasks.
         if unseen_first:
-            num_warm = jnp.clip(n - state.warmup, 0, num).astype(jnp.int32)
+            unseen = _shard.psum(jnp.sum(~state.seen, dtype=jnp.int32), axis)
+            num_warm = jnp.minimum(unseen, num)
         else:
             num_warm = jnp.zeros((), jnp.int32)
-        warm_ids = _permute.permute(state.warmup + pos, n, _permute.round_keys(seed_word))
-
-        # 2. The uniform floor.
         num_floor = _random.stochastic_round(uniform_share * (num - num_warm), share_u)
+        num_best = num - num_floor
         floor_ids = _permute.permute(pos % n, n, _permute.round_keys(floor_word))
 
-        # 3. The best scores among the tasks not already in this call.
+        # The rest by key: unseen tasks first (keys in [2, 3), at random among them), then
+        # the scores (keys in [1, 2)); the floor's picks are left out (key 0).
         a, b = posterior(state)
         if draw == "thompson":
             p = _random.beta(score_word, local_ids, a, b, _SALT_BETA)
@@ -254,24 +249,19 @@ def learnability(
             p = a / (a + b)
         score = 1.0 - jnp.abs(p - target) / width
         keys = _topk.ranking_key(score, score_word, local_ids, _SALT_TIE)
-        taken = jnp.concatenate(
-            [jnp.where(pos < num_warm, warm_ids, -1), jnp.where(pos < num_floor, floor_ids, -1)]
-        )
+        if unseen_first:
+            keys = jnp.where(state.seen, keys, 2.0 + _random.unit(score_word, local_ids, _SALT_NEW))
+        taken = jnp.where(pos >= num_best, floor_ids[jnp.maximum(pos - num_best, 0)], -1)
         keys = keys.at[_shard.to_local(taken, start, n_local)].set(0.0, mode="drop")
         best_keys, best_ids = _topk.top_k(keys, num, start, axis)
         eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
 
-        offset = pos - num_warm - num_floor
-        best = best_ids[jnp.maximum(offset, 0) % jnp.maximum(eligible, 1)]
-        best = jnp.where(eligible > 0, best, floor_ids[jnp.maximum(pos - num_warm, 0)])
-        ids = jnp.where(
-            pos < num_warm,
-            warm_ids,
-            jnp.where(offset < 0, floor_ids[jnp.maximum(pos - num_warm, 0)], best),
-        ).astype(jnp.int32)
+        # Positions: the best (cycling when too few are eligible), then the floor's picks.
+        best = jnp.where(eligible > 0, best_ids[pos % jnp.maximum(eligible, 1)], floor_ids[pos])
+        ids = jnp.where(pos < num_best, best, floor_ids[jnp.maximum(pos - num_best, 0)])
+        ids = ids.astype(jnp.int32)
         new = state._replace(
             seen=state.seen.at[_shard.to_local(ids, start, n_local)].set(True, mode="drop"),
-            warmup=(state.warmup + num_warm).astype(jnp.int32),
         )
         return ids, new
 
@@ -329,7 +319,6 @@ def learnability(
             "pool/learnable": count((mean >= 0.2) & (mean <= 0.8)),
             "pool/solved": count(mean > 0.8),
             "mean_pass_rate": total / jnp.maximum(num_seen, 1).astype(jnp.float32),
-            "warmup_remaining": (n - state.warmup).astype(jnp.float32),
             "clock": state.clock.astype(jnp.float32),
         }
 

@@ -31,7 +31,6 @@ def _state(n, successes, failures, clock=0):
         updated=jnp.full((n,), clock, jnp.int32),
         seen=jnp.ones((n,), bool),
         clock=jnp.int32(clock),
-        warmup=jnp.int32(n),
     )
 
 
@@ -60,13 +59,21 @@ def test_unseen_tasks_come_first_and_calls_are_distinct():
         stream += ids.tolist()
     assert sorted(stream[:n]) == list(range(n))
     m = {k: float(v) for k, v in s.metrics(state).items()}
-    assert m["warmup_remaining"] == 0 and m["pool/unseen"] == 0
+    assert m["pool/unseen"] == 0
 
 
-def test_without_unseen_first_the_first_call_is_scored_not_a_warm_up():
-    s = cx.samplers.learnability(20, unseen_first=False)
-    _, state = jax.jit(s.sample, static_argnums=2)(s.init(jax.random.key(0)), jax.random.key(1), 8)
-    assert int(state.warmup) == 0
+def test_unseen_tasks_outrank_known_good_ones_only_with_unseen_first():
+    # Tasks 0-7 are known to pass half the time; tasks 8-19 were never seen.
+    n = 20
+    known = np.arange(n) < 8
+    state = _state(n, np.where(known, 500.0, 0.0), np.where(known, 500.0, 0.0))
+    state = state._replace(seen=jnp.asarray(known))
+    first = cx.samplers.learnability(n, uniform_share=0.0)
+    ids = _first_draws(first, state, 200, num=8)
+    assert np.all(ids >= 8)
+    scored = cx.samplers.learnability(n, uniform_share=0.0, unseen_first=False)
+    ids = _first_draws(scored, state, 200, num=8)
+    assert np.mean(ids < 8) > 0.75  # a prior draw rarely beats a task known to sit at 0.5
 
 
 # ------------------------------------------------------------------------------- forgetting
@@ -209,7 +216,6 @@ def test_it_is_registered_and_its_defaults_build_from_a_config():
         "sampler/pool/learnable",
         "sampler/pool/solved",
         "sampler/mean_pass_rate",
-        "sampler/warmup_remaining",
         "sampler/clock",
     }
     toml = cx.sampler_from_config(
