@@ -1,9 +1,9 @@
 """The simulated pool: the learnability sampler's defaults against difficulty pools.
 
 Several seeds run as one compiled program per sampler. The margins leave room: with exactly
-this set-up (2026-12-01, 4 seeds) learnability put 0.36-0.38 of its draws on informative
-tasks against 0.20-0.22 for difficulty pools, 0.21-0.23 of its late draws on emerging tasks
-against 0.11-0.15, and found half of the emerging tasks in a median of 51 steps against 72.
+this set-up (2026-12-01, 4 seeds) learnability put 0.38-0.39 of its draws on informative
+tasks against 0.20-0.22 for difficulty pools, 0.20-0.24 of its late draws on emerging tasks
+against 0.11-0.15, and found half of the emerging tasks in a median of 54 steps against 72.
 """
 
 import jax
