@@ -21,10 +21,9 @@ SAMPLERS = {
         5,
         8,
     ),
-    "category_bandit": (lambda: cx.samplers.category_bandit(32, np.arange(32) % 3), 32, 8),
-    "category_bandit_progress_small_pool": (
-        lambda: cx.samplers.category_bandit(5, [0, 0, 2, 2, 2], reward="progress"),
-        5,
+    "category_bandit_progress": (
+        lambda: cx.samplers.category_bandit(32, np.arange(32) % 3, reward="progress"),
+        32,
         8,
     ),
     "floor_learnability": (
@@ -34,19 +33,9 @@ SAMPLERS = {
         32,
         8,
     ),
-    "floor_small_pool": (
-        lambda: cx.samplers.floor(5, cx.samplers.sequential(5), staleness_share=0.5),
-        5,
-        8,
-    ),
     "skip_zero_variance": (
         lambda: cx.samplers.skip_zero_variance(32, cx.samplers.uniform(32), initial_p=0.0),
         32,
-        8,
-    ),
-    "skip_zero_variance_small_pool": (
-        lambda: cx.samplers.skip_zero_variance(5, cx.samplers.sequential(5)),
-        5,
         8,
     ),
     "uniform": (lambda: cx.samplers.uniform(32), 32, 8),
