@@ -56,7 +56,7 @@ class HostDifficultyPools:
         }
         self.warmup_order = list(range(num_tasks))
         self.rng.shuffle(self.warmup_order)
-        self.warmup = 0
+        self.unseen = num_tasks  # warm-up lasts while a task is unseen
         self.fallback = 0
 
     def label(self, task: dict) -> int:
@@ -88,11 +88,10 @@ class HostDifficultyPools:
         the result is then shorter than ``num``.
         """
         ids = []
-        while self.warmup < self.num_tasks and len(ids) < num:
-            ids.append(self.warmup_order[self.warmup])
-            self.warmup += 1
+        if self.unseen:  # warm-up: unseen tasks only, in a shuffled order
+            ids = [t for t in self.warmup_order if not self.tasks[t]["seen"]][:num]
         for tid in ids:
-            self.tasks[tid]["seen"] = True
+            self.mark_seen(tid)
         exclude = set(ids)
         draws = 0
         while len(ids) < num and (max_draws is None or draws < max_draws):
@@ -111,15 +110,21 @@ class HostDifficultyPools:
         else:
             ids = [ids[p % distinct] for p in range(num)]
         for tid in ids:
-            self.tasks[tid]["seen"] = True
+            self.mark_seen(tid)
         return ids
+
+    def mark_seen(self, task_id: int) -> None:
+        """Marks a task seen, keeping count of the unseen ones (warm-up lasts while any are)."""
+        if not self.tasks[task_id]["seen"]:
+            self.tasks[task_id]["seen"] = True
+            self.unseen -= 1
 
     def observe(self, task_id: int, rewards: list[float], valid: list[bool]) -> None:
         """Takes one group: its score is the mean over its valid rollouts."""
         if not 0 <= task_id < self.num_tasks:
             return
+        self.mark_seen(task_id)
         task = self.tasks[task_id]
-        task["seen"] = True
         good = [r for r, v in zip(rewards, valid) if v]
         if good:
             task["score"] = sum(good) / len(good)

@@ -195,7 +195,7 @@ def host_from_state(state, num_tasks: int, seed: int) -> _host_baseline.HostCurr
         tid: {"score": scores[tid], "scored": scored[tid], "seen": seen[tid]}
         for tid in range(num_tasks)
     }
-    host.sampler.warmup = int(s.warmup)
+    host.sampler.unseen = seen.count(False)
     return host
 
 

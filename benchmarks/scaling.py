@@ -102,7 +102,6 @@ def main() -> None:
                 scores=rates.astype(jnp.float32),
                 scored=jnp.ones((n,), bool),
                 seen=jnp.ones((n,), bool),
-                warmup=jnp.int32(n),
             )
         )
 

@@ -6,8 +6,10 @@ from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from curriculax import _counters
+from curriculax._checks import check_num_tasks
 from curriculax._types import (
     Admission,
     AdmissionGate,
@@ -40,6 +42,52 @@ def check_results(results: GroupResults) -> None:
         )
     if not jnp.issubdtype(jnp.asarray(ids).dtype, jnp.integer):
         raise TypeError(f"task_ids must be integers, got {jnp.asarray(ids).dtype}")
+
+
+def check_task_ids(task_ids, num_tasks: int | None) -> None:
+    """Raises ``ValueError`` when concrete ``task_ids`` lie outside ``[0, num_tasks)``.
+
+    Does nothing when ``num_tasks`` is None or the ids are traced (inside ``jit``/``vmap``,
+    where :func:`mask_out_of_range` makes such rows invalid instead).
+    """
+    if num_tasks is None or isinstance(task_ids, jax.core.Tracer):
+        return  # no declared range, or traced: mask_out_of_range handles them in the program
+    if not getattr(task_ids, "is_fully_addressable", True):
+        return  # spread over processes: the masking counts them
+    ids = np.asarray(task_ids)
+    rows = np.flatnonzero((ids < 0) | (ids >= num_tasks))
+    if rows.size:
+        shown = ", ".join(f"{int(ids[r])} (row {int(r)})" for r in rows[:5])
+        more = f" and {rows.size - 5} more" if rows.size > 5 else ""
+        raise ValueError(
+            f"task_ids outside the sampler's range [0, {num_tasks}): {shown}{more}. "
+            f"Each group's task id must be the index of its task in the sampler's pool of "
+            f"{num_tasks} tasks (the ids sample() handed out)."
+        )
+
+
+def mask_out_of_range(
+    results: GroupResults, num_tasks: int | None
+) -> tuple[GroupResults, jax.Array]:
+    """Makes every rollout of a group whose task id lies outside ``[0, num_tasks)`` invalid.
+
+    Such a row reaches no component as a result for a real task: its id is replaced by
+    ``num_tasks`` (past the end, so a scatter with ``mode="drop"`` or JAX's default drops it,
+    where ``-1`` would wrap onto the last task) and it has no valid rollout, so it is never
+    admitted. Returns the results and ``i32[]`` the number of such groups (0 when
+    ``num_tasks`` is None).
+    """
+    ids = jnp.asarray(results.task_ids, jnp.int32)
+    if num_tasks is None:
+        return results._replace(task_ids=ids), jnp.zeros((), jnp.int32)
+    inside = (ids >= 0) & (ids < num_tasks)
+    return (
+        results._replace(
+            task_ids=jnp.where(inside, ids, num_tasks),
+            valid=jnp.asarray(results.valid, bool) & inside[:, None],
+        ),
+        jnp.sum(~inside, dtype=jnp.int32),
+    )
 
 
 def sanitize(results: GroupResults) -> tuple[GroupResults, jax.Array]:
@@ -101,6 +149,11 @@ def curriculum(
     A rollout with a non-finite reward, or a non-finite advantage at a trainable position, is
     made invalid first (counted in ``nonfinite``), so such values never reach any state.
 
+    Task ids must lie in ``[0, sampler.num_tasks)`` when the sampler declares its range.
+    Called eagerly with concrete ids, ``observe`` raises ``ValueError`` naming the ids outside
+    it; traced (inside ``jit``), every rollout of such a group is made invalid before any
+    component sees it (so it is never admitted) and the group is counted in ``out_of_range``.
+
     Args:
       sampler: the :class:`~curriculax.TaskSampler` that chooses tasks.
       gates: ``{name: AdmissionGate}``; names become metric namespaces ``gate/<name>/``.
@@ -109,7 +162,10 @@ def curriculum(
       A :class:`~curriculax.Curriculum`. ``observe(state, results)`` returns
       ``(Admission, state)``; ``metrics`` returns ``sampler/<k>``, ``gate/<name>/<k>``,
       ``admission_rate`` (last batch), ``failed_groups`` (cumulative), ``nonfinite``
-      (cumulative), ``groups`` and ``admitted`` (cumulative).
+      (cumulative), ``out_of_range`` (cumulative), ``groups`` and ``admitted`` (cumulative).
+
+    Raises:
+      ValueError: from ``observe``, for concrete task ids outside the sampler's range.
 
     Example:
       >>> import curriculax as cx
@@ -125,6 +181,9 @@ def curriculum(
             f"sampler must be a TaskSampler(init, sample, observe, metrics), "
             f"got {type(sampler).__name__}"
         )
+    num_tasks = sampler.num_tasks
+    if num_tasks is not None:
+        num_tasks = check_num_tasks(num_tasks, "TaskSampler.num_tasks")
     gates = _check_gates(gates)
     names = tuple(gates)
 
@@ -135,6 +194,7 @@ def curriculum(
             gates={name: gates[name].init(keys[i + 1]) for i, name in enumerate(names)},
             failed_groups=_counters.zero(),
             nonfinite=_counters.zero(),
+            out_of_range=_counters.zero(),
             groups=_counters.zero(),
             admitted=_counters.zero(),
             admission_rate=jnp.ones((), jnp.float32),
@@ -146,7 +206,9 @@ def curriculum(
 
     def observe(state: CurriculumState, results: GroupResults):
         check_results(results)
-        clean, nonfinite = sanitize(results)
+        check_task_ids(results.task_ids, num_tasks)
+        inside, out_of_range = mask_out_of_range(results, num_tasks)
+        clean, nonfinite = sanitize(inside)
         sampler_state = sampler.observe(state.sampler, clean)
         votes, gate_states = {}, {}
         for name in names:
@@ -169,6 +231,7 @@ def curriculum(
             gates=gate_states,
             failed_groups=_counters.add(state.failed_groups, jnp.sum(~has_valid, dtype=jnp.int32)),
             nonfinite=_counters.add(state.nonfinite, nonfinite),
+            out_of_range=_counters.add(state.out_of_range, out_of_range),
             groups=_counters.add(state.groups, num_groups),
             admitted=_counters.add(state.admitted, num_admitted),
             admission_rate=rate if num_groups else state.admission_rate,
@@ -181,7 +244,7 @@ def curriculum(
             for k, v in gates[name].metrics(state.gates[name]).items():
                 out[f"gate/{name}/{k}"] = v
         out["admission_rate"] = state.admission_rate
-        for field in ("failed_groups", "nonfinite", "groups", "admitted"):
+        for field in ("failed_groups", "nonfinite", "out_of_range", "groups", "admitted"):
             out[field] = getattr(state, field).astype(jnp.float32)
         return out
 

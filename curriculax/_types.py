@@ -117,12 +117,17 @@ class TaskSampler(NamedTuple):
       sample: ``(state, key, num) -> (i32[num], state)``; ``num`` is a static int.
       observe: ``(state, GroupResults) -> state``; sees every result, rejected ones too.
       metrics: ``(state) -> dict[str, f32[]]``.
+      num_tasks: task ids the sampler draws and accepts lie in ``[0, num_tasks)``; ``None``
+        (the default) when unknown or unbounded, and nothing is checked. A composed
+        :func:`curriculax.curriculum` uses it to refuse results for other ids. Optional, so
+        ``TaskSampler(init, sample, observe, metrics)`` still builds one.
     """
 
     init: InitFn
     sample: SampleFn
     observe: ObserveFn
     metrics: MetricsFn
+    num_tasks: int | None = None
 
 
 class AdmissionGate(NamedTuple):
@@ -145,8 +150,11 @@ class CurriculumState(NamedTuple):
     Attributes:
       sampler: the sampler's state.
       gates: ``{name: gate state}``.
-      failed_groups: ``i32[]`` groups with no valid rollout so far (cumulative).
+      failed_groups: ``i32[]`` groups with no valid rollout so far (cumulative), counting those
+        made invalid by a non-finite value or an out-of-range task id.
       nonfinite: ``i32[]`` rollouts made invalid by a non-finite reward or advantage.
+      out_of_range: ``i32[]`` groups whose task id lay outside ``[0, sampler.num_tasks)``
+        (made invalid, never admitted; cumulative).
       groups: ``i32[]`` groups observed so far.
       admitted: ``i32[]`` groups admitted so far.
       admission_rate: ``f32[]`` share of the last observed batch that was admitted.
@@ -156,6 +164,7 @@ class CurriculumState(NamedTuple):
     gates: dict[str, State]
     failed_groups: Array
     nonfinite: Array
+    out_of_range: Array
     groups: Array
     admitted: Array
     admission_rate: Array
@@ -169,7 +178,8 @@ class Curriculum(NamedTuple):
       sample: ``(state, key, num) -> (i32[num], state)``.
       observe: ``(state, GroupResults) -> (Admission, state)``.
       metrics: ``(state) -> dict[str, f32[]]`` with keys ``sampler/<k>``,
-        ``gate/<name>/<k>``, ``admission_rate``, ``failed_groups``, ``nonfinite``.
+        ``gate/<name>/<k>``, ``admission_rate``, ``failed_groups``, ``nonfinite``,
+        ``out_of_range``, ``groups``, ``admitted``.
       sampler: the task sampler (kept for introspection and checkpoint layout).
       gates: ``{name: AdmissionGate}``.
     """

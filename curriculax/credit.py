@@ -19,9 +19,12 @@ def grpo_advantages(
     """Group-relative advantages: each reward minus its group's mean, optionally over its std.
 
     Mean and (population, ``ddof=0``) standard deviation are taken over the group's valid
-    rollouts only. Invalid rollouts get 0, as does every rollout of a group whose valid rewards
-    are all equal (nothing to prefer) or that has no valid rollout. Non-finite rewards of
-    invalid rollouts are ignored.
+    rollouts with a finite reward. Invalid rollouts and rollouts with a non-finite reward get
+    0 (one NaN does not poison its group). Every rollout of a group whose valid rewards are
+    all equal gets exactly 0 (nothing to prefer): this is decided by comparing the group's
+    largest and smallest valid reward, not by subtracting the mean, whose rounding would leave
+    a residue that dividing by ``std + eps`` amplifies (0.7 repeated 8 times has a float32
+    mean one step away from 0.7). A group with no valid rollout gets 0 too.
 
     Args:
       rewards: ``f32[G, K]`` one reward per rollout.
@@ -36,11 +39,14 @@ def grpo_advantages(
       >>> grpo_advantages(jnp.array([[1.0, 0.0, 0.0, 0.0]]), jnp.ones((1, 4), bool))
       Array([[ 1.7320468 , -0.57734895, -0.57734895, -0.57734895]], dtype=float32)
     """
-    valid = jnp.asarray(valid, bool)
-    rewards = jnp.where(valid, jnp.asarray(rewards, jnp.float32), 0.0)
+    rewards = jnp.asarray(rewards, jnp.float32)
+    valid = jnp.asarray(valid, bool) & jnp.isfinite(rewards)
+    rewards = jnp.where(valid, rewards, 0.0)
     count = jnp.maximum(jnp.sum(valid, axis=-1, keepdims=True), 1)
     mean = jnp.sum(rewards, axis=-1, keepdims=True) / count
-    centred = jnp.where(valid, rewards - mean, 0.0)
+    high = jnp.max(jnp.where(valid, rewards, -jnp.inf), axis=-1, keepdims=True)
+    low = jnp.min(jnp.where(valid, rewards, jnp.inf), axis=-1, keepdims=True)
+    centred = jnp.where(valid & (high > low), rewards - mean, 0.0)
     if scale_by_std:
         std = jnp.sqrt(jnp.sum(centred**2, axis=-1, keepdims=True) / count)
         centred = centred / (std + eps)

@@ -227,7 +227,7 @@ def check_sampler(
     """Runs a sampler through the conformance checks (see the module docstring).
 
     Each step samples ``num`` tasks and observes synthetic results for them. Ids must lie in
-    ``[0, num_tasks)``.
+    ``[0, num_tasks)``, and in ``[0, sampler.num_tasks)`` when the sampler declares it.
 
     Args:
       sampler: the :class:`~curriculax.TaskSampler` to check.
@@ -260,6 +260,12 @@ def check_sampler(
             )
         if num and (ids.min() < 0 or ids.max() >= num_tasks):
             raise AssertionError(f"sampler: ids {ids.tolist()} fall outside [0, {num_tasks})")
+        declared = sampler.num_tasks
+        if declared is not None and num and (ids.min() < 0 or ids.max() >= declared):
+            raise AssertionError(
+                f"sampler: ids {ids.tolist()} fall outside its declared range "
+                f"[0, num_tasks={declared})"
+            )
 
     _check_component(
         sampler.init, step, sampler.metrics, "sampler", steps, seed, checkpoint_dir, check_ids

@@ -94,6 +94,7 @@ def test_sequential_config_and_the_default_config():
             "admission_rate",
             "failed_groups",
             "nonfinite",
+            "out_of_range",
             "groups",
             "admitted",
         }

@@ -136,6 +136,7 @@ def test_sampler_observes_every_result_first_and_every_gate_sees_every_group():
         "admission_rate": 0.0,
         "failed_groups": 1.0,
         "nonfinite": 0.0,
+        "out_of_range": 0.0,
         "groups": 5.0,
         "admitted": 0.0,
     }
@@ -216,6 +217,7 @@ def test_metric_keys_are_exactly_namespaced():
         "admission_rate",
         "failed_groups",
         "nonfinite",
+        "out_of_range",
         "groups",
         "admitted",
     }
@@ -308,6 +310,97 @@ def test_difficulty_pools_scores_stay_finite_after_nan_inputs():
     assert m["failed_groups"] == 1.0
     assert m["sampler/pool/unscored"] == 1.0
     assert all(np.isfinite(v) for v in m.values())
+
+
+# ----------------------------------------------------------------------- out-of-range task ids
+
+R = 6  # the id range of the ranged samplers below
+
+
+def ranged_sampler(calls=None):
+    """The recording sampler declaring the id range ``[0, R)``."""
+    return recording_sampler(calls)._replace(num_tasks=R)
+
+
+def test_num_tasks_is_an_optional_fifth_field_of_task_sampler():
+    s = recording_sampler()
+    assert s.num_tasks is None and len(s) == 5
+    init, sample, observe, metrics, _ = s
+    assert cx.TaskSampler(init, sample, observe, metrics, 7).num_tasks == 7
+    # No declared range: nothing is checked, any id reaches the sampler as it is.
+    cur = cx.curriculum(s)
+    admission, state = cur.observe(cur.init(jax.random.key(0)), _results([-1, 10**6]))
+    assert admission.admitted.tolist() == [True, True]
+    assert _metrics(cur, state)["out_of_range"] == 0.0
+
+
+def test_every_builtin_sampler_declares_its_id_range():
+    from curriculax.selfplay import frontier_sampler
+
+    assert cx.samplers.uniform(7).num_tasks == 7
+    assert cx.samplers.sequential(7).num_tasks == 7
+    assert cx.samplers.sequential(None).num_tasks is None  # an unbounded stream
+    assert cx.samplers.difficulty_pools(7).num_tasks == 7
+    layout = {"level": jax.ShapeDtypeStruct((), jnp.float32)}
+    fr = frontier_sampler(cx.samplers.sequential(7), 7, layout, capacity=3)
+    assert fr.sampler.num_tasks == 7 + 3  # seed ids, then one id per frontier slot
+    with pytest.raises(ValueError, match=r"seed_sampler draws from 5 tasks but num_seed is 7"):
+        frontier_sampler(cx.samplers.sequential(5), 7, layout)
+
+
+@pytest.mark.parametrize("bad", [-1, R, 10 * R, 2**31 - 1])
+def test_eager_observe_raises_on_an_out_of_range_id(bad):
+    cur = cx.curriculum(ranged_sampler(), {"all": vote_gate(admit_all, "all")})
+    state = cur.init(jax.random.key(0))
+    with pytest.raises(
+        ValueError, match=rf"task_ids outside the sampler's range \[0, {R}\): {bad} \(row 1\)\."
+    ):
+        cur.observe(state, _results([0, bad, 2]))
+    with pytest.raises(ValueError, match=r"outside"):  # plain numpy ids too
+        cur.observe(state, _results([0, bad, 2])._replace(task_ids=np.array([0, bad, 2])))
+
+
+def test_the_eager_error_names_the_first_few_bad_ids_and_counts_the_rest():
+    cur = cx.curriculum(ranged_sampler())
+    ids = [0, -1, 6, 60, 3, -5, 7, 8, 9]
+    with pytest.raises(ValueError) as info:
+        cur.observe(cur.init(jax.random.key(0)), _results(ids))
+    message = str(info.value)
+    assert "-1 (row 1), 6 (row 2), 60 (row 3), -5 (row 5), 7 (row 6) and 2 more" in message
+    assert f"[0, {R})" in message and "pool of 6 tasks" in message
+
+
+def test_inside_jit_an_out_of_range_group_is_invalid_counted_and_never_admitted():
+    def past_end_and_invalid(r):
+        # What a gate sees of an out-of-range row: the id past the end, no valid rollout.
+        return jnp.where(r.task_ids >= R, (r.task_ids == R) & ~jnp.any(r.valid, axis=1), True)
+
+    cur = cx.curriculum(
+        ranged_sampler(),
+        {"all": vote_gate(admit_all, "all"), "sees": vote_gate(past_end_and_invalid, "sees")},
+    )
+    observe = jax.jit(cur.observe)
+    results = _results([0, -1, R, 5, 10 * R], rewards=jnp.full((5, 2), 0.5))
+    admission, state = observe(cur.init(jax.random.key(0)), results)
+    assert admission.admitted.tolist() == [True, False, False, True, False]
+    assert admission.by_gate["sees"].tolist() == [True] * 5
+    # The sampler saw every row, but only the in-range rollouts as valid.
+    assert int(state.sampler.groups) == 5
+    assert int(state.sampler.rollouts) == 4
+    assert float(state.sampler.reward_sum) == 2.0
+    assert float(state.sampler.adv_sum) == 4.0
+    m = _metrics(cur, state)
+    assert (m["out_of_range"], m["admitted"], m["groups"]) == (3.0, 2.0, 5.0)
+    assert m["failed_groups"] == 3.0  # no valid rollout left, like a failed group
+    _, state = observe(state, _results([R + 1, 1]))
+    assert _metrics(cur, state)["out_of_range"] == 4.0  # cumulative
+
+
+def test_a_bad_declared_range_raises_at_construction():
+    with pytest.raises(ValueError, match=r"TaskSampler.num_tasks must be >= 1, got 0"):
+        cx.curriculum(recording_sampler()._replace(num_tasks=0))
+    with pytest.raises(TypeError, match=r"TaskSampler.num_tasks must be an int >= 1, got '7'"):
+        cx.curriculum(recording_sampler()._replace(num_tasks="7"))
 
 
 # ----------------------------------------------------------------------- bad input

@@ -44,15 +44,14 @@ class DifficultyPoolsState(NamedTuple):
     Attributes:
       scores: ``f32[N]`` latest valid group-mean reward per task (0 where unscored).
       scored: ``bool[N]`` the task has a valid score.
-      seen: ``bool[N]`` the task was dispatched or a result for it was observed.
-      warmup: ``i32[]`` tasks dispatched by the warm-up pass so far (``N`` once complete).
+      seen: ``bool[N]`` the task was dispatched or a result for it was observed; warm-up
+        lasts while some task is unseen.
       fallback: ``i32[]`` sample calls that found nothing drawable and drew uniformly.
     """
 
     scores: jax.Array
     scored: jax.Array
     seen: jax.Array
-    warmup: jax.Array
     fallback: jax.Array
 
     # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
@@ -230,9 +229,12 @@ def difficulty_pools(
 
     A task's score is its latest valid group-mean reward (the mean over the group's valid
     rollouts; a group with none leaves the score unchanged). Until every task has been
-    dispatched once, ``sample`` hands out undispatched tasks (in a ``seed``-shuffled order);
-    a task whose group failed still counts as dispatched, so failures cannot hold the sampler
-    in warm-up. After warm-up each draw picks a band with probability proportional to its
+    seen, ``sample`` hands out unseen tasks only (a ``seed``-keyed pseudo-random choice among
+    them), so every task is dispatched once before any task twice; a task whose group failed
+    still counts as seen, so failures cannot hold the sampler in warm-up, and so does a task
+    whose result was observed without being dispatched here. Warm-up depends on ``seen``
+    alone, a per-task field: restored onto a reordered pool it follows the tasks' keys and
+    loses none. After warm-up each draw picks a band with probability proportional to its
     weight among the bands that hold a task, then a task uniformly inside it. Tasks seen but
     never validly scored form the ``unscored`` group with weight ``unscored_weight``.
 
@@ -252,7 +254,7 @@ def difficulty_pools(
         in the last band. Default: hard <= 0.25 (weight 0.2), medium <= 0.75 (1.0),
         easy <= 1.0 (0.2).
       unscored_weight: weight of the tasks seen but never validly scored.
-      seed: seed of the warm-up order.
+      seed: seed of the warm-up choice among unseen tasks.
       axis_name: for pools too large to replicate: the mesh axis along which the per-task
         state is split when ``sample``/``observe``/``metrics`` run under ``shard_map`` (the
         engine does this for an ``Env(..., shard_tasks=True)``). Each device then works on
@@ -262,7 +264,8 @@ def difficulty_pools(
 
     Returns:
       A :class:`~curriculax.TaskSampler`. Metrics: ``pool/unseen``, ``pool/unscored``,
-      ``pool/<band>`` (task counts), ``fallback``, ``warmup_remaining``, ``mean_score``.
+      ``pool/<band>`` (task counts), ``fallback``, ``warmup_remaining`` (tasks the warm-up
+      has yet to dispatch: the unseen ones), ``mean_score``.
 
     Raises:
       ValueError: negative weights, duplicate thresholds or names, or no band with a
@@ -279,6 +282,7 @@ def difficulty_pools(
     num_bands = len(bands)
     seed_word = _permute.seed_bits(seed)
     unscored_label = num_bands
+    unseen_label = num_bands + 1
     thresholds = np.array([b.max_reward for b in bands], np.float32)
     weights = np.array([b.weight for b in bands] + [unscored_weight], np.float32)
 
@@ -293,7 +297,6 @@ def difficulty_pools(
             scores=jnp.zeros((n,), jnp.float32),
             scored=jnp.zeros((n,), bool),
             seen=jnp.zeros((n,), bool),
-            warmup=_counters.zero(),
             fallback=_counters.zero(),
         )
 
@@ -311,42 +314,46 @@ def difficulty_pools(
         uniforms = _unit(bits[:-2]).reshape(num_bands + 2, num)
         pick_word, fallback_word = bits[-2], bits[-1]
 
-        # Warm-up: the next undispatched tasks in a fixed shuffled order.
-        num_warm = jnp.clip(n - state.warmup, 0, num).astype(jnp.int32)
-        in_warm = pos < num_warm
-        warm_ids = _permute.permute(state.warmup + pos, n, _permute.round_keys(seed_word))
-        warm_slot = _shard.to_local(jnp.where(in_warm, warm_ids, -1), start, n_local)
-        seen = state.seen.at[warm_slot].set(True, mode="drop")
-
-        # Banded draws among the rest (tasks dispatched by warm-up in this call excluded).
-        labels = labels_of(state.scores, state.scored, seen)
-        labels = labels.at[warm_slot].set(-1, mode="drop")
-        index = _select.build_index(labels, num_bands + 1)
+        # Labels: bands, unscored, and unseen (the warm-up's group), one index over the pool.
+        labels = labels_of(state.scores, state.scored, state.seen)
+        labels = jnp.where(state.seen, labels, unseen_label)
+        index = _select.build_index(labels, num_bands + 2)
         per_device = _shard.gather(index.counts, axis)  # [D, C]: a small collective
         counts = jnp.sum(per_device, axis=0)
-        groups, ranks, drawable = draw_groups(uniforms, weights, counts)
-        member = _permute.permute(ranks, counts[groups], _permute.round_keys(pick_word, groups))
-        # The member-th task of its band in pool order: find the device holding it, then the
-        # task inside that device's slice; every draw has exactly one owner.
-        ends = jnp.cumsum(per_device, axis=0)
-        owner = jnp.sum(ends[:, groups] <= member[None, :], axis=0, dtype=jnp.int32)
-        before = (ends - per_device)[jnp.minimum(owner, per_device.shape[0] - 1), groups]
-        mine = owner == _shard.index(axis)
-        local = _select.select(index, groups, jnp.where(mine, member - before, 0))
-        band_ids = _shard.psum(jnp.where(mine, start + local, 0), axis)
+
+        # Warm-up: distinct unseen tasks, the ranks among the unseen (in pool order) chosen by
+        # a keyed permutation of [0, unseen). Keyed by the seed and the unseen count only, so
+        # it is a function of `seen`: no counter that a reordered pool would leave behind.
+        unseen = counts[unseen_label]
+        num_warm = jnp.minimum(unseen, num).astype(jnp.int32)
+        warm_rank = _permute.permute(pos, unseen, _permute.round_keys(seed_word, unseen))
+
+        # Banded draws among the seen tasks. They are used only when warm-up ends inside this
+        # call, and then it takes every unseen task: the two never overlap.
+        groups, ranks, drawable = draw_groups(uniforms, weights, counts[:unseen_label])
+        band_rank = _permute.permute(ranks, counts[groups], _permute.round_keys(pick_word, groups))
 
         # Position p of the call: warm-up first, then banded draws, cycling when too few.
         distinct = num_warm + drawable
         source = jnp.where(distinct < num, pos % jnp.maximum(distinct, 1), pos)
-        ids = jnp.where(
-            source < num_warm, warm_ids[source], band_ids[jnp.maximum(source - num_warm, 0)]
-        )
+        banded = jnp.maximum(source - num_warm, 0)
+        warm = source < num_warm
+        group = jnp.where(warm, unseen_label, groups[banded])
+        member = jnp.where(warm, warm_rank[jnp.minimum(source, num - 1)], band_rank[banded])
+        # The member-th task of its group in pool order: find the device holding it, then the
+        # task inside that device's slice; every draw has exactly one owner.
+        ends = jnp.cumsum(per_device, axis=0)
+        owner = jnp.sum(ends[:, group] <= member[None, :], axis=0, dtype=jnp.int32)
+        before = (ends - per_device)[jnp.minimum(owner, per_device.shape[0] - 1), group]
+        mine = owner == _shard.index(axis)
+        local = _select.select(index, group, jnp.where(mine, member - before, 0))
+        ids = _shard.psum(jnp.where(mine, start + local, 0), axis)
+
         nothing = distinct == 0
         uniform = _permute.permute(pos % n, n, _permute.round_keys(fallback_word))
         ids = jnp.where(nothing, uniform, ids).astype(jnp.int32)
         new = state._replace(
-            seen=seen.at[_shard.to_local(ids, start, n_local)].set(True, mode="drop"),
-            warmup=(state.warmup + num_warm).astype(jnp.int32),
+            seen=state.seen.at[_shard.to_local(ids, start, n_local)].set(True, mode="drop"),
             fallback=_counters.add(state.fallback, nothing.astype(jnp.int32)),
         )
         return ids, new
@@ -386,8 +393,8 @@ def difficulty_pools(
         for i, b in enumerate(bands):
             out[f"pool/{b.name}"] = counts[i].astype(jnp.float32)
         out["fallback"] = state.fallback.astype(jnp.float32)
-        out["warmup_remaining"] = (n - state.warmup).astype(jnp.float32)
+        out["warmup_remaining"] = (n - seen).astype(jnp.float32)
         out["mean_score"] = score_sum / jnp.maximum(scored, 1).astype(jnp.float32)
         return out
 
-    return TaskSampler(init, sample, observe, metrics)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)

@@ -89,4 +89,4 @@ def sequential(num_tasks: int | None, *, shuffle: bool = True, seed: int = 0) ->
             "cursor": state.cursor.astype(jnp.float32),
         }
 
-    return TaskSampler(init, sample, observe, metrics)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)

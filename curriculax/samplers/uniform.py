@@ -47,4 +47,4 @@ def uniform(num_tasks: int) -> TaskSampler:
         del state
         return {}
 
-    return TaskSampler(init, sample, observe, metrics)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)

@@ -142,7 +142,8 @@ def frontier_sampler(
       z: standard errors the latest pass rate must exceed the first by to count as learned.
 
     Returns:
-      A :class:`Frontier`. Sampler metrics: ``occupancy``, ``learned``, ``stuck``,
+      A :class:`Frontier`; its sampler's ``num_tasks`` is ``num_seed + capacity`` (seed ids,
+      then frontier ids). Sampler metrics: ``occupancy``, ``learned``, ``stuck``,
       ``dropped_easy``, ``invalid``, ``overflow``, ``r0`` and the seed sampler's as
       ``seed/<k>``.
     """
@@ -163,6 +164,11 @@ def frontier_sampler(
         raise ValueError(f"z must be >= 0, got {z}")
     if not isinstance(seed_sampler, TaskSampler):
         raise TypeError(f"seed_sampler must be a TaskSampler, got {type(seed_sampler).__name__}")
+    if seed_sampler.num_tasks is not None and seed_sampler.num_tasks != n:
+        raise ValueError(
+            f"seed_sampler draws from {seed_sampler.num_tasks} tasks but num_seed is {n}; "
+            "build the seed sampler over the num_seed seed tasks"
+        )
     layout = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), example_task
     )
@@ -336,4 +342,5 @@ def frontier_sampler(
             out[f"seed/{k}"] = v
         return out
 
-    return Frontier(TaskSampler(init, sample, observe, metrics), insert, judge, n, f)
+    sampler = TaskSampler(init, sample, observe, metrics, num_tasks=n + f)
+    return Frontier(sampler, insert, judge, n, f)

@@ -227,3 +227,20 @@ def test_duplicate_task_keys_are_named():
     twice = {"x": np.array([3, 4, 3, 9], np.int32)}  # content keys: rows 0 and 2 are equal
     with pytest.raises(ValueError, match=r"at rows \[0, 2\]"):
         Env("e", twice)
+
+
+def test_restore_mid_warm_up_onto_a_reordered_pool_dispatches_every_task(tmp_path):
+    # One update (2 generation batches of 4: 8 of 32 tasks dispatched), then a restore onto
+    # the reordered pool: the rest of warm-up must reach the 24 others. A warm-up counter
+    # into a fixed order lost some of them for good.
+    tasks = synthetic_tasks(32, seed=5)
+    run_dir = tmp_path / "run"
+    first = run(_pools_engine(tasks), steps=1, run_dir=run_dir, progress=False)
+    assert int(np.sum(host(first.state).curricula["p"].sampler.seen)) == 8
+
+    perm = np.random.default_rng(1).permutation(32)
+    engine = _pools_engine({"difficulty": np.asarray(tasks["difficulty"])[perm]})
+    result = run(engine, steps=5, run_dir=run_dir, resume=True, progress=False)
+    # 5 updates need 30 groups: 8 batches of 4 = 32 dispatches, so warm-up just completes.
+    sampler = host(result.state).curricula["p"].sampler
+    assert sampler.seen.all(), np.flatnonzero(~sampler.seen)

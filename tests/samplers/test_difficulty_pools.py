@@ -19,16 +19,13 @@ from curriculax.samplers.difficulty_pools import band_of
 # B: bands given out of order on purpose (they are sorted by max_reward), one zero-weight band
 # (easy) and one band that the tests keep empty (vacant, the heaviest weight of all).
 N = 20
-B = cx.samplers.difficulty_pools(
-    N,
-    [
-        Band("easy", 1.0, 0.0),
-        Band("hard", 0.25, 1.0),
-        Band("vacant", 0.75, 5.0),
-        Band("medium", 0.5, 2.0),
-    ],
-    unscored_weight=3.0,
-)
+B_BANDS = [
+    Band("easy", 1.0, 0.0),
+    Band("hard", 0.25, 1.0),
+    Band("vacant", 0.75, 5.0),
+    Band("medium", 0.5, 2.0),
+]
+B = cx.samplers.difficulty_pools(N, B_BANDS, unscored_weight=3.0)
 B_WEIGHT = {"hard": 1.0, "medium": 2.0, "vacant": 5.0, "easy": 0.0, "unscored": 3.0}
 B_SCORE = {"hard": 0.1, "medium": 0.4, "vacant": 0.6, "easy": 0.9}
 b_sample = jax.jit(B.sample, static_argnums=2)
@@ -59,7 +56,6 @@ def _state(categories: dict[str, list[int]], n: int = N) -> DifficultyPoolsState
         scores=jnp.asarray(scores),
         scored=jnp.asarray(scored),
         seen=jnp.ones((n,), bool),
-        warmup=jnp.int32(n),
         fallback=jnp.int32(0),
     )
 
@@ -161,6 +157,72 @@ def test_warm_up_property_across_calls_of_varying_sizes(chunks, seed):
     assert len(set(first)) == len(first)  # no task twice before every task once
     if len(stream) >= N:
         assert sorted(first) == list(range(N))
+
+
+def _reorder(state: DifficultyPoolsState, perm) -> DifficultyPoolsState:
+    """The state a restore onto a pool reordered by ``perm`` (new row i = old row perm[i])
+    builds: every ``PER_TASK`` field permuted, the rest as saved."""
+    return state._replace(
+        **{f: getattr(state, f)[np.asarray(perm)] for f in DifficultyPoolsState.PER_TASK}
+    )
+
+
+@pytest.mark.parametrize(("num", "calls"), [(8, 1), (8, 2), (3, 1), (3, 5)])
+def test_restore_mid_warm_up_onto_a_reordered_pool_draws_every_task(num, calls):
+    # The issue's reproduction is (8, 1): N = 20, 8 warm-up draws, the restore permutation,
+    # then more calls. A warm-up counter into a fixed order lost tasks here, forever unseen.
+    state = B.init(jax.random.key(0))
+    before = []
+    for i in range(calls):
+        ids, state = b_sample(state, jax.random.key(i), num)
+        before += ids.tolist()
+    perm = np.random.default_rng(num * calls).permutation(N)
+    state = _reorder(state, perm)
+    inverse = np.argsort(perm)
+    dispatched = set(inverse[before].tolist())  # the same tasks, at their new rows
+    assert _metrics(B, state)["warmup_remaining"] == N - len(dispatched)
+
+    stream = []
+    for i in range(10):
+        ids, state = b_sample(state, jax.random.key(100 + i), 8)
+        stream += ids.tolist()
+    # The rest of warm-up dispatches exactly the tasks not dispatched before, each once.
+    rest = stream[: N - len(dispatched)]
+    assert sorted(rest) == sorted(set(range(N)) - dispatched), (rest, dispatched)
+    assert _metrics(B, state)["warmup_remaining"] == 0.0
+    assert _metrics(B, state)["pool/unseen"] == 0.0
+
+
+def test_a_task_observed_without_dispatch_is_not_owed_a_warm_up_dispatch():
+    state = B.observe(B.init(jax.random.key(0)), _results([3, 11], [[0.1], [0.4]]))
+    stream = []
+    for i in range(3):
+        ids, state = b_sample(state, jax.random.key(i), 6)
+        stream += ids.tolist()
+    # Warm-up: the 18 other tasks once each, before any task twice.
+    assert sorted(stream[:18]) == sorted(set(range(N)) - {3, 11})
+    assert _metrics(B, state)["warmup_remaining"] == 0.0
+
+
+def test_split_along_a_device_axis_mid_warm_up_draws_what_the_unsplit_sampler_draws():
+    # An axis bound by vmap stands in for shard_map's: the same collectives, one process.
+    d = 4
+    split = cx.samplers.difficulty_pools(N, B_BANDS, unscored_weight=3.0, axis_name="data")
+
+    def shards(state):
+        return jax.tree.map(lambda x: x.reshape(d, -1) if x.ndim else jnp.stack([x] * d), state)
+
+    def split_sample(state, key, num):
+        return jax.vmap(lambda s: split.sample(s, key, num), axis_name="data")(state)
+
+    split_sample = jax.jit(split_sample, static_argnums=2)
+    state = B.observe(B.init(jax.random.key(0)), _results([3, 11, 12], [[0.1], [0.4], [0.9]]))
+    sharded = shards(state)
+    for i in range(5):  # warm-up ends inside the third call; then banded draws
+        ids, state = b_sample(state, jax.random.key(i), 7)
+        split_ids, sharded = split_sample(sharded, jax.random.key(i), 7)
+        assert split_ids.tolist() == [ids.tolist()] * d, i  # every device holds every id
+        np.testing.assert_array_equal(np.asarray(sharded.seen).reshape(-1), state.seen)
 
 
 def test_failed_groups_count_as_dispatched_and_cannot_hold_warm_up():
@@ -310,7 +372,8 @@ def test_scores_match_a_reference_of_latest_valid_group_means(batches):
     assert np.asarray(state.seen).tolist() == [t in seen for t in range(N)]
     for t, want in score.items():
         assert scores[t] == pytest.approx(want, abs=1e-6), t
-    assert int(state.warmup) == 0  # observing never dispatches
+    # Observing makes a task seen: warm-up no longer owes it a dispatch.
+    assert _metrics(B, state)["warmup_remaining"] == N - len(seen)
 
 
 def test_out_of_pool_task_ids_are_ignored():
@@ -393,7 +456,7 @@ def test_pool_metrics_count_exactly():
     assert m["pool/unseen"] == 16.0
     assert m["pool/unscored"] == 1.0
     assert (m["pool/hard"], m["pool/medium"], m["pool/vacant"], m["pool/easy"]) == (1, 0, 1, 1)
-    assert m["warmup_remaining"] == 17.0
+    assert m["warmup_remaining"] == 16.0  # the observed task is not owed a warm-up dispatch
     assert m["mean_score"] == pytest.approx((0.25 + 0.95 + 0.55) / 3)
     for v in B.metrics(state).values():
         assert v.dtype == jnp.float32 and v.shape == ()
@@ -529,7 +592,7 @@ def test_draw_properties_hold_for_any_scores(tasks, seed):
     scored = np.array([s for s, _ in tasks])
     scores = np.array([x if s else 0.0 for s, x in tasks], _F32)
     state = DifficultyPoolsState(
-        jnp.asarray(scores), jnp.asarray(scored), jnp.ones((N,), bool), jnp.int32(N), jnp.int32(0)
+        jnp.asarray(scores), jnp.asarray(scored), jnp.ones((N,), bool), jnp.int32(0)
     )
     weight = [
         B_WEIGHT[_band_name(float(x))] if s else B_WEIGHT["unscored"]
@@ -632,4 +695,4 @@ def test_sample_zero_is_a_no_op():
     state = B.init(jax.random.key(0))
     ids, new = B.sample(state, jax.random.key(0), 0)
     assert ids.shape == (0,) and ids.dtype == jnp.int32
-    assert int(new.warmup) == 0 and not bool(jnp.any(new.seen))
+    assert not bool(jnp.any(new.seen)) and int(new.fallback) == 0
