@@ -32,7 +32,27 @@ import numpy as np
 
 from curriculax._types import AdmissionGate, GroupResults, TaskDraw, TaskSampler
 
-__all__ = ["check_gate", "check_sampler", "synthetic_results"]
+__all__ = ["check_gate", "check_sampler", "group_results", "synthetic_results"]
+
+
+def group_results(task_ids, rewards, valid=None) -> GroupResults:
+    """Finished groups with the given rewards, for tests: ``rewards`` is ``[G][K]``,
+    ``valid`` defaults to all True, advantages are the rewards minus the mean of the group's
+    valid rollouts (sequence-level, ``T = 1``), trainable where valid.
+
+    Example:
+      >>> r = group_results([3, 5], [[1.0, 0.0], [1.0, 1.0]])
+      >>> r.advantages[:, :, 0].tolist()
+      [[0.5, -0.5], [0.0, 0.0]]
+    """
+    rewards = jnp.asarray(rewards, jnp.float32)
+    valid = jnp.ones(rewards.shape, bool) if valid is None else jnp.asarray(valid, bool)
+    count = jnp.maximum(jnp.sum(valid, axis=1, keepdims=True), 1)
+    mean = jnp.sum(jnp.where(valid, rewards, 0.0), axis=1, keepdims=True) / count
+    adv = jnp.where(valid, rewards - mean, 0.0)
+    return GroupResults(
+        jnp.asarray(task_ids, jnp.int32), rewards, valid, adv[:, :, None], valid[:, :, None]
+    )
 
 
 def synthetic_results(

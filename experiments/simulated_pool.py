@@ -46,6 +46,7 @@ def arms(n: int) -> dict:
     return {
         "uniform": s.uniform(n),
         "difficulty_pools": s.difficulty_pools(n),
+        "difficulty_pools, score_half_life=1": s.difficulty_pools(n, score_half_life=1.0),
         "learnability (defaults)": s.learnability(n),
         "learnability, half_life=None": s.learnability(n, half_life=None),
         "learnability, half_life=4": s.learnability(n, half_life=4.0),

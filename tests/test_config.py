@@ -185,7 +185,8 @@ def test_unknown_types_list_the_registered_ones():
             ValueError,
             re.escape(
                 "unknown key(s) ['unscored']; "
-                "accepted keys are ['type', 'bands', 'unscored_weight', 'seed', 'axis_name']"
+                "accepted keys are ['type', 'bands', 'unscored_weight', 'seed', 'score_half_life', "
+                "'axis_name']"
             ),
         ),
         (

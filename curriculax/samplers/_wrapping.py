@@ -7,12 +7,18 @@ import jax
 from curriculax._types import TaskDraw, TaskSampler
 
 
-def check_inner(inner: object, wrapper: str) -> TaskSampler:
-    """``inner`` if it is a TaskSampler, else a TypeError naming the wrapper."""
+def check_inner(inner: object, wrapper: str, num_tasks: int) -> TaskSampler:
+    """``inner`` if it is a TaskSampler built for the same pool, else an error naming the
+    wrapper (an inner sampler that does not declare its pool size is trusted)."""
     if not isinstance(inner, TaskSampler):
         raise TypeError(
             f"{wrapper}: inner must be a TaskSampler (or, in a config, a table with a 'type'), "
             f"got {type(inner).__name__}"
+        )
+    if inner.num_tasks is not None and inner.num_tasks != num_tasks:
+        raise ValueError(
+            f"{wrapper}: inner sampler is built for num_tasks={inner.num_tasks}, the wrapper "
+            f"for {num_tasks}; build both for the same pool"
         )
     return inner
 

@@ -241,4 +241,4 @@ def category_bandit(
                 out[f"prob/{c}"] = p[c]
         return out
 
-    return TaskSampler(init, sample, observe, metrics)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)

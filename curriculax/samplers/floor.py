@@ -96,7 +96,7 @@ def floor(
       >>> ids, state = s.sample(s.init(jax.random.key(0)), jax.random.key(1), 8)
     """
     n = check_num_tasks(num_tasks)
-    inner = _wrapping.check_inner(inner, "floor")
+    inner = _wrapping.check_inner(inner, "floor", n)
     uniform_share = _share(uniform_share, "uniform_share")
     staleness_share = _share(staleness_share, "staleness_share")
     if uniform_share + staleness_share > 1.0 + 1e-9:
@@ -185,4 +185,4 @@ def floor(
         out["max_staleness"] = (state.calls - oldest).astype(jnp.float32)
         return out
 
-    return TaskSampler(init, sample, observe, metrics)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)

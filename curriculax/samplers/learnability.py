@@ -322,4 +322,4 @@ def learnability(
             "clock": state.clock.astype(jnp.float32),
         }
 
-    return TaskSampler(init, sample, observe, metrics)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)

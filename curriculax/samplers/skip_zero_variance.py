@@ -111,7 +111,7 @@ def skip_zero_variance(
       >>> ids, state = s.sample(s.init(jax.random.key(0)), jax.random.key(1), 8)
     """
     n = check_num_tasks(num_tasks)
-    inner = _wrapping.check_inner(inner, "skip_zero_variance")
+    inner = _wrapping.check_inner(inner, "skip_zero_variance", n)
     target_share = _unit_interval(target_share, "target_share")
     floor = _unit_interval(floor, "floor", open_low=True)
     initial_p = _unit_interval(initial_p, "initial_p")
@@ -212,4 +212,4 @@ def skip_zero_variance(
         out["predicted_zero_variance"] = predicted.astype(jnp.float32)
         return out
 
-    return TaskSampler(init, sample, observe, metrics)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)

@@ -83,6 +83,8 @@ def test_nested_config_and_errors():
         cx.sampler_from_config({"type": "floor", "inner": {"type": "nope"}}, N)
     with pytest.raises(ValueError, match=r"uniform_share \(0.6\) \+ staleness_share \(0.5\)"):
         cx.samplers.floor(N, _stubborn(N), uniform_share=0.6, staleness_share=0.5)
+    with pytest.raises(ValueError, match=r"inner sampler is built for num_tasks=10, the"):
+        cx.samplers.floor(N, cx.samplers.uniform(10))
     with pytest.raises(TypeError, match=r"floor: inner must be a TaskSampler"):
         cx.samplers.floor(N, "uniform")
     frontier_like = _stubborn(N)._replace(

@@ -9,18 +9,7 @@ import pytest
 
 import curriculax as cx
 from curriculax.samplers import LearnabilityState
-
-
-def _results(task_ids, rewards, valid=None):
-    rewards = jnp.asarray(rewards, jnp.float32)
-    valid = jnp.ones(rewards.shape, bool) if valid is None else jnp.asarray(valid, bool)
-    return cx.GroupResults(
-        jnp.asarray(task_ids, jnp.int32),
-        rewards,
-        valid,
-        jnp.zeros((*rewards.shape, 1), jnp.float32),
-        jnp.ones((*rewards.shape, 1), bool),
-    )
+from curriculax.testing import group_results
 
 
 def _state(n, successes, failures, clock=0):
@@ -82,12 +71,12 @@ def test_unseen_tasks_outrank_known_good_ones_only_with_unseen_first():
 def test_evidence_halves_every_half_life_of_observed_groups():
     n = 4
     s = cx.samplers.learnability(n, half_life=2.0)  # 2 passes = 8 groups
-    state = s.observe(s.init(jax.random.key(0)), _results([0], [[0.0] * 8]))
+    state = s.observe(s.init(jax.random.key(0)), group_results([0], [[0.0] * 8]))
     assert float(state.failures[0]) == 8.0 and int(state.clock) == 1
     # 8 more groups on task 1: task 0's failures now count half when it is next observed.
     for _ in range(8):
-        state = s.observe(state, _results([1], [[1.0, 0.0]]))
-    state = s.observe(state, _results([0], [[1.0, 1.0]]))
+        state = s.observe(state, group_results([1], [[1.0, 0.0]]))
+    state = s.observe(state, group_results([0], [[1.0, 1.0]]))
     assert float(state.failures[0]) == pytest.approx(4.0)
     assert float(state.successes[0]) == pytest.approx(2.0)
 
@@ -174,11 +163,11 @@ def test_thompson_draws_follow_the_posterior_uncertainty():
 def test_fractional_rewards_and_a_success_threshold():
     rewards = [[0.3, 0.3, 1.5, -1.0]]
     frac = cx.samplers.learnability(2)
-    st = frac.observe(frac.init(jax.random.key(0)), _results([1], rewards))
+    st = frac.observe(frac.init(jax.random.key(0)), group_results([1], rewards))
     assert float(st.successes[1]) == pytest.approx(1.6)  # 0.3 + 0.3 + 1 + 0 (clipped)
     assert float(st.failures[1]) == pytest.approx(2.4)
     thr = cx.samplers.learnability(2, success_threshold=0.5)
-    st = thr.observe(thr.init(jax.random.key(0)), _results([1], rewards))
+    st = thr.observe(thr.init(jax.random.key(0)), group_results([1], rewards))
     assert float(st.successes[1]) == 1.0 and float(st.failures[1]) == 3.0
 
 
@@ -186,7 +175,9 @@ def test_only_valid_rollouts_and_in_pool_ids_count_and_duplicates_add_up():
     s = cx.samplers.learnability(3)
     st = s.observe(
         s.init(jax.random.key(0)),
-        _results([0, 0, 7, -1], [[1, 1], [1, 0], [1, 1], [1, 1]], [[1, 0], [1, 1], [1, 1], [1, 1]]),
+        group_results(
+            [0, 0, 7, -1], [[1, 1], [1, 0], [1, 1], [1, 1]], [[1, 0], [1, 1], [1, 1], [1, 1]]
+        ),
     )
     assert st.successes.tolist() == [2.0, 0.0, 0.0]
     assert st.failures.tolist() == [1.0, 0.0, 0.0]

@@ -7,16 +7,9 @@ import pytest
 
 import curriculax as cx
 from curriculax import simulated_pool as sp
+from curriculax.testing import group_results
 
 N = 16
-
-
-def _results(task_ids, rewards):
-    rewards = jnp.asarray(rewards, jnp.float32)
-    ones = jnp.ones(rewards.shape, bool)
-    return cx.GroupResults(
-        jnp.asarray(task_ids, jnp.int32), rewards, ones, rewards[:, :, None] * 0, ones[:, :, None]
-    )
 
 
 def _pool(rates):
@@ -53,12 +46,12 @@ def test_p_falls_while_zero_variance_groups_dominate_and_rises_when_they_do_not(
     s = cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), p_step=0.4)
     observe = jax.jit(s.observe)
     state = s.init(jax.random.key(0))
-    flat = _results(jnp.arange(4), jnp.zeros((4, 8)))
+    flat = group_results(jnp.arange(4), jnp.zeros((4, 8)))
     state = observe(state, flat)  # share 1: p moves by 0.4 * (0.25 - 1)
     assert float(state.p) == pytest.approx(0.2) and float(state.zero_variance_share) == 1.0
     state = observe(state, flat)
     assert float(state.p) == 0.0
-    mixed = _results(jnp.arange(4), jnp.tile(jnp.array([0.0, 1.0]), (4, 4)))
+    mixed = group_results(jnp.arange(4), jnp.tile(jnp.array([0.0, 1.0]), (4, 4)))
     state = observe(state, mixed)  # share 0: p moves by 0.4 * 0.25
     assert float(state.p) == pytest.approx(0.1)
     for _ in range(10):
@@ -70,9 +63,9 @@ def test_streaks_count_consecutive_zero_variance_groups_and_reset():
     s = cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N))
     observe = jax.jit(s.observe)
     state = s.init(jax.random.key(0))
-    state = observe(state, _results([3, 3, 5], [[1, 1], [1, 1], [0, 0]]))
+    state = observe(state, group_results([3, 3, 5], [[1, 1], [1, 1], [0, 0]]))
     assert state.streak[3] == 2 and state.streak[5] == 1
-    state = observe(state, _results([3, 5], [[1, 0], [0, 0]]))
+    state = observe(state, group_results([3, 5], [[1, 0], [0, 0]]))
     assert state.streak[3] == 0 and state.streak[5] == 2
     assert int(state.group_size) == 2
 

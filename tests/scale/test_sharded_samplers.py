@@ -29,7 +29,10 @@ SAMPLERS = {
         axis_name=axis,
     ),
     "skip_zero_variance": lambda axis: cx.samplers.skip_zero_variance(
-        N, cx.samplers.difficulty_pools(N, axis_name=axis), initial_p=0.0, axis_name=axis
+        N,
+        cx.samplers.difficulty_pools(N, score_half_life=0.5, axis_name=axis),
+        initial_p=0.0,
+        axis_name=axis,
     ),
 }
 mesh = _mesh.make_mesh(4)
