@@ -69,40 +69,48 @@ def _call(
     context: Mapping[str, Any] | None = None,
 ):
     try:
-        params = list(inspect.signature(factory).parameters.values())
+        signature = inspect.signature(factory)
     except (TypeError, ValueError):  # builtins without a signature: let the call decide
         return factory(*args, **options)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return factory(*args, **options)
-    named = [
-        p
-        for p in params[skip:]
-        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    ]
-    accepted = [p.name for p in named]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise ValueError(
-            f"{where}: unknown key(s) {unknown}; accepted keys are {['type', *accepted]}"
-        )
-    options = dict(options)
-    for name, value in (context or {}).items():
-        if name not in accepted:
-            continue  # context is offered to the factories that ask for it by name
-        if name in options:
+    params = list(signature.parameters.values())
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        named = [
+            p
+            for p in params[skip:]
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        ]
+        accepted = [p.name for p in named]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
             raise ValueError(
-                f"{where}: {name!r} is given both in the config and as context; give it once"
+                f"{where}: unknown key(s) {unknown}; accepted keys are {['type', *accepted]}"
             )
-        options[name] = value
-    missing = [
-        p.name for p in named if p.default is inspect.Parameter.empty and p.name not in options
-    ]
-    if missing:
+        options = dict(options)
+        for name, value in (context or {}).items():
+            if name not in accepted:
+                continue  # context is offered to the factories that ask for it by name
+            if name in options:
+                raise ValueError(
+                    f"{where}: {name!r} is given both in the config and as context; give it once"
+                )
+            options[name] = value
+        missing = [
+            p.name for p in named if p.default is inspect.Parameter.empty and p.name not in options
+        ]
+        if missing:
+            raise ValueError(
+                f"{where}: missing {missing}; give them in the config or, for pool data a config "
+                f"cannot hold (an array per task), as context, e.g. "
+                f"cx.curriculum_from_config(config, num_tasks, {missing[0]}=...)"
+            )
+    try:
+        signature.bind(*args, **options)
+    except TypeError as e:  # an import path to something that is not a factory (os:getcwd)
+        call = "factory(num_tasks, **options)" if args else "factory(**options)"
+        name = getattr(factory, "__qualname__", repr(factory))
         raise ValueError(
-            f"{where}: missing {missing}; give them in the config or, for pool data a config "
-            f"cannot hold (an array per task), as context, e.g. "
-            f"cx.curriculum_from_config(config, num_tasks, {missing[0]}=...)"
-        )
+            f"{where}: {name} is not a factory: it cannot be called as {call} ({e})"
+        ) from None
     return factory(*args, **options)
 
 
@@ -123,7 +131,9 @@ def _sampler(spec: Any, num_tasks: int | None, context: Mapping[str, Any], name:
         options["inner"] = _sampler(options["inner"], num_tasks, context, f"{name}.inner")
     sampler = _call(factory, (num_tasks,), options, where, skip=1, context=context)
     if not isinstance(sampler, TaskSampler):
-        raise TypeError(f"sampler factory {type_name!r} returned {type(sampler).__name__}")
+        raise TypeError(
+            f"{where}: the factory returned {type(sampler).__name__}, not a cx.TaskSampler"
+        )
     return sampler
 
 
@@ -155,7 +165,10 @@ def gate_from_config(spec: Mapping[str, Any], name: str = "gate") -> AdmissionGa
     factory = _resolve("gate", _GATES, type_name, f"{where} (type {type_name!r})")
     gate = _call(factory, (), options, f"{where} (type {type_name!r})", skip=0)
     if not isinstance(gate, AdmissionGate):
-        raise TypeError(f"gate factory {type_name!r} returned {type(gate).__name__}")
+        raise TypeError(
+            f"{where} (type {type_name!r}): the factory returned {type(gate).__name__}, "
+            "not a cx.AdmissionGate"
+        )
     return gate
 
 

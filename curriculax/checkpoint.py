@@ -9,7 +9,12 @@ sequence items by index, the same on both sides of a save.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +22,65 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-__all__ = ["CheckpointStore", "assemble", "leaf_layout", "path_str"]
+__all__ = ["CheckpointSaveError", "CheckpointStore", "assemble", "leaf_layout", "path_str"]
+
+
+class CheckpointSaveError(RuntimeError):
+    """A checkpoint could not be written; the message names the step, the directory and the
+    cause. The checkpoints committed before it are untouched."""
+
+
+def one_line(error: BaseException | str, limit: int = 240) -> str:
+    """A short one-line account of ``error`` (TensorStore messages carry a long JSON spec)."""
+    if isinstance(error, BaseException):
+        text = str(error).split(" [tensorstore_spec")[0].strip()
+        lines = [x.strip() for x in text.splitlines() if x.strip()]
+        text = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    else:
+        text = error
+    if len(text) > limit:
+        text = text[: limit // 2 - 3] + " ... " + text[-(limit // 2 - 2) :]
+    return text
+
+
+class _NoTracebacks(logging.Filter):
+    """Orbax logs every failed background save with a traceback of a hundred lines; the
+    store raises the cause itself, so its logs keep one line each."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "orbax" in record.pathname:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def quiet_abandoned_reads() -> None:
+    """Drops the noise of a failed restore (one traceback per array still being read).
+
+    When one array of a checkpoint fails to read, Orbax closes its event loop while TensorStore
+    is still reading the others; each of those reads then reports "Event loop is closed" as an
+    unraisable exception, tens of tracebacks in all. Only that exception is dropped; every
+    other one reaches the previous hook. Installed once.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "_curriculax_quiet", False):
+        return
+
+    def hook(unraisable):
+        e = unraisable.exc_value
+        if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    hook._curriculax_quiet = True
+    sys.unraisablehook = hook
+
+
+def _sync(name: str) -> None:
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 def path_str(path: tuple) -> str:
@@ -82,6 +145,11 @@ def assemble(
 class CheckpointStore:
     """A directory of checkpoints, each an array item (``state``) plus a JSON item (``meta``).
 
+    Saves are asynchronous; a failed save raises :class:`CheckpointSaveError` from the next
+    call to :meth:`check`, :meth:`wait`, :meth:`save` or :meth:`close`. A save never starts in
+    a directory it cannot write to (it raises at once instead), and a good checkpoint is never
+    deleted before its replacement is committed.
+
     Args:
       directory: where checkpoints live (made absolute; created on first save).
       max_to_keep: how many recent checkpoints to keep.
@@ -91,9 +159,21 @@ class CheckpointStore:
         if max_to_keep < 1:
             raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
         self.directory = os.path.abspath(os.fspath(directory))
-        self._manager = ocp.CheckpointManager(
-            self.directory,
-            options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
+        self._max_to_keep = max_to_keep
+        parent, name = os.path.split(self.directory)
+        # Replacements of an existing step are written here first (outside Orbax's directory).
+        self._staging = os.path.join(parent, f".{name}.replacing")
+        self._recover_replacement()
+        self._filter = _NoTracebacks()
+        logging.getLogger("absl").addFilter(self._filter)
+        self._in_flight: int | None = None
+        self._closed = False
+        self._manager = self._open(self.directory)
+
+    def _open(self, directory: str) -> ocp.CheckpointManager:
+        return ocp.CheckpointManager(
+            directory,
+            options=ocp.CheckpointManagerOptions(max_to_keep=self._max_to_keep, create=True),
             item_names=("state", "meta"),
         )
 
@@ -103,22 +183,92 @@ class CheckpointStore:
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
 
-    def save(self, step: int, state: Any, meta: Mapping[str, Any]) -> None:
-        """Saves (asynchronously; :meth:`wait` before reading back or exiting), replacing a
-        checkpoint already at ``step`` (Orbax alone would skip the save silently)."""
-        if step in self._manager.all_steps():
-            self._manager.wait_until_finished()
-            self._manager.delete(step)
-        self._manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(dict(meta))
-            ),
-            force=True,
+    def _failed(self, step: int | None, cause: BaseException | str) -> CheckpointSaveError:
+        at = "" if step is None else f" step {step}"
+        return CheckpointSaveError(
+            f"could not save checkpoint{at} in {self.directory}: {one_line(cause)}"
         )
 
+    def check_writable(self) -> None:
+        """Raises :class:`CheckpointSaveError` if a save could not start in the directory (it
+        is a file, or read-only). Orbax would start the save anyway and leave threads waiting
+        for a directory that never appears."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            os.rmdir(tempfile.mkdtemp(prefix=".write-probe-", dir=self.directory))
+        except OSError as e:
+            raise self._failed(None, e) from None
+
+    def save(self, step: int, state: Any, meta: Mapping[str, Any]) -> None:
+        """Saves (asynchronously; :meth:`wait` before reading back or exiting), replacing a
+        checkpoint already at ``step`` only once the new one is committed (Orbax alone would
+        skip the save silently)."""
+        self.wait()
+        self.check_writable()
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(dict(meta))
+        )
+        if step in self._manager.all_steps():
+            self._replace(step, args)
+            return
+        try:
+            self._manager.save(step, args=args, force=True)
+        except Exception as e:
+            raise self._failed(step, e) from e
+        self._in_flight = step
+
+    def _replace(self, step: int, args: Any) -> None:
+        """Writes ``step`` beside the directory, waits for the commit, then swaps it in."""
+        primary = jax.process_index() == 0
+        if primary and os.path.isdir(self._staging):
+            shutil.rmtree(self._staging)
+        _sync("curriculax-replace-start")
+        staging = self._open(self._staging)
+        try:
+            staging.save(step, args=args, force=True)
+            staging.wait_until_finished()
+        except Exception as e:
+            raise self._failed(step, e) from e
+        finally:
+            staging.close()
+        new = os.path.join(self._staging, str(step))
+        if not os.path.isdir(new):
+            raise self._failed(step, "the replacement was not committed")
+        if primary:
+            old, target = os.path.join(self._staging, f"old-{step}"), self._step_dir(step)
+            os.rename(target, old)  # from here to the next rename, recovery moves `new` in
+            os.rename(new, target)
+            shutil.rmtree(self._staging)
+        _sync("curriculax-replace-done")
+        self._manager.reload()
+
+    def _step_dir(self, step: int) -> str:
+        return os.path.join(self.directory, str(step))
+
+    def _recover_replacement(self) -> None:
+        """Finishes a replacement a crash interrupted between its two renames."""
+        if jax.process_index() != 0 or not os.path.isdir(self._staging):
+            return
+        for name in os.listdir(self._staging):
+            if name.isdigit() and not os.path.exists(self._step_dir(int(name))):
+                os.rename(os.path.join(self._staging, name), self._step_dir(int(name)))
+        shutil.rmtree(self._staging)
+
+    def check(self) -> None:
+        """Raises :class:`CheckpointSaveError` if the last save has finished and failed; returns
+        at once while it is still in progress."""
+        if self._in_flight is not None and not self._manager.is_saving_in_progress():
+            self.wait()
+
     def wait(self) -> None:
-        self._manager.wait_until_finished()
+        """Waits for the last save; raises :class:`CheckpointSaveError` if it failed."""
+        step, self._in_flight = self._in_flight, None
+        try:
+            self._manager.wait_until_finished()
+        except Exception as e:
+            raise self._failed(step, e) from e
+        if step is not None and not os.path.isdir(self._step_dir(step)):
+            raise self._failed(step, "it was not committed")
 
     def meta(self, step: int) -> dict:
         out = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
@@ -138,5 +288,14 @@ class CheckpointStore:
         return {path_str(p): leaf for p, leaf in flat}
 
     def close(self) -> None:
-        self._manager.wait_until_finished()
-        self._manager.close()
+        """Waits for the last save and closes the store (raising if that save failed); a
+        second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.wait()
+        finally:
+            with contextlib.suppress(Exception):  # a failed save was raised by wait() above
+                self._manager.close()
+            logging.getLogger("absl").removeFilter(self._filter)

@@ -1,7 +1,7 @@
 """The experiment CLI convention shared by every script under ``experiments/``.
 
 ``--run-dir DIR --steps N --seed S --resume --config FILE.toml`` (plus ``--set key=value``
-overrides of the TOML config, ``--allow-partial``, ``--no-progress``), writing
+overrides of the TOML config, ``--overwrite``, ``--allow-partial``, ``--no-progress``), writing
 ``DIR/metrics.jsonl``, ``DIR/traces.jsonl``, ``DIR/checkpoints/`` and ``DIR/summary.json``.
 
 Configs are frozen dataclasses; a TOML file and ``--set`` overrides are parsed into them, and
@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import tomllib
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
+
+from curriculax._checks import int_at_least
 
 T = TypeVar("T")
 
@@ -29,7 +32,16 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     p.add_argument("--steps", type=int, default=None, help=f"updates to train (default {steps})")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
-    p.add_argument("--allow-partial", action="store_true", help="resume with changed envs/gates")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start fresh even if the run directory holds an earlier run (deletes it)",
+    )
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="resume with changed envs, gates or config (the changes go in summary.json)",
+    )
     p.add_argument("--config", default=None, help="a TOML config file")
     p.add_argument(
         "--set",
@@ -133,8 +145,19 @@ def override(config: T, assignments: list[str]) -> T:
 
 
 def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
-    types_ = _field_types(type(obj))
     head = path[0]
+    if isinstance(obj, Mapping):
+        # A free-form table (a curriculum, say): any key may be set; whoever reads the table
+        # (cx.curriculum_from_config) says what is wrong with it.
+        if len(path) == 1:
+            return {**obj, head: value}
+        inner = obj.get(head, {})
+        if not isinstance(inner, Mapping):
+            raise ValueError(f"--set {full}: {head!r} holds {inner!r}, which is not a table")
+        return {**obj, head: _set(inner, path[1:], value, full)}
+    if not dataclasses.is_dataclass(obj):
+        raise ValueError(f"--set {full}: {head!r} is set inside {obj!r}, which has no keys")
+    types_ = _field_types(type(obj))
     if head not in types_:
         raise ValueError(f"--set {full}: unknown key {head!r}; accepted keys are {sorted(types_)}")
     if len(path) == 1:
@@ -151,11 +174,117 @@ def load_config(cls: type[T], args: argparse.Namespace) -> T:
         config = apply_mapping(config, data, where=args.config)
     config = override(config, args.set)
     fields = _field_types(cls)
-    if args.seed is not None and "seed" in fields:
-        config = dataclasses.replace(config, seed=args.seed)
+    if args.seed is not None:
+        check_seed(args.seed, "--seed")
+        if "seed" in fields:
+            config = dataclasses.replace(config, seed=args.seed)
     if args.steps is not None and "steps" in fields:
         config = dataclasses.replace(config, steps=args.steps)
+    every = getattr(args, "checkpoint_every", None)
+    if every is not None:
+        _check_int(every, "--checkpoint-every", 0, _HINTS["checkpoint_every"])
+    check_values(config)
     return config
+
+
+SEED_LIMIT = 2**32
+_HINTS = {
+    "steps": "updates to train",
+    "checkpoint_every": "updates between checkpoints; 0 saves only at the end and on a signal",
+}
+
+
+def check_seed(seed: Any, key: str = "seed") -> int:
+    """A seed JAX keys can hold: an int in ``[0, 2**32)`` (larger ones keep only 32 bits)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(
+            f"{key} must be an int in [0, 2**32) (a JAX key holds 32 bits of seed; a larger "
+            f"one would repeat a smaller one's run), got {seed!r}"
+        )
+    return seed
+
+
+def _check_int(value: Any, key: str, minimum: int, hint: str) -> None:
+    try:
+        int_at_least(value, key, minimum)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{e} ({hint})") from None
+
+
+def check_values(config: Any, where: str = "") -> None:
+    """The convention's keys, wherever they sit in the config, hold values a run can use:
+    ``seed`` in ``[0, 2**32)``, ``steps >= 0``, ``checkpoint_every >= 0`` and every other
+    ``*_every >= 1``; a ValueError names the key otherwise."""
+    for f in dataclasses.fields(config):
+        value, key = getattr(config, f.name), where + f.name
+        if dataclasses.is_dataclass(value):
+            check_values(value, key + ".")
+        elif f.name == "seed":
+            check_seed(value, key)
+        elif f.name in _HINTS:
+            _check_int(value, key, 0, _HINTS[f.name])
+        elif f.name.endswith("_every"):
+            _check_int(value, key, 1, "updates between two of them")
+
+
+def available_memory() -> int:
+    """Bytes of memory a run can still take: the host's available memory, and on an
+    accelerator the least free on its devices."""
+    import jax
+
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    host = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    limits = [host]
+    for d in jax.local_devices():
+        stats = d.memory_stats() if d.platform != "cpu" else None
+        if stats and "bytes_limit" in stats:
+            limits.append(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    return min(limits)
+
+
+def engine_bytes(engine) -> int:
+    """Bytes an engine holds: its task pools and keys, and its state (shapes only, nothing is
+    allocated)."""
+    import jax
+    import numpy as np
+
+    state = jax.eval_shape(engine.init)
+    pools = [e.tasks for e in engine.envs] + [e.keys for e in engine.envs]
+    leaves = jax.tree.leaves(state) + jax.tree.leaves(pools)
+    return int(sum(np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize for x in leaves))
+
+
+def check_memory(key: str, size: int, build, *, peak: float = 1.0, above: int = 1 << 20) -> None:
+    """Refuses a pool too large for memory before anything of its size is allocated.
+
+    ``build(n)`` returns the experiment's engine with pools of ``n`` tasks; two small builds
+    give the bytes per task the pools and state keep (:func:`engine_bytes`), ``peak`` is how
+    many times that building them takes at its height (the caller measures it), and the
+    estimate for ``size`` tasks is compared with :func:`available_memory`. Pools below
+    ``above`` tasks are not checked.
+    """
+    if size < above:
+        return
+    small = (256, 512)
+    used = [engine_bytes(build(n)) for n in small]
+    per_task = (used[1] - used[0]) / (small[1] - small[0])
+    kept = used[0] + per_task * (size - small[0])
+    available = available_memory()
+    if kept * peak > available:
+        gib = 2**30
+        building = f"; building them takes about {peak:g}x that" if peak != 1 else ""
+        raise ValueError(
+            f"{key}={size:,} needs about {kept * peak / gib:.1f} GiB of memory (the task pools "
+            f"and the engine state keep {kept / gib:.1f} GiB, {per_task:.0f} bytes per task "
+            f"measured on pools of {small[0]} and {small[1]}{building}), more than the "
+            f"{available / gib:.1f} GiB available; use a smaller {key}"
+        )
 
 
 def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> T:
@@ -178,20 +307,47 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
 def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
     """``curriculax.engine.run`` with the convention's flags: run dir, resume, partial
     restore, checkpoint interval (``--checkpoint-every`` or the config's), progress bar; the
-    config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run."""
-    from curriculax.engine import run
+    config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run.
 
-    return run(
-        engine,
-        steps=config.steps,
-        run_dir=args.run_dir,
-        resume=args.resume,
-        allow_partial=args.allow_partial,
-        checkpoint_every=args.checkpoint_every or config.checkpoint_every,
-        progress=not args.no_progress,
-        on_update=on_update,
-        config=dataclasses.asdict(config),
+    What the run directory or its checkpoints refuse (a failed save, say) ends the process
+    with ``error: <the message>`` on stderr and exit status 1, without a traceback. A resume of
+    a finished run says so and changes nothing (:func:`already_complete` is then true).
+    """
+    from curriculax.engine import (
+        CheckpointMismatch,
+        CheckpointSaveError,
+        CheckpointUnreadable,
+        RunDirError,
+        run,
     )
+
+    try:
+        result = run(
+            engine,
+            steps=config.steps,
+            run_dir=args.run_dir,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            allow_partial=args.allow_partial,
+            checkpoint_every=args.checkpoint_every or config.checkpoint_every,
+            progress=not args.no_progress,
+            on_update=on_update,
+            config=dataclasses.asdict(config),
+        )
+    except (CheckpointMismatch, CheckpointSaveError, CheckpointUnreadable, RunDirError) as e:
+        raise SystemExit(f"error: {e}") from None
+    if already_complete(result):
+        print(
+            f"{args.run_dir}: the run is already complete (update {result.summary['steps']}, "
+            f"--steps {config.steps}); nothing was changed. To train further, resume with a "
+            "larger --steps."
+        )
+    return result
+
+
+def already_complete(result) -> bool:
+    """A resume found the run already done: the script has nothing to report or write."""
+    return result.stopped == "already_complete"
 
 
 def exit_for(stopped: str) -> None:

@@ -58,6 +58,8 @@ def main(argv=None) -> None:
         return None
 
     result = _cli.run_experiment(engine, args, config, on_update=on_update)
+    if _cli.already_complete(result):
+        return
     final = held_out_report(evaluate, result.state, held_out, config.task.num_levels)
     if jax.process_index() == 0:
         plot_curves(

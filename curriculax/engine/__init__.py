@@ -9,6 +9,7 @@ Example:
   >>> result = run(engine, steps=5, progress=False)
 """
 
+from curriculax.checkpoint import CheckpointSaveError
 from curriculax.engine._engine import (
     Counters,
     Engine,
@@ -23,12 +24,15 @@ from curriculax.engine._loop import RunResult, run
 from curriculax.engine._mesh import make_mesh
 from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
-from curriculax.engine._restore import CheckpointMismatch
+from curriculax.engine._restore import CheckpointMismatch, CheckpointUnreadable
+from curriculax.engine._rundir import RunDirError
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.engine.synthetic import SyntheticState, synthetic_solver, synthetic_tasks
 
 __all__ = [
     "CheckpointMismatch",
+    "CheckpointSaveError",
+    "CheckpointUnreadable",
     "Counters",
     "CurriculumStalled",
     "Engine",
@@ -39,6 +43,7 @@ __all__ = [
     "MixerState",
     "PendingBatch",
     "Rollouts",
+    "RunDirError",
     "RunResult",
     "Solver",
     "StepReport",

@@ -28,11 +28,30 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def truncate_at(path: str, offset: int) -> bool:
+    """Cuts a log back to ``offset`` bytes, the length it had when a checkpoint was saved.
+
+    A resumed run replays everything after its checkpoint; cutting each log back to where it
+    stood at that checkpoint keeps every record exactly once. Returns ``False`` (and changes
+    nothing) when the file is shorter than ``offset``: lines the checkpoint counted on are gone.
+    """
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    if size < offset:
+        return False
+    if size > offset:
+        with open(path, "r+b") as f:
+            f.truncate(offset)
+            f.flush()
+            os.fsync(f.fileno())
+    return True
+
+
 def truncate_jsonl(path: str, field: str, limit: int) -> None:
     """Keeps only the lines of a JSON-lines file whose ``field`` is below ``limit``.
 
-    A resumed run replays everything after its checkpoint; dropping the lines written after
-    that point keeps every record exactly once.
+    For logs whose checkpoint recorded no byte offset (:func:`truncate_at`): a resumed run
+    replays everything after its checkpoint; dropping the lines written after that point keeps
+    every record exactly once.
     """
     if not os.path.exists(path):
         return
@@ -48,8 +67,24 @@ def truncate_jsonl(path: str, field: str, limit: int) -> None:
         f.writelines(kept)
 
 
+def last_record(path: str, field: str, limit: int) -> dict:
+    """The last whole record of a JSON-lines file whose ``field`` is at most ``limit`` (``{}``
+    if there is none)."""
+    last: dict = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    break  # a torn last line from a crash
+                if record.get(field, limit + 1) <= limit:
+                    last = record
+    return last
+
+
 class JsonlWriter:
-    """Appends one JSON object per line, flushed at every write."""
+    """Appends one JSON object per line (buffered; :meth:`flush` or :meth:`sync` to write)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -60,6 +95,13 @@ class JsonlWriter:
 
     def flush(self) -> None:
         self._file.flush()
+
+    def sync(self) -> int:
+        """Flushes to disk (``fsync``) and returns the file's length in bytes: every line
+        written so far survives a crash from here on."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        return self._file.tell()
 
     def close(self) -> None:
         self._file.close()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -17,14 +16,17 @@ from typing import Any
 import jax
 import numpy as np
 
-from curriculax.checkpoint import CheckpointStore
-from curriculax.engine import _restore
+from curriculax._checks import int_at_least
+from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
+from curriculax.engine import _restore, _rundir
 from curriculax.engine._engine import Engine, EngineState, Generation
 from curriculax.engine._guard import CurriculumStalled, stall_message
 from curriculax.engine._logging import (
     JsonlWriter,
     ProgressBar,
     TensorBoardWriter,
+    last_record,
+    truncate_at,
     truncate_jsonl,
 )
 
@@ -39,8 +41,10 @@ class RunResult:
       state: the final engine state.
       metrics: the last update's metrics (host floats).
       summary: what ``summary.json`` holds.
-      stopped: ``"completed"``, or the signal that stopped the run (``"SIGTERM"``,
-        ``"SIGINT"``) after it saved a checkpoint.
+      stopped: ``"completed"``; the signal that stopped the run (``"SIGTERM"``,
+        ``"SIGINT"``) after it saved a checkpoint; or ``"already_complete"``: a resume found
+        the run already at ``steps`` updates (or more) and changed nothing (``metrics`` is then
+        the last logged update's, ``summary`` the one on disk).
     """
 
     state: EngineState
@@ -151,12 +155,30 @@ def _count_votes(votes: dict, engine: Engine, gen: Generation) -> None:
         counts[g] = (a + int(vote.sum()), t + int(vote.size))
 
 
+def _cut_logs(offsets: dict, fields: dict[str, tuple[str, int]]) -> None:
+    """Cuts each log back to the checkpoint being resumed: to the byte offset the checkpoint
+    recorded, else (older checkpoints, logs the earlier run did not write, a ``state=`` given)
+    to the records whose ``field`` is below the limit."""
+    for path, (field, limit) in fields.items():
+        offset = offsets.get(os.path.basename(path))
+        if offset is not None:
+            if truncate_at(path, offset):
+                continue
+            warnings.warn(
+                f"{path} is shorter than when the checkpoint was saved ({offset} bytes): lines "
+                f"were removed outside the run; keeping the records with {field} < {limit}",
+                stacklevel=3,
+            )
+        truncate_jsonl(path, field, limit)
+
+
 def run(
     engine: Engine,
     *,
     steps: int,
     run_dir: str | os.PathLike | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     allow_partial: bool = False,
     state: EngineState | None = None,
     checkpoint_every: int = 0,
@@ -179,9 +201,13 @@ def run(
       steps: total updates of the run (a resumed run continues up to this number).
       run_dir: where ``metrics.jsonl``, ``traces.jsonl``, ``checkpoints/`` and
         ``summary.json`` go; ``None`` writes nothing and never checkpoints.
-      resume: continue from the latest checkpoint in ``run_dir`` if there is one.
-      allow_partial: on resume, start new envs/gates fresh and drop removed ones (with a
-        warning) instead of raising :class:`CheckpointMismatch`.
+      resume: continue from the latest checkpoint in ``run_dir``. Without one, a directory
+        an earlier run left files in is refused (:class:`RunDirError`) unless ``overwrite``;
+        an empty one starts fresh.
+      overwrite: a fresh run (or a resume with nothing to resume) may delete what an earlier
+        run left in ``run_dir``; without it such a directory is refused.
+      allow_partial: on resume, start new envs/gates fresh, drop removed ones and accept a
+        changed ``config`` (with a warning) instead of raising :class:`CheckpointMismatch`.
       state: continue from this state instead of a fresh one (ignored when resuming from a
         checkpoint); files in ``run_dir`` are kept up to this state's step.
       checkpoint_every: save every this many updates (0: only at the end and on SIGTERM/SIGINT).
@@ -191,7 +217,12 @@ def run(
       tensorboard: also log scalars to ``run_dir/tensorboard`` (needs ``tensorboardX``).
       on_update: ``(state, metrics) -> extra metrics`` called on the host after each update
         (e.g. a held-out evaluation every n steps); its metrics are logged too.
-      config: a JSON-able description of the run, saved in checkpoints and the summary.
+      config: a JSON-able description of the run, saved in checkpoints and the summary. On
+        resume it must equal the checkpoint's but for ``steps`` and ``checkpoint_every`` (how
+        long to run, how often to save): a change is a :class:`CheckpointMismatch` naming each
+        key, ``old -> new``, unless ``allow_partial``, which records every accepted change as
+        ``config_changes`` (``[{"step": s, "changes": {key: [old, new]}}]``) in later
+        checkpoints and ``summary.json``.
       handle_signals: save a checkpoint and stop cleanly on SIGTERM/SIGINT.
 
     Returns:
@@ -201,72 +232,168 @@ def run(
       CurriculumStalled: ``stall_windows`` batch-equivalents in a row admitted nothing (with
         ``stall_policy="raise"``).
       CheckpointMismatch: a strict resume found a checkpoint that does not fit.
+      CheckpointUnreadable: a resume found checkpoints but none reads back (a damaged one
+        is skipped for the next older one, with a warning).
+      RunDirError: another run holds ``run_dir``, or it holds an earlier run that this one
+        would delete (see ``resume`` and ``overwrite``).
+      CheckpointSaveError: a checkpoint could not be written; the run stopped at once.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
-    cfg = engine.config
-    b = cfg.batch_groups
+    int_at_least(checkpoint_every, "checkpoint_every", 0)
+    int_at_least(keep_checkpoints, "keep_checkpoints", 1)
     rate = _trace_rate(traces)
-    store = metrics_writer = trace_writer = tb = None
-    fresh = state is None
     # On several hosts every process runs the loop and saves checkpoints (Orbax needs all of
-    # them); only process 0 writes the logs.
+    # them); only process 0 takes the run directory's lock and writes the logs.
     writer = jax.process_index() == 0
+    lock = None
     if run_dir is not None:
         run_dir = os.path.abspath(os.fspath(run_dir))
-        os.makedirs(run_dir, exist_ok=True)
-        ckpt_dir = os.path.join(run_dir, "checkpoints")
-        has_ckpt = os.path.isdir(ckpt_dir) and any(n.isdigit() for n in os.listdir(ckpt_dir))
-        if fresh and not resume and has_ckpt:
-            if jax.process_count() > 1:
-                raise FileExistsError(
-                    f"{ckpt_dir} holds checkpoints: pass resume=True (--resume) or use a new run "
-                    "directory (several processes cannot safely clear it)"
-                )
-            print(
-                f"note: starting fresh in {run_dir}; removing its old checkpoints", file=sys.stderr
-            )
-            shutil.rmtree(ckpt_dir)
-        store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
+        lock = _rundir.prepare(
+            run_dir, resume=resume, overwrite=overwrite, fresh=state is None, writer=writer
+        )
+    try:
+        return _run(
+            engine,
+            steps=steps,
+            run_dir=run_dir,
+            resume=resume,
+            allow_partial=allow_partial,
+            state=state,
+            checkpoint_every=checkpoint_every,
+            keep_checkpoints=keep_checkpoints,
+            rate=rate,
+            progress=progress and writer,
+            tensorboard=tensorboard,
+            on_update=on_update,
+            config=config,
+            handle_signals=handle_signals,
+            writer=writer,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
 
-    if resume and store is not None and store.latest_step() is not None:
-        state = _restore.restore(store, engine, allow_partial=allow_partial)
-        fresh = False
-    elif state is None:
-        state = engine.init()
 
-    counters = jax.device_get(state.counters)
-    updates = int(counters.updates)
-    if run_dir is not None and writer:
-        metrics_path = os.path.join(run_dir, "metrics.jsonl")
-        traces_path = os.path.join(run_dir, "traces.jsonl")
-        if fresh:
-            for p in (metrics_path, traces_path):
-                if os.path.exists(p):
-                    os.remove(p)
-        else:  # continuing: keep exactly the records that precede this state
-            truncate_jsonl(metrics_path, "step", updates + 1)
-            truncate_jsonl(traces_path, "generation", int(counters.generations))
-        metrics_writer = JsonlWriter(metrics_path)
-        if rate > 0:
-            trace_writer = JsonlWriter(traces_path)
-        if tensorboard:
-            tb = TensorBoardWriter(os.path.join(run_dir, "tensorboard"))
+ALREADY_COMPLETE = "already_complete"
 
-    bar = ProgressBar(steps, start=updates) if progress and writer else None
-    t0 = time.perf_counter()
-    groups_at_start = int(counters.groups)
-    pending = int(jax.device_get(state.pending.count))
-    last: dict[str, float] = {}
-    stopped = "completed"
-    warned_windows = 0
-    votes: dict[str, dict[str, tuple[int, int]]] = {}
+
+def _already_complete(run_dir: str, state: EngineState, config: dict | None) -> RunResult:
+    """A resume that finds nothing left to do: reads what the run left and writes nothing."""
+    c = jax.device_get(state.counters)
+    updates = int(c.updates)
+    last = last_record(os.path.join(run_dir, "metrics.jsonl"), "step", updates)
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+    except (OSError, json.JSONDecodeError):  # killed between the last save and the summary
+        summary = {
+            "stopped": "completed",
+            "steps": updates,
+            "rollouts": int(c.rollouts),
+            "groups": int(c.groups),
+            "admitted": int(c.admitted),
+            "generations": int(c.generations),
+            "final_metrics": last,
+            "config": config or {},
+        }
+    return RunResult(state, last, summary, ALREADY_COMPLETE)
+
+
+def _run(
+    engine: Engine,
+    *,
+    steps: int,
+    run_dir: str | None,
+    resume: bool,
+    allow_partial: bool,
+    state: EngineState | None,
+    checkpoint_every: int,
+    keep_checkpoints: int,
+    rate: float,
+    progress: bool,
+    tensorboard: bool,
+    on_update: OnUpdate | None,
+    config: dict | None,
+    handle_signals: bool,
+    writer: bool,
+) -> RunResult:
+    """:func:`run` once the run directory is locked and checked."""
+    cfg = engine.config
+    b = cfg.batch_groups
+    fresh = state is None
+    store = metrics_writer = trace_writer = tb = bar = None
+    updates = 0
+    saved_step = None  # the step of the checkpoint that holds the current state, if any
+    history: list[dict] = []  # config changes accepted on resume, oldest first
 
     def save(step_state: EngineState, step: int) -> None:
-        if store is not None:
-            _restore.save(store, step, engine, step_state, config)
+        nonlocal saved_step
+        if store is None or step == saved_step:
+            return
+        # Every log line up to this state reaches the disk before the checkpoint is committed,
+        # and the checkpoint records where each log ends, for a resume to cut back to.
+        logs = None
+        if metrics_writer is not None:
+            logs = {
+                "metrics.jsonl": metrics_writer.sync(),
+                "traces.jsonl": None if trace_writer is None else trace_writer.sync(),
+            }
+        _restore.save(store, step, engine, step_state, config, logs=logs, history=history)
+        saved_step = step
 
     try:
+        logs_at_checkpoint: dict = {}
+        if run_dir is not None:
+            ckpt_dir = os.path.join(run_dir, "checkpoints")
+            store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
+            if resume and store.steps():
+                state, saved_step, meta = _restore.restore_latest(
+                    store, engine, allow_partial=allow_partial, config=config
+                )
+                logs_at_checkpoint = meta.get("logs") or {}
+                history = list(meta.get("config_changes") or [])
+                changes = _restore.config_changes(meta.get("config"), config)
+                if changes:  # accepted with allow_partial: the run mixes both configs
+                    history.append({"step": saved_step, "changes": changes})
+                fresh = False
+        if state is None:
+            state = engine.init()
+        counters = jax.device_get(state.counters)
+        updates = int(counters.updates)
+        if saved_step is not None and updates >= steps:
+            return _already_complete(run_dir, state, config)
+        if store is not None:
+            store.check_writable()  # fail now, not at the first save
+        if run_dir is not None and writer:
+            metrics_path = os.path.join(run_dir, "metrics.jsonl")
+            traces_path = os.path.join(run_dir, "traces.jsonl")
+            if fresh:  # what is left is empty (the run directory's rules refused the rest)
+                for p in (metrics_path, traces_path):
+                    if os.path.exists(p):
+                        os.remove(p)
+            else:  # continuing: keep exactly the records that precede this state
+                _cut_logs(
+                    logs_at_checkpoint,
+                    {
+                        metrics_path: ("step", updates + 1),
+                        traces_path: ("generation", int(counters.generations)),
+                    },
+                )
+            metrics_writer = JsonlWriter(metrics_path)
+            if rate > 0:
+                trace_writer = JsonlWriter(traces_path)
+            if tensorboard:
+                tb = TensorBoardWriter(os.path.join(run_dir, "tensorboard"))
+
+        bar = ProgressBar(steps, start=updates) if progress else None
+        t0 = time.perf_counter()
+        groups_at_start = int(counters.groups)
+        pending = int(jax.device_get(state.pending.count))
+        last: dict[str, float] = {}
+        stopped = "completed"
+        warned_windows = 0
+        votes: dict[str, dict[str, tuple[int, int]]] = {}
         with _Signals(handle_signals) as sig:
             while True:
                 while pending >= b and updates < steps:
@@ -300,6 +427,8 @@ def run(
                             host.get("batch/admission_rate", float("nan")),
                             int(c.groups) - groups_at_start,
                         )
+                    if store is not None:
+                        store.check()  # a failed background save stops the run here
                     if checkpoint_every and updates % checkpoint_every == 0:
                         save(state, updates)
                     if sig.received:
@@ -327,9 +456,17 @@ def run(
             if sig.received:
                 stopped = sig.received
             save(state, updates)
+        if store is not None:
+            store.close()  # waits for the last save; raises if it failed
+    except CheckpointSaveError as e:
+        raise CheckpointSaveError(
+            f"{e}\nThe run stopped at update {updates}; its logs and earlier checkpoints are "
+            "kept. Free the disk or make the directory writable, then resume (--resume)."
+        ) from None
     finally:
         if store is not None:
-            store.close()
+            with contextlib.suppress(CheckpointSaveError):  # already raised above
+                store.close()
         for w in (metrics_writer, trace_writer, tb):
             if w is not None:
                 w.close()
@@ -348,6 +485,8 @@ def run(
         "final_metrics": last,
         "config": config or {},
     }
+    if history:
+        summary["config_changes"] = history
     if run_dir is not None and writer:
         with open(os.path.join(run_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2, sort_keys=True, default=float)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import warnings
 from typing import Any
 
@@ -11,7 +12,13 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from curriculax._types import PER_TASK_ATTR
-from curriculax.checkpoint import CheckpointStore, assemble, leaf_layout
+from curriculax.checkpoint import (
+    CheckpointStore,
+    assemble,
+    leaf_layout,
+    one_line,
+    quiet_abandoned_reads,
+)
 from curriculax.engine._engine import Engine, EngineState
 
 FORMAT = 1
@@ -19,6 +26,10 @@ FORMAT = 1
 
 class CheckpointMismatch(ValueError):
     """The checkpoint does not fit this run (strict restore); the message says what differs."""
+
+
+class CheckpointUnreadable(RuntimeError):
+    """No checkpoint of the directory could be read back; the message lists each one and why."""
 
 
 def engine_meta(engine: Engine, state: EngineState, extra: dict | None = None) -> dict:
@@ -51,18 +62,36 @@ def engine_meta(engine: Engine, state: EngineState, extra: dict | None = None) -
     }
 
 
-def save(store: CheckpointStore, step: int, engine: Engine, state: EngineState, extra=None):
+def save(
+    store: CheckpointStore,
+    step: int,
+    engine: Engine,
+    state: EngineState,
+    extra=None,
+    *,
+    logs: dict[str, int | None] | None = None,
+    history: list | None = None,
+):
     """Saves ``state`` with the pools' task keys and the run metadata as checkpoint ``step``.
 
-    A checkpoint already at ``step`` (saved earlier in the same update) is replaced.
+    ``logs`` (``{file name: byte length}``) records how far each log of the run directory had
+    been written (and synced) at this checkpoint, so a resume can cut them back to exactly this
+    point. ``history`` lists the config changes earlier resumes accepted (``allow_partial``).
+    A checkpoint already at ``step`` is replaced once the new one is committed.
     """
     item = {"engine": state, "pool_keys": {e.name: engine.pool_keys[e.name] for e in engine.envs}}
-    store.save(step, item, engine_meta(engine, state, extra))
+    meta = engine_meta(engine, state, extra)
+    if logs is not None:
+        meta["logs"] = logs
+    if history:
+        meta["config_changes"] = history
+    store.save(step, item, meta)
 
 
-def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str]]:
-    """Human-readable differences, envs to start fresh, envs whose gates to start fresh."""
-    lines, fresh_envs, changed_gates = [], set(), set()
+def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str], bool]:
+    """Human-readable differences, envs to start fresh, envs whose gates to start fresh, and
+    whether a group size changed (the waiting groups then start fresh)."""
+    lines, fresh_envs, changed_gates, resized = [], set(), set(), False
     saved = meta.get("envs", {})
     now = {e.name: e for e in engine.envs}
     removed = sorted(set(saved) - set(now))
@@ -76,6 +105,14 @@ def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str]]:
         fresh_envs.update(added)
     for name in sorted(set(saved) & set(now)):
         s, e = saved[name], now[name]
+        if s.get("group_size", e.group_size) != e.group_size:
+            lines.append(
+                f"env {name!r}: group size {s['group_size']} in the checkpoint, {e.group_size} "
+                "now (the groups waiting to train are dropped)"
+            )
+            resized = True
+        if s.get("weight", e.weight) != e.weight:
+            lines.append(f"env {name!r}: weight {s['weight']} in the checkpoint, {e.weight} now")
         if s["num_tasks"] != e.num_tasks:
             lines.append(
                 f"env {name!r}: pool size {s['num_tasks']} in the checkpoint, {e.num_tasks} now "
@@ -97,7 +134,35 @@ def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str]]:
             lines.append(f"env {name!r}: gates {new} are in this run but not in the checkpoint")
         if gone or new:
             changed_gates.add(name)
-    return lines, fresh_envs, changed_gates
+    return lines, fresh_envs, changed_gates, resized
+
+
+# Keys of a run's config that may change on resume: how long it runs and how often it saves.
+RESUMABLE_KEYS = ("steps", "checkpoint_every")
+_ABSENT = "(absent)"
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict) and tree:
+        out = {}
+        for k, v in tree.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: tree}
+
+
+def config_changes(saved: dict | None, now: dict | None) -> dict[str, list]:
+    """``{dotted key: [in the checkpoint, now]}`` for every key of the run's config that differs
+    (but :data:`RESUMABLE_KEYS`); ``{}`` when either side has no config."""
+    if not saved or not now:
+        return {}
+    old = _flat(json.loads(json.dumps(saved, default=str)))
+    new = _flat(json.loads(json.dumps(now, default=str)))
+    return {
+        k: [old.get(k, _ABSENT), new.get(k, _ABSENT)]
+        for k in sorted(set(old) | set(new))
+        if k not in RESUMABLE_KEYS and old.get(k, _ABSENT) != new.get(k, _ABSENT)
+    }
 
 
 def _per_task_fields(state: Any, prefix: str) -> list[str]:
@@ -131,15 +196,18 @@ def restore(
     step: int | None = None,
     *,
     allow_partial: bool = False,
+    config: dict | None = None,
 ) -> EngineState:
     """Restores an engine state saved by :func:`save`.
 
-    Strict by default: a changed env set, a renamed/added/removed gate, a changed pool size
-    or a changed state layout raises :class:`CheckpointMismatch` saying exactly what differs.
-    With ``allow_partial=True`` new components start fresh and removed ones are dropped, with
-    a warning. A pool holding the same task keys in a different order is always fine: the
-    per-task curriculum state follows the keys. With an engine mesh the state is restored
-    onto the engine's shardings, whatever device count saved it.
+    Strict by default: a changed env set, a renamed/added/removed gate, a changed pool size,
+    group size or env weight, a changed state layout, or a run ``config`` that differs from
+    the one saved (but for :data:`RESUMABLE_KEYS`) raises :class:`CheckpointMismatch` saying
+    exactly what differs, config keys as ``key: old -> new``. With ``allow_partial=True`` new
+    components start fresh and removed ones are dropped, with a warning. A pool holding the
+    same task keys in a different order is always fine: the per-task curriculum state follows
+    the keys. With an engine mesh the state is restored onto the engine's shardings, whatever
+    device count saved it.
     """
     if step is None:
         step = store.latest_step()
@@ -148,7 +216,9 @@ def restore(
     meta = store.meta(step)
     if meta.get("format") != FORMAT:
         raise CheckpointMismatch(f"checkpoint format {meta.get('format')!r}, expected {FORMAT}")
-    lines, fresh_envs, changed_gates = _diff(engine, meta)
+    lines, fresh_envs, changed_gates, resized = _diff(engine, meta)
+    changes = config_changes(meta.get("config"), config)
+    lines[:0] = [f"config {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items()]
     # Restore onto this run's devices, whatever topology saved the checkpoint.
     abstract = jax.eval_shape(engine.init, jax.random.key(0))
     if engine.state_sharding is not None:
@@ -193,6 +263,8 @@ def restore(
     skip |= {f"curricula/{n}/gates" for n in changed_gates}
     if set(meta.get("envs", {})) != set(engine.env_names):
         skip |= {"pending", "mixer", "since_progress"}
+    if resized:
+        skip.add("pending")
     saved_layout = meta.get("layout", {})
     for path, (shape, dtype) in leaf_layout(abstract).items():
         if any(path == s or path.startswith(s + "/") for s in skip):
@@ -209,8 +281,9 @@ def restore(
         raise CheckpointMismatch(
             f"checkpoint step {step} in {store.directory} does not match this run:\n  - "
             + "\n  - ".join(lines)
-            + "\nPass allow_partial=True (--allow-partial) to start new components fresh and "
-            "drop removed ones."
+            + "\nPass allow_partial=True (--allow-partial) to resume anyway: new components "
+            "start fresh, removed ones are dropped, and the changes are recorded in "
+            "summary.json."
         )
 
     if not lines and not perms:
@@ -240,6 +313,48 @@ def restore(
     if engine.state_sharding is not None:
         return jax.device_put(state, engine.state_sharding)
     return jax.tree.map(jax.numpy.asarray, state)
+
+
+def restore_latest(
+    store: CheckpointStore, engine: Engine, *, allow_partial: bool = False, config=None
+) -> tuple[EngineState, int, dict]:
+    """Restores the newest checkpoint that reads back, newest first.
+
+    A checkpoint that cannot be read (truncated or garbage files, missing metadata) is skipped
+    with a warning naming its step and the cause in one line; one that does not fit this run
+    raises :class:`CheckpointMismatch` at once (an older one would not fit either).
+
+    Returns:
+      ``(state, step, meta)``: the state, its step, and its JSON item.
+
+    Raises:
+      CheckpointUnreadable: none of the checkpoints reads back (each is listed with its cause).
+    """
+    quiet_abandoned_reads()  # a damaged checkpoint's other reads report as they finish
+    skipped: list[tuple[int, str]] = []
+    for step in reversed(store.steps()):
+        try:
+            meta = store.meta(step)
+            state = restore(store, engine, step, allow_partial=allow_partial, config=config)
+        except CheckpointMismatch:
+            raise
+        except Exception as e:  # whatever Orbax, TensorStore or JSON raise on damaged files
+            skipped.append((step, one_line(e)))
+            continue
+        if skipped:
+            warnings.warn(
+                f"resuming from checkpoint step {step} in {store.directory}: newer checkpoints "
+                "could not be restored and were skipped:\n"
+                + "\n".join(f"  - step {s}: {why}" for s, why in skipped),
+                stacklevel=4,  # the caller of engine.run
+            )
+        return state, step, meta
+    raise CheckpointUnreadable(
+        f"no checkpoint in {store.directory} can be restored:\n"
+        + "\n".join(f"  - step {s}: {why}" for s, why in skipped)
+        + "\nRestore a copy of the directory, or start over without resume and with "
+        "overwrite=True (--overwrite), which deletes the run."
+    )
 
 
 def _remap_pending_ids(leaves: dict, env_index: int, perm: np.ndarray) -> None:

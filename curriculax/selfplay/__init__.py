@@ -1,12 +1,19 @@
 """Solver-challenger self-play: a challenger proposes tasks at the solver's frontier.
 
 ``Challenger(generate, validate, propose)`` owns a task-generation spec; the frontier sampler
-mixes seed tasks with generated ones and judges whether the solver learns each one (first vs
-latest pass rate); ``curriculum_evolve`` runs the rounds (challenge, solve, judge, tune) on one
-engine, evaluating on held-out seed tasks the challenger never touches.
+mixes seed tasks with generated ones and judges whether the solver learns each one (latest
+pass rate against a baseline independent of the "already passed?" filter);
+``curriculum_evolve`` runs the rounds (challenge, solve, judge, tune) on one engine,
+evaluating on held-out tasks that neither the challenger nor ``propose`` ever sees.
 """
 
-from curriculax.selfplay._challenger import Challenge, Challenger, InvalidTask, run_challenge
+from curriculax.selfplay._challenger import (
+    Challenge,
+    Challenger,
+    InvalidTask,
+    level_direction,
+    run_challenge,
+)
 from curriculax.selfplay._evolve import (
     EvolutionResult,
     RoundReport,
@@ -32,5 +39,6 @@ __all__ = [
     "curriculum_evolve",
     "frontier_sampler",
     "held_out_mask",
+    "level_direction",
     "run_challenge",
 ]

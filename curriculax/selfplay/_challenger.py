@@ -39,6 +39,24 @@ class Challenger(NamedTuple):
     vectorized: bool = False
 
 
+def level_direction(report: Any) -> int:
+    """Which way a level-knob challenger moves after a round: ``+1``, ``0`` or ``-1``.
+
+    Up when the solver already passed most of the round's tasks (more dropped as easy than
+    half the generated ones) or learned more than it left stuck with ``r0 > 0``; down when it
+    learned none but left tasks stuck; otherwise stay. Both built-in challengers use it.
+
+    Example:
+      >>> level = max(0, level + level_direction(report))
+    """
+    too_easy = report.dropped_easy > report.generated // 2
+    if too_easy or (report.learned > report.stuck and report.r0 > 0):
+        return 1
+    if report.learned == 0 and report.stuck > 0:
+        return -1
+    return 0
+
+
 @dataclasses.dataclass(frozen=True)
 class Challenge:
     """One challenge phase: ``P`` payload slots, the valid ones filled.

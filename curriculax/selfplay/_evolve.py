@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,6 +17,7 @@ from curriculax._curriculum import curriculum
 from curriculax._types import AdmissionGate, TaskSampler
 from curriculax.engine._engine import Engine, EngineConfig, EngineState
 from curriculax.engine._env import Env, _keys_from_data, check_unique_keys, content_keys
+from curriculax.engine._logging import JsonlWriter
 from curriculax.engine._loop import run
 from curriculax.engine._solver import Solver
 from curriculax.selfplay._challenger import Challenger, run_challenge
@@ -24,7 +26,10 @@ from curriculax.selfplay._frontier import frontier_sampler
 
 @dataclasses.dataclass(frozen=True)
 class RoundReport:
-    """What one round of self-play did (the report ``propose`` tunes the spec from).
+    """What one round of self-play did on the training side: the report ``propose`` tunes
+    the spec from. It holds no held-out score, by construction: the held-out evaluation goes
+    to the run's records only (:attr:`EvolutionResult.held_out`, ``on_round``, the run
+    directory's ``metrics.jsonl`` and ``summary.json``).
 
     Attributes:
       round: 0-based round index.
@@ -35,13 +40,13 @@ class RoundReport:
       learned: frontier tasks judged learned this round.
       stuck: frontier tasks judged stuck this round.
       dropped_easy: frontier tasks dropped this round because the solver already passed them.
-      r0: mean (latest - first) pass rate over the tasks judged this round.
+      r0: mean (latest - baseline) pass rate over the tasks judged this round.
       occupancy: tasks left on the frontier after judging.
-      held_out_reward: mean held-out score after the round (seed tasks only).
       steps: updates done so far.
       rollouts: solver rollouts so far.
-      metrics: the round's last update metrics (``solver/...``, ``curriculum/...``; no wall
-        time, so a report is a deterministic function of the seed).
+      metrics: the round's last update metrics (``solver/...``, ``batch/...``,
+        ``curriculum/...``; training-side only, no wall time, so a report is a deterministic
+        function of the seed).
     """
 
     round: int
@@ -54,7 +59,6 @@ class RoundReport:
     dropped_easy: int
     r0: float
     occupancy: int
-    held_out_reward: float
     steps: int
     rollouts: int
     metrics: dict = dataclasses.field(default_factory=dict)
@@ -65,9 +69,11 @@ class EvolutionResult:
     """What :func:`curriculum_evolve` returns.
 
     Attributes:
-      final_reward: mean held-out score at the end (held-out seed tasks only).
-      history: one dict per round (the :class:`RoundReport` fields, JSON-able).
-      curriculum: the per-round :class:`RoundReport` values.
+      final_reward: mean held-out score at the end (held-out tasks only).
+      history: one dict per round (the :class:`RoundReport` fields plus
+        ``held_out_reward``; JSON-able).
+      curriculum: the per-round :class:`RoundReport` values (what ``propose`` saw).
+      held_out: the mean held-out score after each round (what ``propose`` never saw).
       state: the final engine state.
       engine: the engine (one instance for the whole run).
     """
@@ -75,6 +81,7 @@ class EvolutionResult:
     final_reward: float
     history: list[dict]
     curriculum: tuple[RoundReport, ...]
+    held_out: tuple[float, ...]
     state: EngineState
     engine: Engine
 
@@ -132,7 +139,8 @@ def curriculum_evolve(
     frontier_share: float = 0.25,
     frontier_capacity: int | None = None,
     max_attempts: int = 4,
-    held_out_frac: float = 0.2,
+    held_out_frac: float | None = None,
+    held_out_tasks: Any = None,
     key: jax.Array | int = 0,
     sampler: Any = None,
     gates: Mapping[str, AdmissionGate] | None = None,
@@ -146,7 +154,7 @@ def curriculum_evolve(
     run_dir: str | os.PathLike | None = None,
     progress: bool = False,
     traces: bool | float = False,
-    on_round: Callable[[RoundReport], None] | None = None,
+    on_round: Callable[[RoundReport, float], None] | None = None,
     mesh=None,
 ) -> EvolutionResult:
     """Trains ``solver`` on ``seed_tasks`` while a challenger proposes frontier tasks.
@@ -154,14 +162,18 @@ def curriculum_evolve(
     A round: **challenge** (generate ``generated_per_round`` valid tasks with the current spec;
     invalid payloads are counted), **solve** (train ``steps_per_round`` updates on seed plus
     frontier tasks), **judge** (drop learned and stuck frontier tasks; r0 = mean(latest -
-    first)), **tune** (``spec = challenger.propose(spec, report)``). One engine instance runs
-    the whole time: solver and optimiser state, curriculum state and the compiled step persist
-    across rounds; nothing is rebuilt or recompiled per round.
+    baseline), as :func:`frontier_sampler` explains), **tune** (``spec =
+    challenger.propose(spec, report)``). One engine instance runs the whole time: solver and
+    optimiser state, curriculum state and the compiled step persist across rounds; nothing
+    is rebuilt or recompiled per round.
 
-    Isolation: the held-out split is taken from the seed tasks alone, by a stable hash of
-    their keys, before round 1. The challenger, ``propose`` and the sampler never see held-out
-    tasks or scores; a generated task equal to a held-out one is rejected and counted.
-    ``final_reward`` and every reported evaluation are measured on held-out seed tasks only.
+    Isolation: the held-out set is fixed before round 1, either ``held_out_tasks`` or a split
+    of the seed tasks by a stable hash of their keys. The challenger and the sampler never see
+    held-out tasks; a generated task equal to a held-out one is rejected and counted. The
+    held-out score is measured after each round and goes to the run's records only
+    (:attr:`EvolutionResult.held_out`, ``on_round``, ``metrics.jsonl`` and ``summary.json``):
+    the :class:`RoundReport` that ``propose`` receives has no held-out field, so a challenger
+    cannot tune on the evaluation, and ``final_reward`` stays a held-out estimate.
 
     Without a challenger this is an ordinary training run (rounds only set the evaluation
     points): self-play is opt-in.
@@ -177,7 +189,10 @@ def curriculum_evolve(
       frontier_share: share of each generation batch drawn from the frontier.
       frontier_capacity: frontier buffer size (default ``4 * generated_per_round``).
       max_attempts: attempts before an unlearned frontier task is judged stuck.
-      held_out_frac: share of seed tasks held out for evaluation.
+      held_out_frac: share of seed tasks held out for evaluation (default 0.2; 0 when
+        ``held_out_tasks`` is given).
+      held_out_tasks: an explicit evaluation set (same layout as ``seed_tasks``; none of its
+        keys may be a seed task's); then every seed task trains.
       key: PRNG key or int seed of the run.
       sampler: the seed sampler: a TaskSampler for the training split, a config mapping
         (``{"type": "difficulty_pools"}``, the default), or ``num_tasks -> TaskSampler``.
@@ -190,10 +205,12 @@ def curriculum_evolve(
       z: standard errors the latest pass rate must exceed the first by to count as learned.
       seed_keys: stable ``u32[N]`` keys of the seed tasks (default: their ``key`` field or a
         content hash).
-      run_dir: optional run directory (metrics, traces, ``rounds.jsonl``, ``summary.json``).
+      run_dir: optional run directory: the engine's ``metrics.jsonl`` (plus one
+        ``eval/held_out_reward`` record per round), traces, checkpoints, and ``summary.json``
+        (the run's summary plus ``final_reward`` and the per-round ``history``).
       progress: show a progress bar.
       traces: trace groups (as in :func:`curriculax.engine.run`).
-      on_round: called with each :class:`RoundReport` (e.g. to print a table).
+      on_round: ``(report, held_out_reward)`` after each round (e.g. to print a table).
       mesh: an optional device mesh for the engine (data-parallel rollouts and updates; see
         :func:`curriculax.engine.make_mesh`).
 
@@ -222,19 +239,44 @@ def curriculum_evolve(
     keys = seed_keys if seed_keys is not None else _keys_from_data(seed_tasks)
     keys = content_keys(seed_tasks) if keys is None else np.asarray(keys, np.uint32)
     check_unique_keys(keys, "seed_tasks")
-    held = held_out_mask(keys, held_out_frac)
-    train_idx, held_idx = np.flatnonzero(~held), np.flatnonzero(held)
-    if len(train_idx) == 0:
-        raise ValueError("every seed task fell in the held-out split; lower held_out_frac")
-    if held_out_frac > 0 and len(held_idx) == 0:
-        raise ValueError(
-            f"no seed task fell in the held-out split ({len(keys)} tasks, "
-            f"held_out_frac={held_out_frac}); add tasks or raise held_out_frac"
+    if held_out_tasks is not None:
+        if held_out_frac:
+            raise ValueError(
+                f"pass either held_out_tasks or held_out_frac (got held_out_frac="
+                f"{held_out_frac}): with an explicit held-out set every seed task trains"
+            )
+        held_keys = _keys_from_data(held_out_tasks)
+        held_keys = np.asarray(
+            content_keys(held_out_tasks) if held_keys is None else held_keys, np.uint32
         )
-    train_tasks, train_keys = _take(seed_tasks, train_idx), keys[train_idx]
-    held_tasks = _take(seed_tasks, held_idx)
-    held_keys = keys[held_idx]
-    n = len(train_idx)
+        check_unique_keys(held_keys, "held_out_tasks")
+        shared = np.intersect1d(keys, held_keys)
+        if shared.size:
+            raise ValueError(
+                f"{shared.size} held-out task(s) are also seed tasks (keys {shared[:5].tolist()}"
+                "...); the held-out set must be disjoint from the training pool"
+            )
+        train_tasks, train_keys = seed_tasks, keys
+        held_tasks = held_out_tasks
+        num_held = len(held_keys)
+        if num_held == 0:
+            raise ValueError("held_out_tasks is empty")
+    else:
+        frac = 0.2 if held_out_frac is None else held_out_frac
+        held = held_out_mask(keys, frac)
+        train_idx, held_idx = np.flatnonzero(~held), np.flatnonzero(held)
+        if len(train_idx) == 0:
+            raise ValueError("every seed task fell in the held-out split; lower held_out_frac")
+        if frac > 0 and len(held_idx) == 0:
+            raise ValueError(
+                f"no seed task fell in the held-out split ({len(keys)} tasks, "
+                f"held_out_frac={frac}); add tasks or raise held_out_frac"
+            )
+        train_tasks, train_keys = _take(seed_tasks, train_idx), keys[train_idx]
+        held_tasks = _take(seed_tasks, held_idx)
+        held_keys = keys[held_idx]
+        num_held = len(held_idx)
+    n = len(train_keys)
 
     inner = _build_sampler(sampler, n)
     frontier = None
@@ -271,7 +313,11 @@ def curriculum_evolve(
         cs = state.curricula["train"]
         return state._replace(curricula={"train": cs._replace(sampler=fstate)})
 
+    if run_dir is not None:
+        run_dir = os.path.abspath(os.fspath(run_dir))
     reports: list[RoundReport] = []
+    held_out: list[float] = []
+    summary: dict = {}
     for r in range(rounds):
         generated = invalid = collisions = 0
         easy_before = 0
@@ -306,7 +352,7 @@ def curriculum_evolve(
             traces=traces,
             handle_signals=False,
         )
-        state = result.state
+        state, summary = result.state, result.summary
         learned = stuck = dropped_easy = occupancy = 0
         r0 = 0.0
         if frontier is not None:
@@ -315,11 +361,6 @@ def curriculum_evolve(
             learned, stuck = int(rep.learned), int(rep.stuck)
             r0, occupancy = float(rep.r0), int(rep.occupancy)
             dropped_easy = int(fstate.dropped_easy) - easy_before
-        held_reward = (
-            float(jnp.mean(evaluate(state.solver, held_tasks, jax.random.fold_in(k_eval, r))))
-            if len(held_idx)
-            else float("nan")
-        )
         c = jax.device_get(state.counters)
         report = RoundReport(
             round=r,
@@ -332,22 +373,39 @@ def curriculum_evolve(
             dropped_easy=dropped_easy,
             r0=r0,
             occupancy=occupancy,
-            held_out_reward=held_reward,
             steps=int(c.updates),
             rollouts=int(c.rollouts),
             metrics={k: v for k, v in result.metrics.items() if k != "time"},
         )
+        # Measured after the round, recorded apart from the report: propose never sees it.
+        held_reward = (
+            float(jnp.mean(evaluate(state.solver, held_tasks, jax.random.fold_in(k_eval, r))))
+            if num_held
+            else float("nan")
+        )
         reports.append(report)
+        held_out.append(held_reward)
         if on_round is not None:
-            on_round(report)
+            on_round(report, held_reward)
         if challenger is not None:
             spec = challenger.propose(spec, report)
+        if run_dir is not None and jax.process_index() == 0:
+            writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
+            writer.write({"step": report.steps, "round": r, "eval/held_out_reward": held_reward})
+            writer.close()
 
-    history = [dataclasses.asdict(rep) for rep in reports]
+    history = [
+        {**dataclasses.asdict(rep), "held_out_reward": h} for rep, h in zip(reports, held_out)
+    ]
+    if run_dir is not None and jax.process_index() == 0:
+        with open(os.path.join(run_dir, "summary.json"), "w") as f:
+            out = {**summary, "final_reward": held_out[-1], "history": history}
+            json.dump(out, f, indent=2, sort_keys=True, default=str)
     return EvolutionResult(
-        final_reward=reports[-1].held_out_reward,
+        final_reward=held_out[-1],
         history=history,
         curriculum=tuple(reports),
+        held_out=tuple(held_out),
         state=state,
         engine=engine,
     )

@@ -1,17 +1,20 @@
 """The frontier sampler: seed tasks plus a fixed-capacity buffer of generated tasks.
 
-Each generated task keeps counts, not means: successes and samples at its first measurement
-and at its latest, and its attempts. Learnability is judged online, first vs last:
+The judge is a two-sample estimator whose filter and baseline never share a rollout. The
+first attempt's group is split in two halves (even and odd rollouts, measured with the same
+policy): the even half decides whether the task is already passed (then it is dropped,
+``dropped_easy``); the odd half, which that decision never saw, is the baseline. Each
+surviving task is judged exactly once, after its ``max_attempts``-th attempt: its gain is the
+latest attempt's pass rate minus the baseline's, ``r0`` is the mean gain over judged tasks,
+and it counts as ``learned`` when the gain exceeds ``z`` standard errors (a two-proportion
+test with the pooled rate) and the latest pass rate clears ``pass_rate``, otherwise ``stuck``.
 
-- a task the solver already passes at its first measurement is dropped at once (it was never
-  on the frontier: ``dropped_easy``);
-- a task whose latest pass rate exceeds its first by more than ``z`` standard errors (a
-  two-proportion test with the pooled rate) and clears ``pass_rate`` is dropped as
-  ``learned`` when judged;
-- a task not learned within ``max_attempts`` attempts is dropped as ``stuck`` when judged.
-
-With several rollouts per attempt (the group) and the z test, a solver that does not learn
-gets almost no task judged learned; a single rollout per attempt would call ~30% "learned".
+Why it is unbiased: the two halves are independent draws of the same pass rate, so dropping
+tasks on a lucky (or unlucky) filter half leaves the baseline an honest estimate of the pass
+rate before training; and one fixed look per task leaves no room to stop on a lucky streak.
+For a solver that does not learn, the expected gain is 0 and about 2-3% of judged tasks pass
+the z-test by chance. ``r0`` measures all improvement on the task (what the solver learned
+from the task itself and from everything else it trained on between the two measurements).
 """
 
 from __future__ import annotations
@@ -39,15 +42,19 @@ class FrontierState(NamedTuple):
       status: ``i32[F]`` 0 empty, 1 active, 2 out of attempts (awaiting judgement).
       spec: ``i32[F]`` round whose spec generated the task.
       gen_seed: ``u32[F]`` generation seed of the task.
-      first_successes, first_samples: ``i32[F]`` counts at the first measurement.
-      last_successes, last_samples: ``i32[F]`` counts at the latest measurement.
-      attempts: ``i32[F]`` measured attempts (groups with a valid rollout).
+      filter_successes, filter_samples: ``i32[F]`` counts of the first attempt's even
+        rollouts (the "already passed?" filter).
+      base_successes, base_samples: ``i32[F]`` counts of the first attempt's odd rollouts
+        (the baseline).
+      last_successes, last_samples: ``i32[F]`` counts at the latest attempt.
+      attempts: ``i32[F]`` measured attempts (groups with a valid rollout; the first one needs
+        a valid rollout in each half).
       inserted, invalid, overflow: ``i32[]`` tasks inserted, payloads rejected as invalid,
         valid tasks that found no free slot (cumulative).
       learned, stuck, dropped_easy: ``i32[]`` tasks dropped for each reason (cumulative).
-      judged_gain: ``f32[]`` sum of (latest - first) pass rate over judged tasks.
+      judged_gain: ``f32[]`` sum of (latest - baseline) pass rate over judged tasks.
       judged: ``i32[]`` tasks judged (learned or stuck, cumulative).
-      last_r0: ``f32[]`` mean (latest - first) over the tasks of the last judgement.
+      last_r0: ``f32[]`` mean (latest - baseline) over the tasks of the last judgement.
     """
 
     seed: Any
@@ -56,8 +63,10 @@ class FrontierState(NamedTuple):
     status: jax.Array
     spec: jax.Array
     gen_seed: jax.Array
-    first_successes: jax.Array
-    first_samples: jax.Array
+    filter_successes: jax.Array
+    filter_samples: jax.Array
+    base_successes: jax.Array
+    base_samples: jax.Array
     last_successes: jax.Array
     last_samples: jax.Array
     attempts: jax.Array
@@ -78,7 +87,7 @@ class JudgeReport(NamedTuple):
     Attributes:
       learned: tasks judged learned now.
       stuck: tasks judged stuck now.
-      r0: mean (latest - first) pass rate over the tasks judged now (0 if none).
+      r0: mean (latest - baseline) pass rate over the tasks judged now (0 if none).
       occupancy: tasks left on the frontier.
     """
 
@@ -96,7 +105,8 @@ class Frontier(NamedTuple):
       insert: ``(state, tasks [P, ...], valid bool[P], keys u32[P], spec i32[], gen_seeds
         u32[P], invalid i32[]) -> state``: places the valid generated tasks in free slots and
         counts ``invalid`` rejected payloads.
-      judge: ``(state) -> (state, JudgeReport)``: drops learned and stuck tasks.
+      judge: ``(state) -> (state, JudgeReport)``: judges the tasks that used up their
+        attempts (learned or stuck) and drops them.
       num_seed: seed pool size ``N`` (frontier tasks have ids ``N + slot``).
       capacity: ``F``.
     """
@@ -122,12 +132,18 @@ def frontier_sampler(
 ) -> Frontier:
     """Builds a frontier sampler over a seed sampler.
 
+    The judge (``Frontier.judge``) splits each generated task's first attempt into a filter
+    half (even rollouts: already passed? then dropped) and a baseline half (odd rollouts), and
+    judges the task once, after ``max_attempts`` attempts, on latest minus baseline; the
+    module docstring says why that is unbiased.
+
     ``sample(num)`` draws ``round(frontier_share * num)`` distinct active frontier tasks (as
     payloads, ids ``num_seed + slot``) and the rest from the seed sampler. When fewer frontier
     tasks are active, the missing frontier slots are filled with seed tasks drawn uniformly at
     random, so the seed sampler always advances by the same count. ``observe`` passes seed
     results to the seed sampler (frontier rows arrive there with id -1 and no valid rollout)
-    and updates the frontier counts.
+    and updates the frontier counts (group size ``K >= 2``: the first attempt is split into a
+    filter half and a baseline half, see the module docstring).
 
     Args:
       seed_sampler: sampler over the ``num_seed`` seed tasks.
@@ -136,15 +152,17 @@ def frontier_sampler(
         giving the payload layout.
       capacity: frontier buffer size ``F``.
       frontier_share: share of each batch drawn from the frontier, in ``[0, 1]``.
-      max_attempts: measured attempts before a task that was not learned is judged stuck.
+      max_attempts: measured attempts after which a task is judged (learned or stuck), >= 2.
       success_threshold: a rollout with reward ``>= success_threshold`` is a success.
-      pass_rate: a task "passes" at a pass rate ``>= pass_rate``.
-      z: standard errors the latest pass rate must exceed the first by to count as learned.
+      pass_rate: a task "passes" at a pass rate ``>= pass_rate`` (the filter half: dropped
+        as easy; the latest attempt: may count as learned).
+      z: standard errors the latest pass rate must exceed the baseline by to count as learned.
 
     Returns:
       A :class:`Frontier`; its sampler's ``num_tasks`` is ``num_seed + capacity`` (seed ids,
       then frontier ids). Sampler metrics: ``occupancy``, ``learned``, ``stuck``,
-      ``dropped_easy``, ``invalid``, ``overflow``, ``r0`` and the seed sampler's as
+      ``dropped_easy``, ``judged``, ``invalid``, ``overflow``, ``inserted``, ``r0`` and the
+      seed sampler's as
       ``seed/<k>``.
     """
     n = check_num_tasks(num_seed, "num_seed")
@@ -153,7 +171,7 @@ def frontier_sampler(
         raise ValueError(f"frontier_share must be in [0, 1], got {frontier_share}")
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 2:
         raise ValueError(
-            f"max_attempts must be an int >= 2 (first vs latest needs two), got {max_attempts!r}"
+            f"max_attempts must be an int >= 2 (baseline vs latest needs two), got {max_attempts!r}"
         )
     for name, value in (("pass_rate", pass_rate), ("success_threshold", success_threshold)):
         if not math.isfinite(value):
@@ -184,8 +202,10 @@ def frontier_sampler(
             status=zi(),
             spec=zi(),
             gen_seed=jnp.zeros((f,), jnp.uint32),
-            first_successes=zi(),
-            first_samples=zi(),
+            filter_successes=zi(),
+            filter_samples=zi(),
+            base_successes=zi(),
+            base_samples=zi(),
             last_successes=zi(),
             last_samples=zi(),
             attempts=zi(),
@@ -229,6 +249,12 @@ def frontier_sampler(
         return TaskDraw(ids, from_pool, payload, keys), state._replace(seed=seed_state)
 
     def observe(state: FrontierState, results: GroupResults) -> FrontierState:
+        k = results.rewards.shape[1]
+        if k < 2:
+            raise ValueError(
+                f"the frontier judge needs group_size >= 2 (got {k}): it splits a task's first "
+                "attempt into a filter half and an independent baseline half"
+            )
         ids = results.task_ids.astype(jnp.int32)
         front = (ids >= n) & (ids < n + f)
         seed_results = results._replace(
@@ -237,47 +263,58 @@ def frontier_sampler(
         )
         seed_state = seed_sampler.observe(state.seed, seed_results)
         valid = results.valid.astype(bool)
-        samples = jnp.sum(valid, axis=1, dtype=jnp.int32)
-        successes = jnp.sum(valid & (results.rewards >= success_threshold), axis=1, dtype=jnp.int32)
+        success = valid & (results.rewards >= success_threshold)
+        even = (jnp.arange(k) % 2 == 0)[None, :]
+
+        def count(mask):
+            return jnp.sum(mask, axis=1, dtype=jnp.int32)
+
+        samples, successes = count(valid), count(success)
+        filter_n, filter_s = count(valid & even), count(success & even)
+        base_n, base_s = samples - filter_n, successes - filter_s
         slot = jnp.where(front, ids - n, 0)
-        live = front & (samples > 0) & (state.status[slot] == ACTIVE)
+        active = front & (state.status[slot] == ACTIVE)
+        first = active & (state.attempts[slot] == 0)
+        # A first attempt needs a valid rollout in each half; a later one, any valid rollout.
+        live = active & jnp.where(first, (filter_n > 0) & (base_n > 0), samples > 0)
+        first = first & live
         target = jnp.where(live, slot, f)  # out of range: dropped
-        first_time = live & (state.first_samples[slot] == 0)
-        first_target = jnp.where(first_time, slot, f)
-        fs = state.first_successes.at[first_target].set(successes, mode="drop")
-        fn = state.first_samples.at[first_target].set(samples, mode="drop")
-        ls = state.last_successes.at[target].set(successes, mode="drop")
-        ln = state.last_samples.at[target].set(samples, mode="drop")
+        first_target = jnp.where(first, slot, f)
+
+        def put(buf, at, new):
+            return buf.at[at].set(new, mode="drop")
+
         attempts = state.attempts.at[target].add(1, mode="drop")
-        easy = first_time & (successes >= pass_rate * samples)
+        easy = first & (filter_s >= pass_rate * filter_n)
         status = state.status.at[jnp.where(easy, slot, f)].set(EMPTY, mode="drop")
         exhausted = (status == ACTIVE) & (attempts >= max_attempts)
         status = jnp.where(exhausted, WAITING, status)
         return state._replace(
             seed=seed_state,
             status=status,
-            first_successes=fs,
-            first_samples=fn,
-            last_successes=ls,
-            last_samples=ln,
+            filter_successes=put(state.filter_successes, first_target, filter_s),
+            filter_samples=put(state.filter_samples, first_target, filter_n),
+            base_successes=put(state.base_successes, first_target, base_s),
+            base_samples=put(state.base_samples, first_target, base_n),
+            last_successes=put(state.last_successes, target, successes),
+            last_samples=put(state.last_samples, target, samples),
             attempts=attempts,
             dropped_easy=_counters.add(state.dropped_easy, jnp.sum(easy, dtype=jnp.int32)),
         )
 
     def judge(state: FrontierState):
-        on = (state.status == ACTIVE) | (state.status == WAITING)
-        fn = state.first_samples.astype(jnp.float32)
+        # One look per task, after its last attempt: no stopping on a lucky streak.
+        judged = state.status == WAITING
+        bn = state.base_samples.astype(jnp.float32)
         ln = state.last_samples.astype(jnp.float32)
-        p0 = state.first_successes / jnp.maximum(fn, 1.0)
+        p0 = state.base_successes / jnp.maximum(bn, 1.0)
         p1 = state.last_successes / jnp.maximum(ln, 1.0)
-        pooled = (state.first_successes + state.last_successes) / jnp.maximum(fn + ln, 1.0)
+        pooled = (state.base_successes + state.last_successes) / jnp.maximum(bn + ln, 1.0)
         se = jnp.sqrt(
-            pooled * (1.0 - pooled) * (1.0 / jnp.maximum(fn, 1.0) + 1.0 / jnp.maximum(ln, 1.0))
+            pooled * (1.0 - pooled) * (1.0 / jnp.maximum(bn, 1.0) + 1.0 / jnp.maximum(ln, 1.0))
         )
-        measured = on & (state.attempts >= 2) & (fn > 0) & (ln > 0)
-        learned = measured & (p1 - p0 > z * se) & (p1 >= pass_rate)
-        stuck = (state.status == WAITING) & ~learned
-        judged = learned | stuck
+        learned = judged & (p1 - p0 > z * se) & (p1 >= pass_rate)
+        stuck = judged & ~learned
         count = jnp.sum(judged, dtype=jnp.int32)
         gain = jnp.sum(jnp.where(judged, p1 - p0, 0.0))
         r0 = gain / jnp.maximum(count, 1).astype(jnp.float32)
@@ -317,8 +354,10 @@ def frontier_sampler(
             status=put(state.status, jnp.full((p,), ACTIVE, jnp.int32)),
             spec=put(state.spec, jnp.broadcast_to(jnp.asarray(spec, jnp.int32), (p,))),
             gen_seed=put(state.gen_seed, gen_seeds),
-            first_successes=put(state.first_successes, zeros),
-            first_samples=put(state.first_samples, zeros),
+            filter_successes=put(state.filter_successes, zeros),
+            filter_samples=put(state.filter_samples, zeros),
+            base_successes=put(state.base_successes, zeros),
+            base_samples=put(state.base_samples, zeros),
             last_successes=put(state.last_successes, zeros),
             last_samples=put(state.last_samples, zeros),
             attempts=put(state.attempts, zeros),
@@ -333,6 +372,7 @@ def frontier_sampler(
             "learned": state.learned.astype(jnp.float32),
             "stuck": state.stuck.astype(jnp.float32),
             "dropped_easy": state.dropped_easy.astype(jnp.float32),
+            "judged": state.judged.astype(jnp.float32),
             "invalid": state.invalid.astype(jnp.float32),
             "overflow": state.overflow.astype(jnp.float32),
             "inserted": state.inserted.astype(jnp.float32),

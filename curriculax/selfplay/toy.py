@@ -22,7 +22,7 @@ import numpy as np
 from curriculax import _counters
 from curriculax.credit import group_signal, grpo_advantages, per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
-from curriculax.selfplay._challenger import Challenger, InvalidTask
+from curriculax.selfplay._challenger import Challenger, InvalidTask, level_direction
 
 
 class CapState(NamedTuple):
@@ -89,9 +89,8 @@ def level_challenger(*, step_up: float = 1.0, step_down: float = 0.5, max_level:
 
     ``generate`` draws a level uniformly in ``[spec.level, spec.level + 1)`` (a payload
     ``{"level": f32[], "variant": i32[]}``); ``validate`` rejects non-finite or out-of-range
-    levels; ``propose`` raises the level by ``step_up`` when the round learned more tasks than
-    it left stuck (r0 > 0), lowers it by ``step_down`` when it learned nothing but left tasks
-    stuck, and keeps it otherwise.
+    levels; ``propose`` raises the level by ``step_up`` or lowers it by ``step_down`` as
+    :func:`~curriculax.selfplay.level_direction` says.
     """
 
     def generate(spec, key):
@@ -108,9 +107,10 @@ def level_challenger(*, step_up: float = 1.0, step_down: float = 0.5, max_level:
 
     def propose(spec, report):
         level = float(spec["level"])
-        if report.learned > report.stuck and report.r0 > 0:
+        direction = level_direction(report)
+        if direction > 0:
             level += step_up
-        elif report.learned == 0 and report.stuck > 0:
+        elif direction < 0:
             level = max(0.0, level - step_down)
         return {**spec, "level": level}
 

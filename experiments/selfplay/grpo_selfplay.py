@@ -8,78 +8,24 @@ and moves the level by the measured learnability (r0): up when generated tasks g
 down when they only get stuck. The same rollout budget is run without a challenger (no gate in
 either run, so every update costs the same rollouts). Both are evaluated on the same held-out
 seed tasks, which the challenger never touches. Writes ``summary.json`` and prints a
-per-round table; reports the held-out result whatever it is.
+per-round table; reports the held-out result whatever it is. One seed says little: the
+multi-seed comparison with intervals is ``experiments.selfplay.study``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import os
 
 import jax
-import jax.numpy as jnp
 
 from curriculax import tasks as T
-from curriculax.selfplay import Challenger, InvalidTask, curriculum_evolve
+from curriculax.selfplay import curriculum_evolve
 from experiments import _cli
 from experiments._builders import GRPOExperimentConfig, TaskConfig, family_spec, make_solver
-
-
-def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
-    """Generates one reversal/copy task of length ``spec_dict["level"] + min_length``.
-
-    The payload is a one-task :class:`~curriculax.tasks.TaskSet` padded to the pool's widths;
-    ``validate`` rejects levels outside the family and malformed payloads; ``propose`` raises
-    the level when the round learned more tasks than it left stuck (r0 > 0) or when the solver
-    already passed most of them, lowers it when it learned none but left tasks stuck.
-    """
-
-    @functools.cache
-    def builder(level: int):
-        """One compiled task builder per level (the generator runs on the host per task)."""
-
-        def build(key):
-            digits = jax.random.randint(key, (1, spec.length(level)), 0, spec.num_symbols)
-            prompt, answer, answer_len = spec.encode(level, digits)
-            task = T.TaskSet(
-                prompt=prompt,
-                prompt_len=jnp.array([prompt.shape[1]], jnp.int32),
-                answer=answer,
-                answer_len=answer_len,
-                level=jnp.array([level], jnp.int32),
-                key=T.content_key(prompt, answer),
-            )
-            task = T.pad_tasks(task, prompt_width=spec.prompt_width, answer_width=spec.answer_width)
-            return jax.tree.map(lambda x: x[0], task)
-
-        return jax.jit(build)
-
-    def generate(knob, key):
-        level = int(knob["level"])
-        if not 0 <= level < spec.num_levels:
-            return {"level": level}  # malformed on purpose: validate rejects it
-        return jax.device_get(builder(level)(key))
-
-    def validate(payload):
-        if not isinstance(payload, T.TaskSet):
-            raise InvalidTask(f"not a TaskSet: {type(payload).__name__}")
-        if payload.prompt.shape != (spec.prompt_width,):
-            raise InvalidTask(f"prompt width {payload.prompt.shape}")
-        return payload
-
-    def propose(knob, report):
-        level = int(knob["level"])
-        too_easy = report.dropped_easy > report.generated // 2
-        if too_easy or (report.learned > report.stuck and report.r0 > 0):
-            level = min(level + 1, spec.num_levels - 1)
-        elif report.learned == 0 and report.stuck > 0:
-            level = max(level - 1, 0)
-        return {"level": level}
-
-    return Challenger(generate, validate, propose)
+from experiments.selfplay._challengers import sequence_challenger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,11 +79,11 @@ def main(argv=None) -> None:
             flush=True,
         )
 
-        def on_round(r):
+        def on_round(r, held_out):
             level = "-" if r.spec is None else str(r.spec["level"])
             print(
                 f"{r.round:>5} {level:>5} {r.generated:>4} {r.learned:>5} {r.stuck:>5} "
-                f"{r.dropped_easy:>4} {r.r0:>6.3f} {r.held_out_reward:>8.3f} "
+                f"{r.dropped_easy:>4} {r.r0:>6.3f} {held_out:>8.3f} "
                 f"{r.rollouts:>9,}",
                 flush=True,
             )

@@ -4,8 +4,9 @@
 
 ``--dry-run``: deterministic and offline, a few seconds. A toy solver with a capability cap
 (``cap:N``) trains on seed tasks of levels 0-7; a level challenger generates tasks around its
-spec's level, the frontier sampler measures whether the solver learns each one (first vs
-latest pass rate), and the measured r0 moves the challenger's level. The same rollout budget
+spec's level, the frontier sampler judges whether the solver learns each one (latest pass
+rate against a baseline independent of the "already passed?" filter), and the verdicts move
+the challenger's level. The same rollout budget
 is run without a challenger. Prints a per-round table and writes ``summary.json``; two runs
 with the same seed print byte-identical output.
 
@@ -29,12 +30,12 @@ HEADER = (
 )
 
 
-def _row(report, cap: float) -> str:
+def _row(report, held_out: float, cap: float) -> str:
     spec = "-" if report.spec is None else f"{report.spec['level']:.1f}"
     return (
         f"{report.round:>5} {spec:>8} {report.generated:>4} {report.invalid:>5} "
         f"{report.learned:>5} {report.stuck:>5} {report.dropped_easy:>4} {report.r0:>6.3f} "
-        f"{report.occupancy:>5} {'cap:' + format(cap, '.2f'):>7} {report.held_out_reward:>8.3f} "
+        f"{report.occupancy:>5} {'cap:' + format(cap, '.2f'):>7} {held_out:>8.3f} "
         f"{report.rollouts:>8}"
     )
 
@@ -45,8 +46,8 @@ def dry_run(seed: int, rounds: int, steps_per_round: int, out=None, mesh=None) -
     for name, challenger in (("self-play", level_challenger()), ("no challenger", None)):
         out.write(f"\n== {name} (seed {seed}) ==\n{HEADER}\n")
 
-        def on_round(report):
-            out.write(_row(report, report.metrics["solver/cap"]) + "\n")
+        def on_round(report, held_out):
+            out.write(_row(report, held_out, report.metrics["solver/cap"]) + "\n")
 
         result = curriculum_evolve(
             capped_solver(),

@@ -164,6 +164,25 @@ def opens_after(m: int) -> cx.AdmissionGate:
     return call_gate(lambda ids, calls: jnp.broadcast_to(calls >= m, ids.shape))
 
 
+def two_env_engine():
+    """Two envs like the quick start (``steady`` ungated, ``pools`` difficulty pools plus the
+    zero-advantage gate, weight 2) on the synthetic solver; B = 8, G = 4, so groups wait
+    across updates."""
+    from curriculax.engine import Engine, EngineConfig, Env
+    from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+
+    gated = cx.curriculum(
+        cx.samplers.difficulty_pools(64),
+        {"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
+    )
+    envs = [
+        Env("steady", synthetic_tasks(48, seed=1), group_size=4),
+        Env("pools", synthetic_tasks(64, seed=2), gated, group_size=4, weight=2.0),
+    ]
+    config = EngineConfig(batch_groups=8, groups_per_generation=4, seed=3)
+    return Engine(synthetic_solver(), envs, config)
+
+
 def read_jsonl(path: Path | str) -> list[dict]:
     path = Path(path)
     if not path.exists():

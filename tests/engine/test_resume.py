@@ -11,11 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_test_helpers import assert_trees_equal, host, read_jsonl, without_time
+from engine_test_helpers import (
+    assert_trees_equal,
+    host,
+    read_jsonl,
+    two_env_engine,
+    without_time,
+)
 
-import curriculax as cx
-from curriculax.engine import Engine, EngineConfig, Env, run
-from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+from curriculax.engine import run
 
 REPO = Path(__file__).resolve().parents[2]
 N = 15
@@ -23,17 +27,7 @@ N = 15
 
 @pytest.fixture(scope="module")
 def engine():
-    """Two envs like the quick start; B = 8, G = 4, so groups wait across updates."""
-    gated = cx.curriculum(
-        cx.samplers.difficulty_pools(64),
-        {"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
-    )
-    envs = [
-        Env("steady", synthetic_tasks(48, seed=1), group_size=4),
-        Env("pools", synthetic_tasks(64, seed=2), gated, group_size=4, weight=2.0),
-    ]
-    config = EngineConfig(batch_groups=8, groups_per_generation=4, seed=3)
-    return Engine(synthetic_solver(), envs, config)
+    return two_env_engine()
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The study statistics: censored misses, order-statistic intervals, ratios."""
+"""The study statistics: censored misses, order-statistic intervals, ratios, differences."""
 
 import numpy as np
 
@@ -45,6 +45,23 @@ def test_ratio_bootstrap_favours_the_faster_arm_and_handles_misses():
     assert S.ratio_bootstrap(np.ones(5), np.full(5, np.inf), reps=50)[0] == 0.0
 
 
+def test_a_paired_difference_cancels_what_the_arms_share_by_seed():
+    rng = np.random.default_rng(0)
+    seed_effect = rng.normal(0.0, 0.2, size=10)  # shared by both arms of a seed
+    base = 0.5 + seed_effect
+    arm = base + 0.05 + rng.normal(0.0, 0.01, size=10)
+    point, lo, hi = S.difference_bootstrap(base, arm, reps=1000)
+    assert point == np.mean(arm) - np.mean(base)
+    assert 0.0 < lo <= point <= hi < 0.1  # the gain is resolved once seeds are paired
+    _, ulo, uhi = S.difference_bootstrap(base, arm, paired=False, reps=1000)
+    assert ulo < 0.0 < uhi and uhi - ulo > 3 * (hi - lo)  # unpaired, the seeds' spread hides it
+    assert S.difference_bootstrap(base, arm, reps=200) == S.difference_bootstrap(
+        base, arm, reps=200
+    )
+    with np.testing.assert_raises_regex(ValueError, "paired=False"):
+        S.difference_bootstrap(base, arm[:5])
+
+
 def test_reached_curve_is_the_share_of_runs_at_target_by_each_budget():
     v = np.array([10.0, 20.0, np.inf, 20.0])
     assert S.reached_curve(v, np.array([0, 10, 19, 20, 1e9])).tolist() == [
@@ -60,3 +77,4 @@ def test_formatting_marks_censored_values():
     assert S.fmt_count(np.inf, bound=1000) == "> 1,000"
     assert S.fmt_interval(10.0, 5.0, np.inf, bound=100) == "10 [5, > 100]"
     assert S.fmt_ratio(2.0, 1.25, np.inf) == "2.00x [1.25, inf]"
+    assert S.fmt_difference(0.05, -0.0104, 0.118) == "+0.050 [-0.010, +0.118]"

@@ -1,0 +1,220 @@
+"""The run directory's rules: one run at a time (a lock naming its holder), nothing an earlier
+run wrote is deleted unless the caller says ``overwrite``, and a resume that finds nothing to
+resume says so instead of starting over.
+
+On several hosts every process runs the loop, but only process 0 takes the lock, inspects and
+clears the directory; the others learn its verdict through one broadcast, so a refusal stops
+every process at once and nobody waits on a lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import shutil
+import socket
+import sys
+
+import jax
+import numpy as np
+
+LOGS = ("metrics.jsonl", "traces.jsonl", "summary.json")
+LOCK = "run.lock"
+CHECKPOINTS = "checkpoints"
+
+try:
+    import fcntl
+except ImportError:  # no advisory locks (Windows): runs are not protected from each other
+    fcntl = None
+
+
+class RunDirError(RuntimeError):
+    """The run directory cannot be used as asked; the message says why and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Contents:
+    """What earlier runs left in a run directory.
+
+    Attributes:
+      steps: committed checkpoint steps, ascending.
+      unfinished: names of checkpoint saves that never finished (``*.orbax-checkpoint-tmp*``).
+      logs: names of non-empty logs (``metrics.jsonl``, ``traces.jsonl``, ``summary.json``,
+        ``tensorboard/``).
+    """
+
+    steps: tuple[int, ...]
+    unfinished: tuple[str, ...]
+    logs: tuple[str, ...]
+
+    def describe(self) -> str:
+        parts = []
+        if self.steps:
+            parts.append(f"checkpoints up to step {self.steps[-1]}")
+        if self.unfinished:
+            parts.append(f"unfinished checkpoint saves {list(self.unfinished)}")
+        return ", ".join(parts + list(self.logs))
+
+
+def contents(run_dir: str) -> Contents:
+    ckpt = os.path.join(run_dir, CHECKPOINTS)
+    names = os.listdir(ckpt) if os.path.isdir(ckpt) else []
+    steps = tuple(sorted(int(n) for n in names if n.isdigit()))
+    unfinished = tuple(sorted(n for n in names if "orbax-checkpoint-tmp" in n))
+    logs = [n for n in LOGS if os.path.isfile(p := os.path.join(run_dir, n)) and os.path.getsize(p)]
+    tb = os.path.join(run_dir, "tensorboard")
+    if os.path.isdir(tb) and os.listdir(tb):
+        logs.append("tensorboard/")
+    return Contents(steps, unfinished, tuple(logs))
+
+
+def clear(run_dir: str) -> None:
+    """Deletes what a run writes in ``run_dir`` (checkpoints, logs, summary), nothing else."""
+    for name in (CHECKPOINTS, f".{CHECKPOINTS}.replacing", "tensorboard"):
+        path = os.path.join(run_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+    for name in LOGS:
+        path = os.path.join(run_dir, name)
+        if os.path.isfile(path):
+            os.remove(path)
+
+
+class RunLock:
+    """An advisory lock (``flock``) on ``run_dir/run.lock``, released when the holder exits
+    (even on SIGKILL); the file names the holder so a refused run can say who holds it."""
+
+    def __init__(self, run_dir: str):
+        self.path = os.path.join(run_dir, LOCK)
+        self._file = None
+
+    def acquire(self) -> None:
+        """Takes the lock or raises :class:`RunDirError` naming the process that holds it. A
+        lock whose holder died is taken over, with a note on stderr."""
+        if fcntl is None:
+            return
+        f = open(self.path, "a+")  # noqa: SIM115 (held open for the run)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = _holder(f.read())
+            f.close()
+            run_dir = os.path.dirname(self.path)
+            raise RunDirError(
+                f"{run_dir} is in use by another run ({holder}); wait for it to finish, stop "
+                "it, or choose another run directory (--run-dir)"
+            ) from None
+        f.seek(0)
+        previous = f.read().strip()
+        if previous:  # a holder that did not release the lock: it was killed
+            print(
+                f"note: taking over the lock of {os.path.dirname(self.path)} from "
+                f"{_holder(previous)}, which is no longer running",
+                file=sys.stderr,
+            )
+        f.seek(0)
+        f.truncate()
+        f.write(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "started": datetime.datetime.now().isoformat(timespec="seconds"),
+                }
+            )
+            + "\n"
+        )
+        f.flush()
+        self._file = f
+
+    def release(self) -> None:
+        if self._file is None:
+            return
+        self._file.seek(0)
+        self._file.truncate()  # an empty lock file: released cleanly
+        self._file.close()  # closing drops the flock
+        self._file = None
+
+
+def _holder(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return f"process {info['pid']} on host {info['host']}, started {info['started']}"
+    except (ValueError, KeyError, TypeError):
+        return "a process that did not record itself"
+
+
+def agree(refused: bool) -> bool:
+    """Process 0's verdict, shared with every process (one small broadcast on several hosts)."""
+    if jax.process_count() == 1:
+        return refused
+    from jax.experimental import multihost_utils
+
+    verdict = multihost_utils.broadcast_one_to_all(np.int32(refused))
+    return bool(np.asarray(verdict))
+
+
+def prepare(
+    run_dir: str, *, resume: bool, overwrite: bool, fresh: bool, writer: bool
+) -> RunLock | None:
+    """Locks ``run_dir`` and applies the rules; returns the held lock (``None`` on processes
+    other than 0). Raises :class:`RunDirError` on every process when process 0 refuses.
+
+    Args:
+      run_dir: an absolute path.
+      resume: the caller asked to resume.
+      overwrite: the caller allows deleting an earlier run.
+      fresh: the run starts from a fresh state (no ``state=`` given).
+      writer: this is process 0.
+    """
+    lock, error = None, None
+    if writer:
+        os.makedirs(run_dir, exist_ok=True)
+        lock = RunLock(run_dir)
+        try:
+            lock.acquire()
+            _apply_rules(run_dir, resume=resume, overwrite=overwrite, fresh=fresh)
+        except Exception as e:  # every process must reach the broadcast below
+            lock.release()
+            error = e
+    if agree(error is not None):
+        raise error or RunDirError(
+            f"process 0 refused the run directory {run_dir}; its error says why"
+        )
+    return lock
+
+
+def _apply_rules(run_dir: str, *, resume: bool, overwrite: bool, fresh: bool) -> None:
+    found = contents(run_dir)
+    if not fresh or (resume and found.steps):
+        return  # continuing a given state, or resuming a checkpoint
+    if not (found.steps or found.unfinished or found.logs):
+        return
+    if overwrite:
+        print(
+            f"note: overwrite: deleting the earlier run in {run_dir} ({found.describe()})",
+            file=sys.stderr,
+        )
+        clear(run_dir)
+        return
+    if resume:
+        ckpt = os.path.join(run_dir, CHECKPOINTS)
+        if found.unfinished:
+            why = f"{ckpt} holds only unfinished saves {list(found.unfinished)}"
+        elif os.path.isdir(ckpt):
+            why = f"{ckpt} holds no checkpoint"
+        else:
+            why = f"there is no {ckpt}"
+        raise RunDirError(
+            f"nothing to resume in {run_dir}: {why}, but an earlier run left "
+            f"{', '.join(found.logs) or 'its files'}. Pass overwrite=True (--overwrite) to "
+            "delete them and start fresh, or choose another run directory (--run-dir)."
+        )
+    raise RunDirError(
+        f"{run_dir} already holds a run ({found.describe()}). Pass resume=True (--resume) to "
+        "continue it, overwrite=True (--overwrite) to delete it and start fresh, or choose "
+        "another run directory (--run-dir)."
+    )

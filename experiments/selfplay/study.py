@@ -1,0 +1,257 @@
+"""Self-play against the same rollout budget without a challenger, over several seeds.
+
+    python -m experiments.selfplay.study --run-dir runs/selfplay_study
+
+The scenario, fixed before any run: the main job's policy and GRPO settings learn reversal
+over 4 symbols, lengths 1-6, from a seed pool of only 4 tasks per length, so a generated task
+at the frontier is data the pool lacks. Evaluation: greedy exact match on a held-out set of up
+to 32 tasks per length, disjoint from the pool by key (the challenger's tasks that equal one
+are rejected; ``propose`` never sees the score). Two arms per seed, sharing the seed (the same
+initial policy): **self-play** (half of each generation batch from the frontier, a challenger
+that generates random sequences at its level and moves the level by the judge's verdicts)
+and **no challenger** (the same seed sampler on the pool alone). No gate in either arm, so
+every update costs one generation batch and both arms spend the same rollouts.
+
+Seeds run one after another, not ``vmap``-ped: the challenger's ``generate`` and ``propose``
+are host callables with a spec of their own per seed, so the loop between rounds is host
+Python per seed; the compiled programs are shared through JAX's persistent compilation cache.
+Finished runs are appended to ``runs.jsonl``; ``--resume`` skips them. Writes ``study.md``
+(the table) and ``summary.json`` (per-seed numbers, curves, statistics).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+
+from curriculax.selfplay import curriculum_evolve
+from experiments import _cli
+from experiments import _stats as S
+from experiments._builders import (
+    GRPOExperimentConfig,
+    TaskConfig,
+    held_out_report,
+    make_pools,
+    make_solver,
+)
+from experiments.selfplay._challengers import sequence_challenger
+
+ARMS = ("self-play", "no challenger")
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyConfig:
+    experiment: GRPOExperimentConfig = dataclasses.field(
+        default_factory=lambda: GRPOExperimentConfig(
+            task=TaskConfig(
+                num_levels=6, train_per_level=4, held_out_per_level=32, balance_levels=False
+            )
+        )
+    )
+    seeds: int = 8
+    rounds: int = 10
+    steps_per_round: int = 150  # 1500 updates, 192,000 rollouts: the comparison's budget
+    generated_per_round: int = 32
+    frontier_share: float = 0.5  # SFL trains 50/50 on fresh levels
+    max_attempts: int = 4
+    start_level: int = 2
+    sampler: str = "sequential"  # the seed sampler (epoch-shuffled)
+    target: float = 0.5  # held-out exact match for "rollouts to target"
+    arms: tuple[str, ...] = ARMS
+
+
+def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
+    """One run of one arm; returns its per-round record (JSON-able)."""
+    exp = config.experiment
+    spec, train, held_out = make_pools(exp)
+    challenger = sequence_challenger(spec) if arm == "self-play" else None
+    t0 = time.perf_counter()
+    result = curriculum_evolve(
+        make_solver(exp, spec),
+        train,
+        held_out_tasks=held_out,
+        challenger=challenger,
+        spec={"level": config.start_level} if challenger else None,
+        rounds=config.rounds,
+        steps_per_round=config.steps_per_round,
+        generated_per_round=config.generated_per_round,
+        frontier_share=config.frontier_share,
+        max_attempts=config.max_attempts,
+        sampler={"type": config.sampler},
+        key=seed,
+        group_size=exp.group_size,
+        batch_groups=exp.batch_groups,
+        groups_per_generation=exp.groups_per_generation,
+    )
+    seconds = time.perf_counter() - t0
+    evaluate = jax.jit(result.engine.solver.evaluate)
+    levels = held_out_report(evaluate, result.state, held_out, exp.task.num_levels)
+    rounds = result.curriculum
+    return {
+        "arm": arm,
+        "seed": seed,
+        "final": result.final_reward,
+        "held_out": list(result.held_out),
+        "rollouts": [r.rollouts for r in rounds],
+        "per_level": {k: v for k, v in levels.items() if k.startswith("eval/level_")},
+        "level": [None if r.spec is None else r.spec["level"] for r in rounds],
+        "generated": sum(r.generated for r in rounds),
+        "collisions": sum(r.collisions for r in rounds),
+        "learned": sum(r.learned for r in rounds),
+        "stuck": sum(r.stuck for r in rounds),
+        "dropped_easy": sum(r.dropped_easy for r in rounds),
+        "seconds": round(seconds, 1),
+    }
+
+
+def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
+    """The table (markdown) and the statistics, from finished runs."""
+    by_arm = {a: sorted((r for r in runs if r["arm"] == a), key=lambda r: r["seed"]) for a in ARMS}
+    exp = config.experiment
+    budget = max(r["rollouts"][-1] for r in runs)
+    stats: dict = {}
+    rows = []
+    for arm, rs in by_arm.items():
+        if not rs:
+            continue
+        final = np.array([r["final"] for r in rs])
+        hits = S.first_hit(
+            np.array([r["rollouts"] for r in rs]),
+            np.array([r["held_out"] for r in rs]),
+            config.target,
+        )
+        m = S.bootstrap(final, S.mean)
+        t = S.bootstrap(hits, S.median)
+        levels = sorted({k for r in rs for k in r["per_level"]})
+        per_level = {k: float(np.mean([r["per_level"].get(k, np.nan) for r in rs])) for k in levels}
+        stats[arm] = {
+            "seeds": [r["seed"] for r in rs],
+            "final": final.tolist(),
+            "final_mean": m,
+            "rollouts_to_target": [None if np.isinf(h) else float(h) for h in hits],
+            "rollouts_to_target_median": [None if np.isinf(x) else x for x in t],
+            "per_level_mean": per_level,
+        }
+        rows.append(
+            f"| {arm} | {m[0]:.3f} [{m[1]:.3f}, {m[2]:.3f}] | "
+            + " ".join(f"{x:.2f}" for x in final)
+            + f" | {S.fmt_interval(*t, bound=budget)} | {int(np.isfinite(hits).sum())}/{len(rs)} |"
+        )
+    lines = [
+        f"Reversal, 4 symbols, lengths 1-{exp.task.num_levels}; seed pool "
+        f"{exp.task.train_per_level} tasks per length; held-out up to "
+        f"{exp.task.held_out_per_level} per length; {config.rounds} rounds x "
+        f"{config.steps_per_round} updates of {exp.groups_per_generation} groups x "
+        f"{exp.group_size} rollouts = {budget:,} rollouts per run; self-play: frontier share "
+        f"{config.frontier_share}, {config.generated_per_round} tasks generated per round.",
+        "",
+        "| arm | final held-out exact match, mean [95% CI] | per seed | rollouts to "
+        f"{config.target} (median [95% CI]) | seeds reaching {config.target} |",
+        "|---|---:|---|---:|---:|",
+        *rows,
+    ]
+    sp = stats.get("self-play")
+    nc = stats.get("no challenger")
+    if sp and nc:
+        common = sorted(set(sp["seeds"]) & set(nc["seeds"]))
+        a = np.array([sp["final"][sp["seeds"].index(s)] for s in common])
+        b = np.array([nc["final"][nc["seeds"].index(s)] for s in common])
+        paired = S.difference_bootstrap(b, a, S.mean)
+        unpaired = S.difference_bootstrap(b, a, S.mean, paired=False)
+        stats["difference"] = {"seeds": common, "paired": paired, "unpaired": unpaired}
+        lines += [
+            "",
+            f"Self-play minus no challenger, final held-out exact match over {len(common)} "
+            f"seeds: {S.fmt_difference(*paired)} paired by seed, "
+            f"{S.fmt_difference(*unpaired)} unpaired (mean, 95% bootstrap CI).",
+        ]
+        levels = sorted(set(sp["per_level_mean"]) | set(nc["per_level_mean"]))
+        lines += [
+            "",
+            "| final held-out by length | "
+            + " | ".join(str(int(k[11:]) + 1) for k in levels)
+            + " |",
+            "|---|" + "---:|" * len(levels),
+        ]
+        for arm in ("self-play", "no challenger"):
+            pl = stats[arm]["per_level_mean"]
+            lines.append(f"| {arm} | " + " | ".join(f"{pl[k]:.2f}" for k in levels) + " |")
+    if by_arm.get("self-play"):
+        rs = by_arm["self-play"]
+        lines += [
+            "",
+            "Challenger: final level (length - 1) per seed "
+            + " ".join(str(r["level"][-1]) for r in rs)
+            + f"; over all seeds {sum(r['generated'] for r in rs):,} tasks generated, "
+            f"{sum(r['dropped_easy'] for r in rs):,} dropped as easy, "
+            f"{sum(r['learned'] for r in rs):,} judged learned, "
+            f"{sum(r['stuck'] for r in rs):,} stuck, "
+            f"{sum(r['collisions'] for r in rs):,} rejected as held-out collisions.",
+        ]
+    budgets = sorted({r["rollouts"][-1] for r in runs})
+    if len(budgets) > 1:
+        lines += ["", f"WARNING: runs spent different rollout budgets: {budgets}"]
+    seconds = sum(r["seconds"] for r in runs)
+    lines += ["", f"Compute: {seconds / 60:.1f} min over {len(runs)} runs."]
+    return "\n".join(lines) + "\n", stats
+
+
+def main(argv=None) -> None:
+    parser = _cli.base_parser(__doc__.splitlines()[0], steps=0, run_dir="runs/selfplay_study")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per arm (default 8)")
+    parser.add_argument("--arms", nargs="+", default=None, choices=ARMS)
+    args = parser.parse_args(argv)
+    config = _cli.load_config(StudyConfig, args)
+    if args.seeds is not None:
+        config = dataclasses.replace(config, seeds=args.seeds)
+    if args.arms:
+        config = dataclasses.replace(config, arms=tuple(args.arms))
+    seed0 = config.experiment.seed if args.seed is None else args.seed
+    os.makedirs(args.run_dir, exist_ok=True)
+    if not jax.config.jax_compilation_cache_dir:
+        # Every run builds the same programs: compile them once for the whole study.
+        jax.config.update("jax_compilation_cache_dir", os.path.join(args.run_dir, "jax_cache"))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    path = os.path.join(args.run_dir, "runs.jsonl")
+    runs = []
+    if args.resume and os.path.exists(path):
+        with open(path) as f:
+            runs = [json.loads(line) for line in f if line.strip()]
+    elif os.path.exists(path):
+        os.remove(path)
+    done = {(r["arm"], r["seed"]) for r in runs}
+    for seed in range(seed0, seed0 + config.seeds):
+        for arm in config.arms:
+            if (arm, seed) in done:
+                continue
+            record = run_one(config, arm, seed)
+            runs.append(record)
+            with open(path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+            print(
+                f"{arm:>13} seed {seed}: final held-out {record['final']:.3f} "
+                f"({record['seconds']:.0f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
+    table, stats = summarize(config, runs)
+    print(table)
+    with open(os.path.join(args.run_dir, "study.md"), "w") as f:
+        f.write(table)
+    with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
+        json.dump(
+            {"config": dataclasses.asdict(config), "runs": runs, "stats": stats},
+            f,
+            indent=2,
+            default=float,
+        )
+
+
+if __name__ == "__main__":
+    main()

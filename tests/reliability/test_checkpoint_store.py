@@ -1,0 +1,85 @@
+"""The checkpoint store never loses a committed checkpoint: a replacement of an existing step is
+committed before the old one goes (and a crash between the two renames is recovered), and a
+directory it cannot write to fails the save at once instead of leaving Orbax threads waiting."""
+
+import os
+import shutil
+
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+import pytest
+
+from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
+
+
+def tree(value: float):
+    return {"x": jnp.full((3,), value, jnp.float32)}
+
+
+def restored(directory, step: int) -> float:
+    store = CheckpointStore(directory)
+    try:
+        assert store.steps() == [step]
+        return float(store.restore(step, tree(0.0))["x"][0])
+    finally:
+        store.close()
+
+
+def test_replacing_a_step_keeps_the_new_one(tmp_path):
+    store = CheckpointStore(tmp_path / "ckpt")
+    store.save(5, tree(1.0), {"v": 1})
+    store.save(5, tree(2.0), {"v": 2})
+    assert store.meta(5) == {"v": 2}
+    store.close()
+    assert restored(tmp_path / "ckpt", 5) == 2.0
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # no staging left behind
+
+
+def test_a_failed_replacement_keeps_the_committed_checkpoint(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path / "ckpt")
+    store.save(5, tree(1.0), {})
+    store.wait()
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", disk_full)
+    with pytest.raises(Exception, match="No space left on device"):
+        store.save(5, tree(2.0), {})
+    monkeypatch.undo()
+    store.close()
+    assert restored(tmp_path / "ckpt", 5) == 1.0
+
+
+def test_a_replacement_cut_between_its_renames_is_finished_on_open(tmp_path):
+    """The crash window: the old step moved aside, the committed new one not yet moved in."""
+    directory, staging = tmp_path / "ckpt", tmp_path / ".ckpt.replacing"
+    old, new = CheckpointStore(directory), CheckpointStore(staging)
+    old.save(5, tree(1.0), {})
+    new.save(5, tree(2.0), {})
+    old.close()
+    new.close()
+    os.rename(directory / "5", staging / "old-5")
+    assert restored(directory, 5) == 2.0
+    assert not staging.exists()
+
+
+@pytest.mark.parametrize("how", ["a file", "read-only"])
+def test_an_unwritable_directory_fails_the_save_at_once(tmp_path, how):
+    directory = tmp_path / "ckpt"
+    if how == "a file":
+        directory.write_text("not a directory")
+    else:
+        directory.mkdir()
+        directory.chmod(0o555)
+        try:
+            (directory / "probe").mkdir()
+            shutil.rmtree(directory / "probe")
+            pytest.skip("this user can write to read-only directories (root)")
+        except PermissionError:
+            pass
+    store = CheckpointStore(directory)
+    with pytest.raises(CheckpointSaveError, match=r"could not save checkpoint in .*ckpt: ") as e:
+        store.save(1, tree(1.0), {})
+    assert len(str(e.value).splitlines()) == 1
+    store.close()  # returns: no save was started, so no thread waits for one

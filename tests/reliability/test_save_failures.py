@@ -1,0 +1,124 @@
+"""A checkpoint that cannot be written stops the run at once with a clear message, and the
+process exits: a ``checkpoints`` path that is a file or read-only, before or during the run, or
+a save whose background commit fails."""
+
+import shutil
+import subprocess
+import threading
+import time
+
+import orbax.checkpoint._src.path.async_path as orbax_async_path
+import pytest
+
+from curriculax.checkpoint import CheckpointSaveError
+from curriculax.engine import run
+
+
+def _lines(path) -> int:
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def _can_write_read_only_dirs(tmp_path) -> bool:
+    probe = tmp_path / "probe"
+    probe.mkdir(mode=0o555)
+    try:
+        (probe / "x").mkdir()
+        return True
+    except PermissionError:
+        return False
+    finally:
+        probe.chmod(0o755)
+        shutil.rmtree(probe)
+
+
+def _make_unwritable(path, how):
+    if how == "a file":
+        if path.exists():  # moved aside (a save may be writing into it)
+            path.rename(path.with_name("moved"))
+        path.write_text("not a directory")
+    else:
+        path.mkdir(exist_ok=True)
+        path.chmod(0o555)
+
+
+HOW = ["a file", "read-only"]
+
+
+@pytest.fixture(params=HOW)
+def how(request, tmp_path):
+    if request.param == "read-only" and _can_write_read_only_dirs(tmp_path):
+        pytest.skip("this user can write to read-only directories (root)")
+    return request.param
+
+
+def test_an_unwritable_checkpoint_directory_stops_the_run_before_training(engine, tmp_path, how):
+    _make_unwritable(tmp_path / "checkpoints", how)
+    with pytest.raises(CheckpointSaveError, match=r"could not save checkpoint in .*checkpoints"):
+        run(engine, steps=6, run_dir=tmp_path, checkpoint_every=2, progress=False)
+    assert _lines(tmp_path / "metrics.jsonl") == 0
+    (tmp_path / "checkpoints").chmod(0o755)
+
+
+def test_a_directory_made_unwritable_mid_run_stops_at_the_next_save(engine, tmp_path, how):
+    def break_it(state, record):
+        if record["step"] == 6:
+            _make_unwritable(tmp_path / "checkpoints", how)
+
+    with pytest.raises(CheckpointSaveError, match="could not save checkpoint") as e:
+        run(
+            engine,
+            steps=12,
+            run_dir=tmp_path,
+            checkpoint_every=4,
+            progress=False,
+            on_update=break_it,
+        )
+    # At the save of update 8 at the latest: sooner if the save of update 4 was still being
+    # written when the directory went (that save fails in the background, and the run stops at
+    # the next update).
+    stopped = _lines(tmp_path / "metrics.jsonl")
+    assert 6 <= stopped <= 8
+    assert f"The run stopped at update {stopped}" in str(e.value)
+    (tmp_path / "checkpoints").chmod(0o755)
+
+
+def test_a_failed_background_commit_stops_the_run_at_the_next_update(engine, tmp_path, monkeypatch):
+    """The commit's rename fails after the save returned (a directory made read-only while
+    Orbax writes, say): the run stops at the next update, not at the next save."""
+    failed = threading.Event()
+
+    async def denied(src, dst):
+        failed.set()
+        raise PermissionError(13, "Permission denied", str(src))
+
+    def fail_commits(state, record):
+        if record["step"] == 4:
+            monkeypatch.setattr(orbax_async_path, "rename", denied)
+        if record["step"] == 6:  # let the background commit of update 5 fail first
+            assert failed.wait(60)
+            time.sleep(0.5)
+
+    with pytest.raises(CheckpointSaveError, match=r"checkpoint step 5 .*Permission denied") as e:
+        run(
+            engine,
+            steps=12,
+            run_dir=tmp_path,
+            checkpoint_every=5,
+            progress=False,
+            on_update=fail_commits,
+        )
+    monkeypatch.undo()
+    assert "The run stopped at update 6" in str(e.value)
+    assert _lines(tmp_path / "metrics.jsonl") == 6
+
+
+def test_the_cli_exits_with_the_message_and_no_traceback(tmp_path, quickstart):
+    (tmp_path / "checkpoints").write_text("not a directory")
+    try:
+        out = quickstart(tmp_path, "--steps", 6, "--set", "checkpoint_every=2", timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the quick start hung after a failed checkpoint save")
+    assert out.returncode != 0
+    assert "error: could not save checkpoint in " in out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    assert len(out.stderr.splitlines()) <= 4, out.stderr
