@@ -11,6 +11,7 @@ synthetic results and assert the properties the engine relies on:
 - an Orbax save/restore round-trip returns the same state, NamedTuples included;
 - padding rows (an id past the pool, no valid rollout, no trainable token; what the host driver adds
   to reach a power-of-two batch) leave the state and the real rows' votes unchanged.
+- no two leaves of the initial state are one array (the engine donates the state).
 
 Each raises ``AssertionError`` with a message that says which property failed.
 
@@ -35,7 +36,27 @@ import numpy as np
 from curriculax._curriculum import PAD_ID, mask_rows, pad_id
 from curriculax._types import AdmissionGate, GroupResults, TaskDraw, TaskSampler
 
-__all__ = ["check_gate", "check_sampler", "synthetic_results"]
+__all__ = ["check_gate", "check_sampler", "group_results", "synthetic_results"]
+
+
+def group_results(task_ids, rewards, valid=None) -> GroupResults:
+    """Finished groups with the given rewards, for tests: ``rewards`` is ``[G][K]``,
+    ``valid`` defaults to all True, advantages are the rewards minus the mean of the group's
+    valid rollouts (sequence-level, ``T = 1``), trainable where valid.
+
+    Example:
+      >>> r = group_results([3, 5], [[1.0, 0.0], [1.0, 1.0]])
+      >>> r.advantages[:, :, 0].tolist()
+      [[0.5, -0.5], [0.0, 0.0]]
+    """
+    rewards = jnp.asarray(rewards, jnp.float32)
+    valid = jnp.ones(rewards.shape, bool) if valid is None else jnp.asarray(valid, bool)
+    count = jnp.maximum(jnp.sum(valid, axis=1, keepdims=True), 1)
+    mean = jnp.sum(jnp.where(valid, rewards, 0.0), axis=1, keepdims=True) / count
+    adv = jnp.where(valid, rewards - mean, 0.0)
+    return GroupResults(
+        jnp.asarray(task_ids, jnp.int32), rewards, valid, adv[:, :, None], valid[:, :, None]
+    )
 
 
 def synthetic_results(
@@ -152,6 +173,13 @@ def _check_component(
 
     # eager == jit
     eager = run(init, step, metrics, init_key, run_key)
+    # the engine donates the state: two leaves sharing one buffer make the call fail
+    leaves = jax.tree.leaves(eager[1][0])
+    if len({id(x) for x in leaves}) != len(leaves):
+        raise AssertionError(
+            f"{what}: init returned a state in which two leaves are the same array; a donated "
+            "state must hold each buffer once (create each field's array separately)"
+        )
     for out in eager[0]:
         check_output(out)
     traces = {"n": 0}

@@ -185,7 +185,8 @@ def test_unknown_types_list_the_registered_ones():
             ValueError,
             re.escape(
                 "unknown key(s) ['unscored']; "
-                "accepted keys are ['type', 'bands', 'unscored_weight', 'seed', 'axis_name']"
+                "accepted keys are ['type', 'bands', 'unscored_weight', 'seed', 'score_half_life', "
+                "'axis_name']"
             ),
         ),
         (
@@ -411,4 +412,5 @@ def test_builtins_are_registered():
     assert {"sequential", "difficulty_pools"} <= set(_config._SAMPLERS)
     assert "advantage_range" in _config._GATES
     assert _config._SAMPLERS["difficulty_pools"] is cx.samplers.difficulty_pools
+    assert _config._SAMPLERS["learnability"] is cx.samplers.learnability
     assert _config._GATES["advantage_range"] is cx.gates.advantage_range

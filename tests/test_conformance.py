@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import curriculax as cx
@@ -14,6 +15,29 @@ SAMPLERS = {
     "sequential_infinite": (lambda: cx.samplers.sequential(None), 2**20, 8),
     "difficulty_pools": (lambda: cx.samplers.difficulty_pools(32), 32, 8),
     "difficulty_pools_small_pool": (lambda: cx.samplers.difficulty_pools(5), 5, 8),
+    "learnability": (lambda: cx.samplers.learnability(32), 32, 8),
+    "learnability_small_pool_mean_no_warmup": (
+        lambda: cx.samplers.learnability(5, draw="mean", unseen_first=False, half_life=None),
+        5,
+        8,
+    ),
+    "category_bandit_progress": (
+        lambda: cx.samplers.category_bandit(32, np.arange(32) % 3, reward="progress"),
+        32,
+        8,
+    ),
+    "floor_learnability": (
+        lambda: cx.samplers.floor(
+            32, cx.samplers.learnability(32), uniform_share=0.2, staleness_share=0.2
+        ),
+        32,
+        8,
+    ),
+    "skip_zero_variance": (
+        lambda: cx.samplers.skip_zero_variance(32, cx.samplers.uniform(32), initial_p=0.0),
+        32,
+        8,
+    ),
     "uniform": (lambda: cx.samplers.uniform(32), 32, 8),
     "uniform_small_pool": (lambda: cx.samplers.uniform(5), 5, 8),
 }
@@ -38,6 +62,18 @@ def test_check_sampler_catches_a_state_that_changes_dtype(tmp_path):
 
     broken = cx.TaskSampler(base.init, base.sample, observe, base.metrics)
     with pytest.raises(AssertionError, match=r"dtype|structure|traced"):
+        check_sampler(broken, num_tasks=8, checkpoint_dir=str(tmp_path))
+
+
+def test_check_sampler_catches_a_state_holding_one_array_twice(tmp_path):
+    base = cx.samplers.sequential(8)
+
+    def init(key):
+        zero = jnp.zeros((), jnp.int32)
+        return base.init(key)._replace(epoch=zero, cursor=zero)
+
+    broken = cx.TaskSampler(init, base.sample, base.observe, base.metrics)
+    with pytest.raises(AssertionError, match="two leaves are the same array"):
         check_sampler(broken, num_tasks=8, checkpoint_dir=str(tmp_path))
 
 

@@ -341,6 +341,10 @@ def test_every_builtin_sampler_declares_its_id_range():
     assert cx.samplers.sequential(7).num_tasks == 7
     assert cx.samplers.sequential(None).num_tasks is None  # an unbounded stream
     assert cx.samplers.difficulty_pools(7).num_tasks == 7
+    assert cx.samplers.learnability(7).num_tasks == 7
+    assert cx.samplers.category_bandit(7, [0, 0, 1, 1, 2, 2, 2]).num_tasks == 7
+    assert cx.samplers.floor(7, cx.samplers.uniform(7)).num_tasks == 7
+    assert cx.samplers.skip_zero_variance(7, cx.samplers.uniform(7)).num_tasks == 7
     layout = {"level": jax.ShapeDtypeStruct((), jnp.float32)}
     fr = frontier_sampler(cx.samplers.sequential(7), 7, layout, capacity=3)
     assert fr.sampler.num_tasks == 7 + 3  # seed ids, then one id per frontier slot

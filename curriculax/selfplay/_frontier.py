@@ -192,21 +192,23 @@ def frontier_sampler(
     )
 
     def init(key):
-        zi = jnp.zeros((f,), jnp.int32)
+        def zi():  # a fresh buffer per field: a donated state must hold each buffer once
+            return jnp.zeros((f,), jnp.int32)
+
         return FrontierState(
             seed=seed_sampler.init(key),
             tasks=jax.tree.map(lambda s: jnp.zeros((f, *s.shape), s.dtype), layout),
             keys=jnp.zeros((f,), jnp.uint32),
-            status=zi,
-            spec=zi,
+            status=zi(),
+            spec=zi(),
             gen_seed=jnp.zeros((f,), jnp.uint32),
-            filter_successes=zi,
-            filter_samples=zi,
-            base_successes=zi,
-            base_samples=zi,
-            last_successes=zi,
-            last_samples=zi,
-            attempts=zi,
+            filter_successes=zi(),
+            filter_samples=zi(),
+            base_successes=zi(),
+            base_samples=zi(),
+            last_successes=zi(),
+            last_samples=zi(),
+            attempts=zi(),
             inserted=_counters.zero(),
             invalid=_counters.zero(),
             overflow=_counters.zero(),

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import curriculax as cx
 from curriculax.samplers import Band, DifficultyPoolsState
 from curriculax.samplers.difficulty_pools import band_of
+from curriculax.testing import group_results
 
 # One sampler per role, built once; each (sampler, num) compiles once for the whole file.
 #
@@ -56,20 +57,9 @@ def _state(categories: dict[str, list[int]], n: int = N) -> DifficultyPoolsState
         scores=jnp.asarray(scores),
         scored=jnp.asarray(scored),
         seen=jnp.ones((n,), bool),
+        scored_at=jnp.zeros((n,), jnp.int32),
         fallback=jnp.int32(0),
-    )
-
-
-def _results(task_ids, rewards, valid=None):
-    """Groups with the given rewards ``[G][K]``; ``valid`` defaults to all True."""
-    rewards = jnp.asarray(rewards, jnp.float32)
-    valid = jnp.ones(rewards.shape, bool) if valid is None else jnp.asarray(valid, bool)
-    return cx.GroupResults(
-        jnp.asarray(task_ids, jnp.int32),
-        rewards,
-        valid,
-        jnp.zeros((*rewards.shape, 1), jnp.float32),
-        jnp.ones((*rewards.shape, 1), bool),
+        clock=jnp.int32(0),
     )
 
 
@@ -194,7 +184,7 @@ def test_restore_mid_warm_up_onto_a_reordered_pool_draws_every_task(num, calls):
 
 
 def test_a_task_observed_without_dispatch_is_not_owed_a_warm_up_dispatch():
-    state = B.observe(B.init(jax.random.key(0)), _results([3, 11], [[0.1], [0.4]]))
+    state = B.observe(B.init(jax.random.key(0)), group_results([3, 11], [[0.1], [0.4]]))
     stream = []
     for i in range(3):
         ids, state = b_sample(state, jax.random.key(i), 6)
@@ -216,7 +206,7 @@ def test_split_along_a_device_axis_mid_warm_up_draws_what_the_unsplit_sampler_dr
         return jax.vmap(lambda s: split.sample(s, key, num), axis_name="data")(state)
 
     split_sample = jax.jit(split_sample, static_argnums=2)
-    state = B.observe(B.init(jax.random.key(0)), _results([3, 11, 12], [[0.1], [0.4], [0.9]]))
+    state = B.observe(B.init(jax.random.key(0)), group_results([3, 11, 12], [[0.1], [0.4], [0.9]]))
     sharded = shards(state)
     for i in range(5):  # warm-up ends inside the third call; then banded draws
         ids, state = b_sample(state, jax.random.key(i), 7)
@@ -232,7 +222,7 @@ def test_failed_groups_count_as_dispatched_and_cannot_hold_warm_up():
     # Tasks 0, 1, 2 fail (no valid rollout); task 3 scores 0.5 (medium).
     state = C.observe(
         state,
-        _results(
+        group_results(
             [0, 1, 2, 3],
             [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0], [0.5, 0.5]],
             [[False, False], [False, False], [False, False], [True, True]],
@@ -252,7 +242,7 @@ def test_failed_groups_count_as_dispatched_and_cannot_hold_warm_up():
 def test_all_groups_failed_and_unscored_weight_zero_falls_back_to_uniform():
     state = C.init(jax.random.key(0))
     ids, state = c_sample(state, jax.random.key(1), 4)
-    state = C.observe(state, _results(ids, jnp.ones((4, 2)), jnp.zeros((4, 2), bool)))
+    state = C.observe(state, group_results(ids, jnp.ones((4, 2)), jnp.zeros((4, 2), bool)))
     assert _metrics(C, state)["pool/unscored"] == 4.0
     ids, state = c_sample(state, jax.random.key(2), 4)
     assert sorted(ids.tolist()) == [0, 1, 2, 3]
@@ -267,7 +257,7 @@ def test_all_groups_failed_and_unscored_weight_zero_falls_back_to_uniform():
 def test_score_is_the_mean_over_valid_rollouts():
     state = B.observe(
         B.init(jax.random.key(0)),
-        _results(
+        group_results(
             [3, 7, 9],
             [[1.0, 0.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5], [0.2, 0.4, 0.6, 0.8]],
             [[True, True, False, True], [False] * 4, [True] * 4],
@@ -287,7 +277,7 @@ def test_score_is_the_mean_over_valid_rollouts():
     # The latest valid group wins; a group with no valid rollout leaves the score unchanged.
     state = B.observe(
         state,
-        _results(
+        group_results(
             [3, 9, 7],
             [[0.0, 0.0, 0.0, 0.0], [0.1, 0.1, 0.1, 0.1], [1.0, 1.0, 1.0, 1.0]],
             [[False] * 4, [True] * 4, [False] * 4],
@@ -302,7 +292,7 @@ def test_score_is_the_mean_over_valid_rollouts():
 def test_nan_reward_in_an_invalid_rollout_does_not_reach_the_score():
     state = B.observe(
         B.init(jax.random.key(0)),
-        _results([2], [[np.nan, 0.25, np.inf, 0.75]], [[False, True, False, True]]),
+        group_results([2], [[np.nan, 0.25, np.inf, 0.75]], [[False, True, False, True]]),
     )
     assert float(state.scores[2]) == pytest.approx(0.5)
     assert np.all(np.isfinite(np.asarray(state.scores)))
@@ -312,7 +302,7 @@ def test_two_groups_of_one_task_in_a_batch_the_later_valid_one_wins():
     valid, failed = [True, True], [False, False]
     state = B.observe(
         B.init(jax.random.key(0)),
-        _results(
+        group_results(
             [4, 5, 4, 6, 6, 8, 8, 8, 8, 5],
             [
                 [0.0, 0.0],  # task 4, first
@@ -361,7 +351,9 @@ def test_scores_match_a_reference_of_latest_valid_group_means(batches):
     score, seen = {}, set()
     for batch in batches:
         ids = [t for t, _, _ in batch]
-        state = b_observe(state, _results(ids, [r for _, r, _ in batch], [v for _, _, v in batch]))
+        state = b_observe(
+            state, group_results(ids, [r for _, r, _ in batch], [v for _, _, v in batch])
+        )
         for t, rewards, valid in batch:  # in order: the later group overwrites
             if 0 <= t < N:
                 seen.add(t)
@@ -377,7 +369,7 @@ def test_scores_match_a_reference_of_latest_valid_group_means(batches):
 
 
 def test_out_of_pool_task_ids_are_ignored():
-    state = B.observe(B.init(jax.random.key(0)), _results([-1, N, 2], [[1.0], [1.0], [0.5]]))
+    state = B.observe(B.init(jax.random.key(0)), group_results([-1, N, 2], [[1.0], [1.0], [0.5]]))
     assert np.asarray(state.scored).tolist() == [i == 2 for i in range(N)]
     assert _metrics(B, state)["pool/unseen"] == N - 1
 
@@ -411,7 +403,9 @@ def test_band_classification_at_the_exact_thresholds():
         "medium",
         "hard",
     ]
-    state = s.observe(s.init(jax.random.key(0)), _results(list(range(11)), [[r] for r in rewards]))
+    state = s.observe(
+        s.init(jax.random.key(0)), group_results(list(range(11)), [[r] for r in rewards])
+    )
     np.testing.assert_array_equal(np.asarray(state.scores), np.array(rewards, _F32))
     names = ["hard", "medium", "easy"]
     labels = band_of(state.scores, jnp.array([0.25, 0.75, 1.0], jnp.float32))
@@ -446,7 +440,7 @@ def test_pool_metrics_count_exactly():
     other = next(t for t in range(N) if t not in ids)
     state = B.observe(
         state,
-        _results(
+        group_results(
             [ids[0], ids[1], ids[2], other],
             [[0.25, 0.25], [0.9, 1.0], [1.0, 1.0], [0.5, 0.6]],
             [[True, True], [True, True], [False, False], [True, True]],
@@ -473,7 +467,7 @@ def test_bands_given_as_a_mapping_equal_bands_given_as_values():
         },
         unscored_weight=3.0,
     )
-    results = _results(list(range(10)), [[x / 9] for x in range(10)])
+    results = group_results(list(range(10)), [[x / 9] for x in range(10)])
     a = as_map.observe(as_map.init(jax.random.key(0)), results)
     b = B.observe(B.init(jax.random.key(0)), results)
     assert _metrics(as_map, a) == _metrics(B, b)
@@ -592,7 +586,12 @@ def test_draw_properties_hold_for_any_scores(tasks, seed):
     scored = np.array([s for s, _ in tasks])
     scores = np.array([x if s else 0.0 for s, x in tasks], _F32)
     state = DifficultyPoolsState(
-        jnp.asarray(scores), jnp.asarray(scored), jnp.ones((N,), bool), jnp.int32(0)
+        jnp.asarray(scores),
+        jnp.asarray(scored),
+        jnp.ones((N,), bool),
+        jnp.zeros((N,), jnp.int32),
+        jnp.int32(0),
+        jnp.int32(0),
     )
     weight = [
         B_WEIGHT[_band_name(float(x))] if s else B_WEIGHT["unscored"]
@@ -696,3 +695,46 @@ def test_sample_zero_is_a_no_op():
     ids, new = B.sample(state, jax.random.key(0), 0)
     assert ids.shape == (0,) and ids.dtype == jnp.int32
     assert not bool(jnp.any(new.seen)) and int(new.fallback) == 0
+
+
+# ---------------------------------------------------------------------------- score decay
+
+
+def test_a_stale_score_counts_as_unscored_only_with_a_half_life():
+    # Tasks 0-3 scored 0 (hard band, weight 0: never drawn while the score holds); tasks 4-7
+    # scored 1 just now (easy, weight 1). Unscored tasks weigh 1.
+    bands = [Band("hard", 0.25, 0.0), Band("easy", 1.0, 1.0)]
+    n = 8
+
+    def state_at(clock):
+        return DifficultyPoolsState(
+            scores=jnp.array([0.0] * 4 + [1.0] * 4),
+            scored=jnp.ones((n,), bool),
+            seen=jnp.ones((n,), bool),
+            scored_at=jnp.array([0] * 4 + [clock] * 4, jnp.int32),
+            fallback=jnp.int32(0),
+            clock=jnp.int32(clock),
+        )
+
+    keys = jax.random.split(jax.random.key(5), 2000)
+    for half_life, clock, low, high in (
+        (None, 10 * n, 0.0, 0.0),  # the seed's semantics: scores never go stale
+        (1.0, 0, 0.0, 0.0),  # fresh scores
+        (1.0, 10 * n, 0.4, 0.6),  # ten passes later: hard tasks are unscored (weight 1 = easy)
+    ):
+        s = cx.samplers.difficulty_pools(n, bands, unscored_weight=1.0, score_half_life=half_life)
+        first = jax.jit(jax.vmap(lambda k, s=s, c=clock: s.sample(state_at(c), k, 1)[0][0]))
+        share = float(np.mean(np.asarray(first(keys)) < 4))
+        assert low <= share <= high, (half_life, clock, share)
+        if half_life is not None:
+            stale = float(s.metrics(state_at(clock))["stale_scores"])
+            assert stale == pytest.approx(4 * (1 - 2.0 ** (-clock / n)), abs=1e-4)
+
+
+def test_observe_stamps_the_score_with_the_clock():
+    s = cx.samplers.difficulty_pools(4, score_half_life=2.0)
+    state = s.observe(s.init(jax.random.key(0)), group_results([1, 2], [[1.0, 0.0], [0.0, 0.0]]))
+    state = s.observe(state, group_results([2], [[1.0, 1.0]]))
+    assert state.clock == 3 and state.scored_at.tolist() == [0, 2, 3, 0]
+    with pytest.raises(ValueError, match=r"score_half_life must be > 0 pool passes"):
+        cx.samplers.difficulty_pools(4, score_half_life=0)
