@@ -8,6 +8,7 @@ import functools
 import json
 import shutil
 import struct
+import types
 
 import numpy as np
 import pytest
@@ -74,7 +75,8 @@ def test_the_cli_flags_reach_run(monkeypatch):
     import curriculax.engine
 
     seen = {}
-    monkeypatch.setattr(curriculax.engine, "run", lambda engine, **kw: seen.update(kw))
+    finished = types.SimpleNamespace(stopped="completed")
+    monkeypatch.setattr(curriculax.engine, "run", lambda engine, **kw: seen.update(kw) or finished)
     parser = _cli.base_parser("x", steps=1, run_dir="r")
     config = quickstart.QuickstartConfig()
     _cli.run_experiment(None, parser.parse_args(["--tensorboard", "--wandb", "proj"]), config)
