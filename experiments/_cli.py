@@ -175,10 +175,11 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
     return dataclasses.replace(config, **changes)
 
 
-def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
+def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None, until=None):
     """``curriculax.engine.run`` with the convention's flags: run dir, resume, partial
     restore, checkpoint interval (``--checkpoint-every`` or the config's), progress bar; the
-    config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run."""
+    config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run.
+    ``on_update`` and ``until`` are passed through."""
     from curriculax.engine import run
 
     return run(
@@ -190,6 +191,7 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
         checkpoint_every=args.checkpoint_every or config.checkpoint_every,
         progress=not args.no_progress,
         on_update=on_update,
+        until=until,
         config=dataclasses.asdict(config),
     )
 

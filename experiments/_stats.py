@@ -162,7 +162,8 @@ def fmt_interval(point: float, lo: float, hi: float, *, bound: float | None = No
 
 
 def fmt_ratio(point: float, lo: float, hi: float) -> str:
-    """``2.10x [1.40, 3.05]``; an unbounded end prints as ``inf``, an undefined one as ``-``."""
+    """``2.10x [1.40, 3.05]``; an unbounded end prints as ``inf``, an undefined one as ``-``
+    (an undefined ratio, both arms missing, prints as ``-``)."""
 
     def one(x: float) -> str:
         if np.isnan(x):
@@ -171,4 +172,6 @@ def fmt_ratio(point: float, lo: float, hi: float) -> str:
             return "inf"
         return f"{x:.2f}"
 
+    if np.isnan(point):
+        return "-"
     return f"{one(point)}x [{one(lo)}, {one(hi)}]"

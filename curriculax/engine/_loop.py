@@ -39,8 +39,8 @@ class RunResult:
       state: the final engine state.
       metrics: the last update's metrics (host floats).
       summary: what ``summary.json`` holds.
-      stopped: ``"completed"``, or the signal that stopped the run (``"SIGTERM"``,
-        ``"SIGINT"``) after it saved a checkpoint.
+      stopped: ``"completed"``, ``"until"`` (the ``until`` callback ended it), or the signal
+        that stopped the run (``"SIGTERM"``, ``"SIGINT"``) after it saved a checkpoint.
     """
 
     state: EngineState
@@ -165,6 +165,7 @@ def run(
     progress: bool = True,
     tensorboard: bool = False,
     on_update: OnUpdate | None = None,
+    until: Callable[[dict], bool] | None = None,
     config: dict | None = None,
     handle_signals: bool = True,
 ) -> RunResult:
@@ -191,6 +192,9 @@ def run(
       tensorboard: also log scalars to ``run_dir/tensorboard`` (needs ``tensorboardX``).
       on_update: ``(state, metrics) -> extra metrics`` called on the host after each update
         (e.g. a held-out evaluation every n steps); its metrics are logged too.
+      until: ``(record) -> bool`` called on each update's logged record (after
+        ``on_update``): ``True`` ends the run after that update, as if ``steps`` were reached
+        (a checkpoint is saved; ``stopped`` is ``"until"``). E.g. stop at a held-out target.
       config: a JSON-able description of the run, saved in checkpoints and the summary.
       handle_signals: save a checkpoint and stop cleanly on SIGTERM/SIGINT.
 
@@ -302,9 +306,11 @@ def run(
                         )
                     if checkpoint_every and updates % checkpoint_every == 0:
                         save(state, updates)
-                    if sig.received:
+                    if until is not None and until(record):
+                        stopped = "until"
+                    if sig.received or stopped == "until":
                         break
-                if updates >= steps or sig.received:
+                if updates >= steps or sig.received or stopped == "until":
                     break
                 state, gen = engine.generate(state)
                 # One small host read per generation batch (traces, guard and counts use it).
