@@ -21,12 +21,15 @@ budget. Writes ``compare.md`` (per arm: seeds at target, median and IQM rollouts
 bootstrap 95% intervals, the ratio of the baseline's median to the arm's with its interval,
 final held-out success, updates, the share of groups with a learning signal, where the draws
 went), ``compare.json`` (per-seed numbers and curves) and ``compare.png`` (share of seeds at
-the target against rollouts, Kaplan-Meier style, and the mean held-out curve).
+the target against rollouts, Kaplan-Meier style, and the mean held-out curve). Each finished
+arm is kept in ``DIR/arms/`` and reused when the study is run again with the same settings
+for that arm (after a crash, or with arms added); delete the folder to run them again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -50,7 +53,11 @@ DEFAULT_ARMS = (
     {"name": "oracle p(1-p)", "oracle": {}},
 )
 ARM_KEYS = ("name", "curriculum", "oracle", "experiment")
-ORACLE_KEYS = {"every": 5, "per_category": 16, "samples": 4, "floor": 1e-6}
+# The oracle's probe: every `every` generation batches (0: at each evaluation), `samples`
+# rollouts on `per_category` entries of each level (256 by default: a level whose pass rate is
+# 0.01 shows at least one success 92% of the time; the frontier level of these families sits
+# that low, and an oracle that reads it as 0 cannot tell it from an impossible level).
+ORACLE_KEYS = {"every": 0, "per_category": 32, "samples": 8, "floor": 1e-6}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,11 +82,11 @@ class CompareConfig:
         for i, arm in enumerate(self.arms):
             check_arm(arm, f"arms[{i}]")
             names.append(arm["name"])
-            every = arm_oracle(arm)
-            if every and self.eval_every % every["every"]:
+            orc = arm_oracle(arm)
+            if orc and (orc["every"] < 0 or (orc["every"] and self.eval_every % orc["every"])):
                 raise ValueError(
-                    f"arm {arm['name']!r}: oracle.every={every['every']} must divide "
-                    f"eval_every={self.eval_every}"
+                    f"arm {arm['name']!r}: oracle.every={orc['every']} must divide "
+                    f"eval_every={self.eval_every} (0: probe at each evaluation)"
                 )
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
@@ -138,7 +145,7 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     else:
         sampler = oracle(exp.task.size, floor=orc["floor"])
         built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
-        every = orc["every"]
+        every = orc["every"] or config.eval_every
         probe = make_probe(built, per_category=orc["per_category"], samples=orc["samples"])
     engine, pool = built.engine, built.pool
     held_out = pool.held_out
@@ -378,6 +385,46 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     plt.close(fig)
 
 
+def _arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
+    """What an arm's curves depend on: its experiment, curriculum or oracle, the seeds and
+    the schedule (not its name, nor the other arms)."""
+    spec = {
+        "experiment": dataclasses.asdict(arm_experiment(config, arm)),
+        "arm": {k: v for k, v in arm.items() if k not in ("name", "experiment")},
+        "seeds": config.seeds,
+        "generations": config.generations,
+        "eval_every": config.eval_every,
+    }
+    text = json.dumps(spec, sort_keys=True, default=_json)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _arm_path(run_dir: str, config: CompareConfig, arm: Mapping) -> str:
+    return os.path.join(run_dir, "arms", f"{_arm_fingerprint(config, arm)}.npz")
+
+
+def save_arm(run_dir: str, config: CompareConfig, arm: Mapping, curves: dict) -> None:
+    """Keeps a finished arm's curves, so a rerun of the study (after a crash, or with arms
+    added) reuses them instead of running them again."""
+    path = _arm_path(run_dir, config, arm)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    extra = {k: np.asarray(curves[k]) for k in ("seconds", "load", "category_names")}
+    np.savez(path, **{k: v for k, v in curves.items() if k not in extra}, **extra)
+
+
+def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
+    """The curves ``save_arm`` kept for this arm with these settings, or None."""
+    path = _arm_path(run_dir, config, arm)
+    if not os.path.exists(path):
+        return None
+    with np.load(path) as f:
+        curves = {k: f[k] for k in f.files}
+    curves["seconds"] = float(curves["seconds"])
+    curves["load"] = tuple(curves["load"].tolist())
+    curves["category_names"] = curves["category_names"].tolist()
+    return curves
+
+
 def main(argv=None) -> None:
     parser = _cli.base_parser(__doc__.splitlines()[0], steps=0, run_dir="runs/compare")
     parser.add_argument("--arms", nargs="+", default=None, help="run only these arms (by name)")
@@ -402,8 +449,14 @@ def main(argv=None) -> None:
     curves = {}
     for arm in config.arms:
         name = arm["name"]
+        c = load_arm(args.run_dir, config, arm)
+        if c is not None:
+            print(f"== {name}: reusing the finished run in {args.run_dir}", file=sys.stderr)
+            curves[name] = c
+            continue
         print(f"== {name}: {config.seeds} seeds ...", file=sys.stderr, flush=True)
         curves[name] = c = run_arm(config, arm, mesh)
+        save_arm(args.run_dir, config, arm, c)
         reach = _reach(c, config.experiment.target)
         print(
             f"   {c['seconds']:.0f}s (load {c['load'][0]:.1f}-{c['load'][1]:.1f}); "
