@@ -150,11 +150,12 @@ def curriculum_from_config(config: Mapping[str, Any] | None, num_tasks: int | No
 
 def _register_builtins() -> None:
     from curriculax.gates import advantage_range
-    from curriculax.samplers import difficulty_pools, sequential, uniform
+    from curriculax.samplers import difficulty_pools, learnability, sequential, uniform
 
     register_sampler("sequential", sequential)
     register_sampler("difficulty_pools", difficulty_pools)
     register_sampler("uniform", uniform)
+    register_sampler("learnability", learnability)
     register_gate("advantage_range", advantage_range)
 
 

@@ -410,4 +410,5 @@ def test_builtins_are_registered():
     assert {"sequential", "difficulty_pools"} <= set(_config._SAMPLERS)
     assert "advantage_range" in _config._GATES
     assert _config._SAMPLERS["difficulty_pools"] is cx.samplers.difficulty_pools
+    assert _config._SAMPLERS["learnability"] is cx.samplers.learnability
     assert _config._GATES["advantage_range"] is cx.gates.advantage_range

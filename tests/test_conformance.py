@@ -14,6 +14,12 @@ SAMPLERS = {
     "sequential_infinite": (lambda: cx.samplers.sequential(None), 2**20, 8),
     "difficulty_pools": (lambda: cx.samplers.difficulty_pools(32), 32, 8),
     "difficulty_pools_small_pool": (lambda: cx.samplers.difficulty_pools(5), 5, 8),
+    "learnability": (lambda: cx.samplers.learnability(32), 32, 8),
+    "learnability_small_pool_mean_no_warmup": (
+        lambda: cx.samplers.learnability(5, draw="mean", unseen_first=False, half_life=None),
+        5,
+        8,
+    ),
     "uniform": (lambda: cx.samplers.uniform(32), 32, 8),
     "uniform_small_pool": (lambda: cx.samplers.uniform(5), 5, 8),
 }

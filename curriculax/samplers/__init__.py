@@ -6,6 +6,7 @@ from curriculax.samplers.difficulty_pools import (
     DifficultyPoolsState,
     difficulty_pools,
 )
+from curriculax.samplers.learnability import LearnabilityState, learnability
 from curriculax.samplers.sequential import SequentialState, sequential
 from curriculax.samplers.uniform import uniform
 
@@ -13,8 +14,10 @@ __all__ = [
     "DEFAULT_BANDS",
     "Band",
     "DifficultyPoolsState",
+    "LearnabilityState",
     "SequentialState",
     "difficulty_pools",
+    "learnability",
     "sequential",
     "uniform",
 ]

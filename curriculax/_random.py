@@ -1,0 +1,66 @@
+"""Per-task random numbers keyed by (call word, global task id): the same on any device split.
+
+A sampler that scores every task with a random draw (a Thompson sample, a tie-break) cannot
+use ``jax.random.uniform(key, (N,))`` when its per-task state may be split over devices: the
+local shape changes the stream. Hashing the global task id with one 32-bit word drawn per
+call gives each task its own numbers, whatever slice of the pool a device holds, at the cost
+of a few integer operations per task (no PRNG call over N).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from curriculax._permute import _mix32
+
+
+def bits(word: jax.Array, ids: jax.Array, salt: int) -> jax.Array:
+    """``u32[...]`` hashed bits of ``(word, ids, salt)``; independent across salts."""
+    salted = _mix32(
+        jnp.asarray(word, jnp.uint32) ^ jnp.uint32((0x9E3779B9 * (salt + 1)) & 0xFFFFFFFF)
+    )
+    return _mix32(_mix32(ids.astype(jnp.uint32) + jnp.uint32(0x632BE5AB)) ^ salted)
+
+
+def unit(word: jax.Array, ids: jax.Array, salt: int) -> jax.Array:
+    """``f32[...]`` uniforms in (0, 1) (24 bits, never exactly 0 or 1)."""
+    return ((bits(word, ids, salt) >> 8).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-24)
+
+
+def normal_pair(word: jax.Array, ids: jax.Array, salt: int) -> tuple[jax.Array, jax.Array]:
+    """Two independent ``f32[...]`` standard normals per id (Box-Muller on two hashed uniforms)."""
+    u1, u2 = unit(word, ids, salt), unit(word, ids, salt + 1)
+    radius = jnp.sqrt(-2.0 * jnp.log(u1))
+    angle = jnp.float32(2.0 * jnp.pi) * u2
+    return radius * jnp.cos(angle), radius * jnp.sin(angle)
+
+
+def _gamma_wilson_hilferty(shape: jax.Array, z: jax.Array) -> jax.Array:
+    """A Gamma(shape, 1) draw from a standard normal ``z`` (Wilson-Hilferty cube approximation).
+
+    Close to exact quantiles for ``shape >= 1`` (within ~0.005 in the Beta ratios below) and
+    usable down to ``shape = 0.5``; the rare negative cube is clipped to 0.
+    """
+    c = 1.0 / (9.0 * shape)
+    return shape * jnp.maximum(1.0 - c + z * jnp.sqrt(c), 0.0) ** 3
+
+
+def beta(word: jax.Array, ids: jax.Array, a: jax.Array, b: jax.Array, salt: int) -> jax.Array:
+    """``f32[...]`` one Beta(a, b) draw per id: X / (X + Y) of two approximate Gamma draws.
+
+    With ``a, b >= 1`` the quantiles (5%, 25%, 50%, 75%, 95%) match the exact Beta's within
+    0.005 (checked for Beta(1, 1), (1, 9), (5, 5), (1, 17), (2, 30)); for ``a = b = 0.5`` the
+    tails are off by ~0.01. Cost: a few elementwise operations per id.
+    """
+    z1, z2 = normal_pair(word, ids, salt)
+    x = _gamma_wilson_hilferty(a, z1)
+    y = _gamma_wilson_hilferty(b, z2)
+    total = x + y
+    return jnp.where(total > 0, x / jnp.where(total > 0, total, 1.0), a / (a + b))
+
+
+def stochastic_round(x: jax.Array, u: jax.Array) -> jax.Array:
+    """``i32``: ``floor(x)`` plus one with probability ``frac(x)`` (``u`` uniform in [0, 1)), so
+    the expected value is exactly ``x`` even when ``x < 1`` (a share of a small call)."""
+    return jnp.floor(x + u).astype(jnp.int32)

@@ -1,0 +1,331 @@
+"""Learnability: draw the tasks whose pass rate is most uncertain-to-useful, from a posterior
+that forgets (MoPPS / LILO / SFL family)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from curriculax import _counters, _permute, _random, _shard, _topk
+from curriculax._checks import check_num, check_num_tasks
+from curriculax._types import GroupResults, TaskSampler
+
+DRAWS = ("thompson", "mean")
+
+# Salts of the per-task hashed numbers drawn in one call (independent streams).
+_SALT_BETA, _SALT_TIE = 0, 2
+
+
+class LearnabilityState(NamedTuple):
+    """State of :func:`learnability`.
+
+    The posterior of task ``i`` is ``Beta(a0 + s_i * f, b0 + f_i * f)`` with
+    ``f = 2 ** (-(clock - updated_i) / (half_life * N))``: evidence recorded when the clock
+    (groups observed so far) read ``updated_i``, decayed lazily, so ``observe`` costs nothing
+    for tasks it does not touch.
+
+    Attributes:
+      successes: ``f32[N]`` success evidence as of ``updated``.
+      failures: ``f32[N]`` failure evidence as of ``updated``.
+      updated: ``i32[N]`` clock reading when the evidence was last written.
+      seen: ``bool[N]`` the task was dispatched or a result for it was observed.
+      clock: ``i32[]`` groups observed so far (the forgetting clock).
+      warmup: ``i32[]`` tasks dispatched by the unseen-first pass (``N`` once complete).
+    """
+
+    successes: jax.Array
+    failures: jax.Array
+    updated: jax.Array
+    seen: jax.Array
+    clock: jax.Array
+    warmup: jax.Array
+
+    # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
+    PER_TASK = ("successes", "failures", "updated", "seen")
+
+
+def _number(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _share(value: object, name: str) -> float:
+    share = _number(value, name)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {share}")
+    return share
+
+
+def _half_life(value: object) -> float:
+    if value is None:
+        return math.inf
+    h = _number(value, "half_life")
+    if not h > 0:
+        raise ValueError(
+            f"half_life must be > 0 pool passes (or None / inf for no forgetting), got {value!r}"
+        )
+    return h
+
+
+def _prior(value: object) -> tuple[float, float]:
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
+        raise TypeError(f"prior must be a pair [a0, b0] of Beta pseudo-counts, got {value!r}")
+    a0, b0 = (_number(v, "prior") for v in value)
+    if not (a0 > 0 and b0 > 0 and math.isfinite(a0) and math.isfinite(b0)):
+        raise ValueError(f"prior pseudo-counts must be finite and > 0, got {list(value)}")
+    return a0, b0
+
+
+def learnability(
+    num_tasks: int,
+    *,
+    target: float = 0.5,
+    draw: str = "thompson",
+    half_life: float | None = 1.0,
+    prior: Sequence[float] = (1.0, 1.0),
+    success_threshold: float | None = None,
+    uniform_share: float = 0.05,
+    unseen_first: bool = True,
+    seed: int = 0,
+    axis_name: str | None = None,
+) -> TaskSampler:
+    """Draws the tasks whose pass rate is closest to ``target``, by a posterior that forgets.
+
+    Each task carries a Beta posterior of its pass rate. A finished group adds its successes
+    and failures as evidence (valid rollouts only; see ``success_threshold``), and evidence
+    decays toward the prior with a half-life of ``half_life`` passes over the pool (the
+    clock is the number of groups observed; one pass = ``N`` groups), so a task nobody has
+    drawn for a while becomes uncertain again and competes for draws: a task that failed
+    under an early policy is retried, and one that became easy is noticed. The decay is
+    applied lazily from a per-task "last written" clock reading, so ``observe`` touches only
+    the observed tasks (MoPPS's ``alpha <- lambda alpha + (1 - lambda) alpha0 + s``, with
+    ``lambda`` per elapsed group instead of per visit).
+
+    A ``sample(num)`` call:
+
+    1. with ``unseen_first``, hands out tasks never dispatched before, in a ``seed``-shuffled
+       order (a warm-up pass over the pool, like :func:`difficulty_pools`);
+    2. draws a share ``uniform_share`` of the remaining positions uniformly over the pool (the
+       floor that bounds the worst case against uniform sampling; randomized rounding, so the
+       share holds in expectation for any ``num``, even 1);
+    3. fills the rest with the tasks of highest score ``1 - |p - target| / max(target,
+       1 - target)``, where ``p`` is a Thompson draw from the task's posterior (``draw =
+       "thompson"``) or its posterior mean (``"mean"``). With ``target = 0.5`` this ranks
+       exactly as the learnability ``p (1 - p)`` (LILO, SFL) and as MoPPS's "closest to 0.5".
+
+    Tasks are distinct within a call when the pool allows it (warm-up and floor picks are
+    excluded from step 3; the call that ends the warm-up may repeat a task between its
+    warm-up and floor parts). With fewer eligible tasks than positions the best ones cycle.
+
+    Defaults, and why. Thompson draws (MoPPS) explore in proportion to uncertainty, where
+    the posterior mean (``draw = "mean"``) retries a stale task only once its mean has
+    drifted back near the target, which on the simulated pool either explores too little or
+    too late. The warm-up gives every task one measured group before any is drawn twice.
+    The forgetting clock counts groups, not calls: with a half-life in calls the share of
+    draws spent re-checking stale tasks grows with ``N / num`` (a big pool's stale tasks
+    all look new again before the sampler returns to them), while in pool passes it does not
+    depend on the pool or batch size. One pass trades concentration against rediscovery:
+    longer half-lives put more draws on known informative tasks and find tasks that became
+    learnable later (see the table in ``experiments/simulated_pool.py``). 5% uniform keeps
+    every task reachable whatever the posterior says.
+
+    The Thompson draw uses hashed per-task normals and the Wilson-Hilferty approximation of
+    the Gamma draws behind a Beta draw (quantiles within ~0.005 of the exact Beta's for
+    pseudo-counts >= 1), so it is the same whether or not the pool is split over devices.
+
+    Cost per ``sample``: one O(N) elementwise pass (decay, draw, score) and one
+    ``jax.lax.top_k`` of ``num`` (measured 2026-12-01 on a shared 2-core CPU, num = 1024: top-k
+    0.5 ms at N = 1e5 and 2-4 ms at N = 1e6; a radix-histogram threshold plus rank-select was
+    slower, 1 / 7 ms, and a sort 60 / 620 ms), so O(N + num log N). ``observe``: O(G K).
+
+    Args:
+      num_tasks: pool size ``N``.
+      target: the pass rate worth training on, in (0, 1). 0.5 maximizes the reward variance
+        of a group (the learnability of LILO / SFL).
+      draw: ``"thompson"`` (a posterior draw per task per call) or ``"mean"`` (the
+        posterior mean; deterministic up to random tie-breaks).
+      half_life: passes over the pool (``N`` observed groups) after which unrefreshed
+        evidence counts half; ``None`` (or ``inf`` in TOML) never forgets.
+      prior: Beta pseudo-counts ``[a0, b0]`` of an unseen (or fully forgotten) task.
+      success_threshold: ``None``: rewards are clipped to [0, 1] and count as fractional
+        successes (a reward of 0.3 adds 0.3 success and 0.7 failure; exact for 0/1
+        rewards). A number: a rollout succeeds iff its reward ``>= success_threshold``
+        (use this for rewards outside [0, 1]).
+      uniform_share: share of each call's post-warm-up positions drawn uniformly, in [0, 1].
+      unseen_first: dispatch every task once before drawing any by score.
+      seed: seed of the warm-up order.
+      axis_name: the mesh axis along which the per-task state is split under ``shard_map``
+        (as for :func:`difficulty_pools`; the engine does this for
+        ``Env(..., shard_tasks=True)``). Draws are identical to the unsplit sampler's; a
+        call needs one small all-gather (each device's top ``num``).
+
+    Returns:
+      A :class:`~curriculax.TaskSampler`. Metrics: ``pool/unseen`` (never dispatched),
+      ``pool/unsolved`` / ``pool/learnable`` / ``pool/solved`` (seen tasks whose posterior
+      mean is ``< 0.2``, in between, ``> 0.8``, with forgetting applied), ``mean_pass_rate``
+      (posterior mean over seen tasks), ``warmup_remaining``, ``clock`` (groups observed).
+
+    Raises:
+      ValueError or TypeError: naming the bad argument and value.
+
+    Example:
+      >>> s = learnability(1000)
+      >>> ids, state = s.sample(s.init(jax.random.key(0)), jax.random.key(1), 8)
+      >>> ids.shape
+      (8,)
+    """
+    n = check_num_tasks(num_tasks)
+    target = _number(target, "target")
+    if not 0.0 < target < 1.0:
+        raise ValueError(f"target must lie strictly between 0 and 1, got {target}")
+    if draw not in DRAWS:
+        raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
+    h = _half_life(half_life)
+    a0, b0 = _prior(prior)
+    if success_threshold is not None:
+        success_threshold = _number(success_threshold, "success_threshold")
+    uniform_share = _share(uniform_share, "uniform_share")
+    if not isinstance(unseen_first, bool):
+        raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    seed_word = _permute.seed_bits(seed)
+    width = max(target, 1.0 - target)
+
+    def posterior(state: LearnabilityState) -> tuple[jax.Array, jax.Array]:
+        """``(a, b)``: the Beta parameters of every local task now."""
+        if math.isinf(h):
+            fade = jnp.ones_like(state.successes)
+        else:
+            age = (state.clock - state.updated).astype(jnp.float32)
+            fade = jnp.exp2(-age / jnp.float32(h * n))
+        return a0 + state.successes * fade, b0 + state.failures * fade
+
+    def init(key: jax.Array) -> LearnabilityState:
+        del key
+        return LearnabilityState(
+            successes=jnp.zeros((n,), jnp.float32),
+            failures=jnp.zeros((n,), jnp.float32),
+            updated=jnp.zeros((n,), jnp.int32),
+            seen=jnp.zeros((n,), bool),
+            clock=_counters.zero(),
+            warmup=_counters.zero(),
+        )
+
+    def sample(state: LearnabilityState, key: jax.Array, num: int):
+        num = check_num(num)
+        if num == 0:
+            return jnp.zeros((0,), jnp.int32), state
+        axis = _shard.bound(axis_name)
+        n_local = state.successes.shape[0]
+        start = _shard.offset(axis, n_local)
+        local_ids = start + jnp.arange(n_local, dtype=jnp.int32)
+        pos = jnp.arange(num, dtype=jnp.int32)
+        words = jax.random.bits(key, (3,), jnp.uint32)
+        score_word, floor_word = words[0], words[1]
+        share_u = (words[2] >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+
+        # 1. Warm-up: the next never-dispatched tasks in a fixed shuffled order.
+        if unseen_first:
+            num_warm = jnp.clip(n - state.warmup, 0, num).astype(jnp.int32)
+        else:
+            num_warm = jnp.zeros((), jnp.int32)
+        warm_ids = _permute.permute(state.warmup + pos, n, _permute.round_keys(seed_word))
+
+        # 2. The uniform floor.
+        num_floor = _random.stochastic_round(uniform_share * (num - num_warm), share_u)
+        floor_ids = _permute.permute(pos % n, n, _permute.round_keys(floor_word))
+
+        # 3. The best scores among the tasks not already in this call.
+        a, b = posterior(state)
+        if draw == "thompson":
+            p = _random.beta(score_word, local_ids, a, b, _SALT_BETA)
+        else:
+            p = a / (a + b)
+        score = 1.0 - jnp.abs(p - target) / width
+        keys = _topk.ranking_key(score, score_word, local_ids, _SALT_TIE)
+        taken = jnp.concatenate(
+            [jnp.where(pos < num_warm, warm_ids, -1), jnp.where(pos < num_floor, floor_ids, -1)]
+        )
+        keys = keys.at[_shard.to_local(taken, start, n_local)].set(0.0, mode="drop")
+        best_keys, best_ids = _topk.top_k(keys, num, start, axis)
+        eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
+
+        offset = pos - num_warm - num_floor
+        best = best_ids[jnp.maximum(offset, 0) % jnp.maximum(eligible, 1)]
+        best = jnp.where(eligible > 0, best, floor_ids[jnp.maximum(pos - num_warm, 0)])
+        ids = jnp.where(
+            pos < num_warm,
+            warm_ids,
+            jnp.where(offset < 0, floor_ids[jnp.maximum(pos - num_warm, 0)], best),
+        ).astype(jnp.int32)
+        new = state._replace(
+            seen=state.seen.at[_shard.to_local(ids, start, n_local)].set(True, mode="drop"),
+            warmup=(state.warmup + num_warm).astype(jnp.int32),
+        )
+        return ids, new
+
+    def observe(state: LearnabilityState, results: GroupResults) -> LearnabilityState:
+        if results.task_ids.shape[0] == 0:
+            return state
+        n_local = state.successes.shape[0]
+        start = _shard.offset(_shard.bound(axis_name), n_local)
+        ids = results.task_ids.astype(jnp.int32)
+        in_pool = (ids >= 0) & (ids < n)
+        valid = results.valid.astype(bool)
+        rewards = results.rewards.astype(jnp.float32)
+        if success_threshold is None:
+            hit = jnp.clip(rewards, 0.0, 1.0)
+        else:
+            hit = (rewards >= success_threshold).astype(jnp.float32)
+        wins = jnp.sum(jnp.where(valid, hit, 0.0), axis=1)
+        losses = jnp.sum(valid, axis=1).astype(jnp.float32) - wins
+        slot = _shard.to_local(jnp.where(in_pool, ids, -1), start, n_local)
+        clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
+        # Bring each observed task's evidence up to now, then add the new groups
+        # (a task observed twice in one batch gets both: the decayed value is set twice, the
+        # same value both times, and the additions accumulate).
+        if math.isinf(h):
+            fade = jnp.ones(ids.shape, jnp.float32)
+        else:
+            before = state.updated.at[slot].get(mode="fill", fill_value=0)
+            fade = jnp.exp2(-(state.clock - before).astype(jnp.float32) / jnp.float32(h * n))
+        s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
+        f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade
+        successes = state.successes.at[slot].set(s, mode="drop").at[slot].add(wins, mode="drop")
+        failures = state.failures.at[slot].set(f, mode="drop").at[slot].add(losses, mode="drop")
+        return state._replace(
+            successes=successes,
+            failures=failures,
+            updated=state.updated.at[slot].set(clock, mode="drop"),
+            seen=state.seen.at[slot].set(True, mode="drop"),
+            clock=clock,
+        )
+
+    def metrics(state: LearnabilityState) -> dict[str, jax.Array]:
+        axis = _shard.bound(axis_name)
+        a, b = posterior(state)
+        mean = a / (a + b)
+        seen = state.seen
+
+        def count(mask):
+            return _shard.psum(jnp.sum(mask & seen, dtype=jnp.int32), axis).astype(jnp.float32)
+
+        num_seen = _shard.psum(jnp.sum(seen, dtype=jnp.int32), axis)
+        total = _shard.psum(jnp.sum(jnp.where(seen, mean, 0.0)), axis)
+        return {
+            "pool/unseen": (n - num_seen).astype(jnp.float32),
+            "pool/unsolved": count(mean < 0.2),
+            "pool/learnable": count((mean >= 0.2) & (mean <= 0.8)),
+            "pool/solved": count(mean > 0.8),
+            "mean_pass_rate": total / jnp.maximum(num_seen, 1).astype(jnp.float32),
+            "warmup_remaining": (n - state.warmup).astype(jnp.float32),
+            "clock": state.clock.astype(jnp.float32),
+        }
+
+    return TaskSampler(init, sample, observe, metrics)

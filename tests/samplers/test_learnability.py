@@ -1,0 +1,236 @@
+"""cx.samplers.learnability: warm-up, forgetting, the uniform floor, scoring, config, errors."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import curriculax as cx
+from curriculax.samplers import LearnabilityState
+
+
+def _results(task_ids, rewards, valid=None):
+    rewards = jnp.asarray(rewards, jnp.float32)
+    valid = jnp.ones(rewards.shape, bool) if valid is None else jnp.asarray(valid, bool)
+    return cx.GroupResults(
+        jnp.asarray(task_ids, jnp.int32),
+        rewards,
+        valid,
+        jnp.zeros((*rewards.shape, 1), jnp.float32),
+        jnp.ones((*rewards.shape, 1), bool),
+    )
+
+
+def _state(n, successes, failures, clock=0):
+    """A post-warm-up state with the given evidence (written at ``clock``)."""
+    return LearnabilityState(
+        successes=jnp.asarray(successes, jnp.float32),
+        failures=jnp.asarray(failures, jnp.float32),
+        updated=jnp.full((n,), clock, jnp.int32),
+        seen=jnp.ones((n,), bool),
+        clock=jnp.int32(clock),
+        warmup=jnp.int32(n),
+    )
+
+
+def _first_draws(sampler, state, draws, num=1, seed=0):
+    """``i32[draws, num]``: one call per key from the same state (one compile)."""
+    keys = jax.random.split(jax.random.key(seed), draws)
+    return np.asarray(jax.jit(jax.vmap(lambda k: sampler.sample(state, k, num)[0]))(keys))
+
+
+def _within(count, total, p, sigmas=5.0):
+    return abs(count - total * p) <= sigmas * math.sqrt(total * p * (1 - p)) + 1
+
+
+# ---------------------------------------------------------------------------------- warm-up
+
+
+def test_unseen_tasks_come_first_and_calls_are_distinct():
+    n = 20
+    s = cx.samplers.learnability(n)
+    sample = jax.jit(s.sample, static_argnums=2)
+    state = s.init(jax.random.key(0))
+    stream = []
+    for i in range(3):
+        ids, state = sample(state, jax.random.key(i), 8)
+        assert len(set(ids.tolist())) == 8
+        stream += ids.tolist()
+    assert sorted(stream[:n]) == list(range(n))
+    m = {k: float(v) for k, v in s.metrics(state).items()}
+    assert m["warmup_remaining"] == 0 and m["pool/unseen"] == 0
+
+
+def test_without_unseen_first_the_first_call_is_scored_not_a_warm_up():
+    s = cx.samplers.learnability(20, unseen_first=False)
+    _, state = jax.jit(s.sample, static_argnums=2)(s.init(jax.random.key(0)), jax.random.key(1), 8)
+    assert int(state.warmup) == 0
+
+
+# ------------------------------------------------------------------------------- forgetting
+
+
+def test_evidence_halves_every_half_life_of_observed_groups():
+    n = 4
+    s = cx.samplers.learnability(n, half_life=2.0)  # 2 passes = 8 groups
+    state = s.observe(s.init(jax.random.key(0)), _results([0], [[0.0] * 8]))
+    assert float(state.failures[0]) == 8.0 and int(state.clock) == 1
+    # 8 more groups on task 1: task 0's failures now count half when it is next observed.
+    for _ in range(8):
+        state = s.observe(state, _results([1], [[1.0, 0.0]]))
+    state = s.observe(state, _results([0], [[1.0, 1.0]]))
+    assert float(state.failures[0]) == pytest.approx(4.0)
+    assert float(state.successes[0]) == pytest.approx(2.0)
+
+
+def test_forgetting_reopens_the_uncertainty_of_a_failed_task():
+    # Task 1 passed 10 of 20 rollouts just now; task 0 failed 16 of 16 at clock 0.
+    s = cx.samplers.learnability(2, half_life=1.0, unseen_first=False, uniform_share=0.0)
+
+    def at(clock, failures0):
+        return _state(2, [0.0, 10.0], [failures0, 10.0], clock)._replace(
+            updated=jnp.array([0, clock], jnp.int32)
+        )
+
+    def share_of_task_0(state):
+        return np.mean(_first_draws(s, state, 4000) == 0)
+
+    fresh, never = share_of_task_0(at(0, 16.0)), share_of_task_0(at(0, 0.0))
+    assert fresh < 0.02 and never > 0.1, (fresh, never)
+    assert {k: float(v) for k, v in s.metrics(at(0, 16.0)).items()}["pool/unsolved"] == 1
+    # Five passes later (10 observed groups on this pool of 2) task 0 was not refreshed: its
+    # failures count 1/32 and it is drawn about as often as a task never seen.
+    stale = share_of_task_0(at(10, 16.0))
+    assert abs(stale - never) < 0.05, (stale, never)
+    m = {k: float(v) for k, v in s.metrics(at(10, 16.0)).items()}
+    assert m["pool/unsolved"] == 0 and m["pool/learnable"] == 2
+
+
+def test_without_forgetting_a_failed_task_stays_closed():
+    s = cx.samplers.learnability(2, half_life=None, unseen_first=False, uniform_share=0.0)
+    stale = _state(2, [0.0, 8000.0], [16.0, 8000.0])._replace(clock=jnp.int32(10_000))
+    assert np.mean(_first_draws(s, stale, 4000) == 0) < 0.01
+
+
+# ---------------------------------------------------------------------------- uniform floor
+
+
+@pytest.mark.parametrize("num", [1, 8])
+def test_the_uniform_floor_is_respected(num):
+    # 8 informative tasks and 56 hopeless ones, no forgetting: without a floor the sampler
+    # never leaves the informative ones; with a floor of 25% a quarter of the draws are
+    # uniform over the pool (so land on a hopeless task with probability 56/64).
+    n, good = 64, 8
+    succ = np.where(np.arange(n) < good, 500.0, 0.0)
+    fail = np.where(np.arange(n) < good, 500.0, 1000.0)
+    state = _state(n, succ, fail)
+    draws = 3000
+    for share in (0.0, 0.25):
+        s = cx.samplers.learnability(n, half_life=None, uniform_share=share)
+        ids = _first_draws(s, state, draws, num)
+        hopeless = int(np.sum(ids >= good))
+        if share == 0.0:
+            assert hopeless == 0
+        else:
+            assert _within(hopeless, ids.size, share * (n - good) / n), hopeless / ids.size
+
+
+# ------------------------------------------------------------------------------- scoring
+
+
+def test_the_posterior_mean_draw_picks_the_task_nearest_the_target():
+    n = 4
+    # posterior means 0.1, 0.3, 0.5, 0.9 (prior 1, 1 plus evidence)
+    succ = np.array([9, 29, 49, 89], np.float32)
+    fail = np.array([89, 69, 49, 9], np.float32)
+    state = _state(n, succ, fail)
+    for target, best in ((0.5, 2), (0.3, 1), (0.9, 3), (0.15, 0)):
+        s = cx.samplers.learnability(n, draw="mean", target=target, uniform_share=0.0)
+        assert set(_first_draws(s, state, 50).ravel().tolist()) == {best}, target
+
+
+def test_thompson_draws_follow_the_posterior_uncertainty():
+    # Task 0 is sharply at 0.5, task 1 sharply at 0.2: Thompson picks task 0 nearly always.
+    # Task 2 has little evidence around 0.2: it wins sometimes, unlike its sharp twin.
+    n = 3
+    state = _state(n, [500, 200, 1], [500, 800, 4])
+    s = cx.samplers.learnability(n, uniform_share=0.0, half_life=None)
+    ids = _first_draws(s, state, 4000).ravel()
+    counts = np.bincount(ids, minlength=3)
+    assert counts[1] == 0
+    assert 0.01 < counts[2] / ids.size < 0.5
+    assert counts[0] > counts[2]
+
+
+def test_fractional_rewards_and_a_success_threshold():
+    rewards = [[0.3, 0.3, 1.5, -1.0]]
+    frac = cx.samplers.learnability(2)
+    st = frac.observe(frac.init(jax.random.key(0)), _results([1], rewards))
+    assert float(st.successes[1]) == pytest.approx(1.6)  # 0.3 + 0.3 + 1 + 0 (clipped)
+    assert float(st.failures[1]) == pytest.approx(2.4)
+    thr = cx.samplers.learnability(2, success_threshold=0.5)
+    st = thr.observe(thr.init(jax.random.key(0)), _results([1], rewards))
+    assert float(st.successes[1]) == 1.0 and float(st.failures[1]) == 3.0
+
+
+def test_only_valid_rollouts_and_in_pool_ids_count_and_duplicates_add_up():
+    s = cx.samplers.learnability(3)
+    st = s.observe(
+        s.init(jax.random.key(0)),
+        _results([0, 0, 7, -1], [[1, 1], [1, 0], [1, 1], [1, 1]], [[1, 0], [1, 1], [1, 1], [1, 1]]),
+    )
+    assert st.successes.tolist() == [2.0, 0.0, 0.0]
+    assert st.failures.tolist() == [1.0, 0.0, 0.0]
+    assert int(st.clock) == 2  # the two in-pool groups
+
+
+def test_a_pool_smaller_than_num_cycles_through_the_best():
+    s = cx.samplers.learnability(3, unseen_first=False, uniform_share=0.0)
+    ids, _ = jax.jit(s.sample, static_argnums=2)(
+        _state(3, [5, 5, 5], [5, 5, 5]), jax.random.key(0), 7
+    )
+    assert sorted(np.bincount(np.asarray(ids), minlength=3).tolist()) == [2, 2, 3]
+
+
+# ------------------------------------------------------------------------- config, errors
+
+
+def test_it_is_registered_and_its_defaults_build_from_a_config():
+    cur = cx.curriculum_from_config({"sampler": {"type": "learnability"}}, 10)
+    ids, state = jax.jit(cur.sample, static_argnums=2)(
+        cur.init(jax.random.key(0)), jax.random.key(1), 10
+    )
+    assert sorted(ids.tolist()) == list(range(10))
+    assert set(jax.jit(cur.metrics)(state)) >= {
+        "sampler/pool/unseen",
+        "sampler/pool/unsolved",
+        "sampler/pool/learnable",
+        "sampler/pool/solved",
+        "sampler/mean_pass_rate",
+        "sampler/warmup_remaining",
+        "sampler/clock",
+    }
+    toml = cx.sampler_from_config(
+        {"type": "learnability", "half_life": math.inf, "prior": [0.5, 0.5], "draw": "mean"}, 10
+    )
+    assert isinstance(toml, cx.TaskSampler)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"target": 1.0}, ValueError, r"target must lie strictly between 0 and 1, got 1.0"),
+        ({"draw": "ucb"}, ValueError, r"draw must be one of \['thompson', 'mean'\], got 'ucb'"),
+        ({"half_life": 0}, ValueError, r"half_life must be > 0 pool passes"),
+        ({"prior": [1.0]}, TypeError, r"prior must be a pair"),
+        ({"prior": [0.0, 1.0]}, ValueError, r"prior pseudo-counts must be finite and > 0"),
+        ({"uniform_share": 1.5}, ValueError, r"uniform_share must lie in \[0, 1\], got 1.5"),
+        ({"unseen_first": 1}, TypeError, r"unseen_first must be a bool"),
+        ({"success_threshold": "0.5"}, TypeError, r"success_threshold must be a number"),
+    ],
+)
+def test_bad_arguments_name_the_argument_and_value(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        cx.samplers.learnability(10, **kwargs)

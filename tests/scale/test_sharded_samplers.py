@@ -1,0 +1,76 @@
+"""Samplers with per-task state split over 4 fake CPU devices (``shard_map``, as the engine runs
+``Env(shard_tasks=True)``) draw exactly what the unsplit sampler draws and end in the same
+state. One subprocess (the device count is fixed when JAX starts) checks every sampler."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SCRIPT = r"""
+import jax
+
+jax.config.update("jax_num_cpu_devices", 4)
+import numpy as np
+
+import curriculax as cx
+from curriculax.engine import _mesh
+from curriculax.testing import synthetic_results
+
+N, NUM, STEPS = 64, 8, 12
+SAMPLERS = {
+    "learnability": lambda axis: cx.samplers.learnability(N, axis_name=axis),
+    "learnability_mean": lambda axis: cx.samplers.learnability(
+        N, draw="mean", unseen_first=False, uniform_share=0.3, axis_name=axis
+    ),
+}
+mesh = _mesh.make_mesh(4)
+for name, make in SAMPLERS.items():
+    plain = cx.curriculum(make(None))
+    split = cx.curriculum(make("data"))
+    state = plain.init(jax.random.key(0))
+    sharded = _mesh.shard_curriculum(split, mesh, "data", _mesh.per_task_specs(state, "data"))
+
+    def stepper(cur):
+        def step(state, key):
+            k_s, k_r = jax.random.split(key)
+            ids, state = cur.sample(state, k_s, NUM)
+            _, state = cur.observe(state, synthetic_results(k_r, ids))
+            return ids, state, cur.metrics(state)
+
+        return jax.jit(step)
+
+    runs = []
+    for cur in (plain, sharded):
+        s, outs = state, []
+        step = stepper(cur)
+        for i in range(STEPS):
+            ids, s, m = step(s, jax.random.key(100 + i))
+            outs.append((np.asarray(ids), {k: float(v) for k, v in m.items()}))
+        runs.append((outs, s))
+    for i, ((a, ma), (b, mb)) in enumerate(zip(runs[0][0], runs[1][0])):
+        assert np.array_equal(a, b), (name, i, a, b)
+        for k in ma:
+            assert abs(ma[k] - mb[k]) <= 1e-4 * max(1.0, abs(ma[k])), (name, i, k, ma[k], mb[k])
+    split_leaves = [x for x in jax.tree.leaves(runs[1][1]) if x.ndim == 1 and x.shape[0] == N]
+    assert split_leaves and all(
+        x.sharding.shard_shape(x.shape) == (N // 4,) for x in split_leaves
+    ), name  # the per-task state really was split
+    for x, y in zip(jax.tree.leaves(runs[0][1]), jax.tree.leaves(runs[1][1])):
+        assert np.allclose(np.asarray(x), np.asarray(y), rtol=1e-6), name
+    print("ok", name)
+"""
+
+
+def test_split_samplers_draw_what_unsplit_ones_draw():
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.count("ok ") >= 2, out.stdout

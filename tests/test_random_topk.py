@@ -1,0 +1,59 @@
+"""Per-task hashed random numbers (``_random``) and the shard-aware top-k (``_topk``)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from curriculax import _random, _topk
+
+IDS = jnp.arange(200_000, dtype=jnp.int32)
+
+
+@pytest.mark.parametrize("a, b", [(1.0, 1.0), (1.0, 9.0), (5.0, 5.0), (2.0, 30.0), (9.0, 1.0)])
+def test_beta_draws_match_the_exact_quantiles(a, b):
+    draws = jax.jit(_random.beta, static_argnums=4)(
+        jnp.uint32(11), IDS, jnp.float32(a), jnp.float32(b), 0
+    )
+    q = [0.05, 0.25, 0.5, 0.75, 0.95]
+    got = np.quantile(np.asarray(draws), q)
+    np.testing.assert_allclose(got, stats.beta(a, b).ppf(q), atol=0.012)
+
+
+def test_hashed_uniforms_are_uniform_and_depend_on_word_id_and_salt():
+    u = np.asarray(_random.unit(jnp.uint32(3), IDS, 0))
+    assert u.min() > 0 and u.max() < 1
+    counts = np.histogram(u, bins=20, range=(0, 1))[0]
+    expected = u.size / 20
+    assert ((counts - expected) ** 2 / expected).sum() < 19 + 8 * np.sqrt(38) + 4
+    other_word = np.asarray(_random.unit(jnp.uint32(4), IDS, 0))
+    other_salt = np.asarray(_random.unit(jnp.uint32(3), IDS, 1))
+    assert abs(np.corrcoef(u, other_word)[0, 1]) < 0.01
+    assert abs(np.corrcoef(u, other_salt)[0, 1]) < 0.01
+
+
+def test_ranking_keys_keep_the_order_of_scores_and_break_ties_at_random():
+    scores = jnp.array([0.1, 0.9, 0.5, 0.5, 0.0, 1.0])
+    keys = np.asarray(_topk.ranking_key(scores, jnp.uint32(1), jnp.arange(6), 0))
+    assert np.all((keys >= 1) & (keys < 2))
+    assert list(np.argsort(-keys)[:2]) == [5, 1] and np.argmin(keys) == 4
+    # equal scores: which of two tasks ranks first varies with the call word
+    firsts = {
+        int(
+            np.argmax(
+                np.asarray(_topk.ranking_key(jnp.full(2, 0.5), jnp.uint32(w), jnp.arange(2), 0))
+            )
+        )
+        for w in range(16)
+    }
+    assert firsts == {0, 1}
+
+
+def test_top_k_returns_the_best_first_and_ties_to_the_lower_id():
+    keys = jnp.array([1.5, 1.2, 1.5, 0.0, 1.9], jnp.float32)
+    values, ids = _topk.top_k(keys, 3, jnp.int32(10), None)
+    assert ids.tolist() == [14, 10, 12]
+    np.testing.assert_allclose(values, [1.9, 1.5, 1.5])
+    values, ids = _topk.top_k(keys, 9, jnp.int32(0), None)
+    assert ids.shape == (5,)
