@@ -53,6 +53,16 @@ DEFAULT_ARMS = (
     {"name": "oracle p(1-p)", "oracle": {}},
 )
 ARM_KEYS = ("name", "curriculum", "oracle", "experiment")
+# Experiment settings a study does not use (each arm brings its own curriculum).
+MAIN_JOB_ONLY = (
+    "steps",
+    "curriculum",
+    "eval_rollouts",
+    "checkpoint_every",
+    "stop_at_target",
+    "evidence",
+    "evidence_arm",
+)
 # The oracle's probe: every `every` generation batches (0: at each evaluation), `samples`
 # rollouts on `per_category` entries of each level (256 by default: a level whose pass rate is
 # 0.01 shows at least one success 92% of the time; the frontier level of these families sits
@@ -388,8 +398,11 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
 def _arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
     """What an arm's curves depend on: its experiment, curriculum or oracle, the seeds and
     the schedule (not its name, nor the other arms)."""
+    exp = dataclasses.asdict(arm_experiment(config, arm))
+    for key in MAIN_JOB_ONLY:
+        exp.pop(key)
     spec = {
-        "experiment": dataclasses.asdict(arm_experiment(config, arm)),
+        "experiment": exp,
         "arm": {k: v for k, v in arm.items() if k not in ("name", "experiment")},
         "seeds": config.seeds,
         "generations": config.generations,
