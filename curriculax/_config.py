@@ -60,22 +60,48 @@ def _resolve(kind: str, table: dict, type_name: Any, where: str) -> Callable:
     return table[type_name]
 
 
-def _call(factory: Callable, args: tuple, options: Mapping[str, Any], where: str, skip: int):
+def _call(
+    factory: Callable,
+    args: tuple,
+    options: Mapping[str, Any],
+    where: str,
+    skip: int,
+    context: Mapping[str, Any] | None = None,
+):
     try:
         params = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError):  # builtins without a signature: let the call decide
         return factory(*args, **options)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return factory(*args, **options)
-    accepted = [
-        p.name
+    named = [
+        p
         for p in params[skip:]
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     ]
+    accepted = [p.name for p in named]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(
             f"{where}: unknown key(s) {unknown}; accepted keys are {['type', *accepted]}"
+        )
+    options = dict(options)
+    for name, value in (context or {}).items():
+        if name not in accepted:
+            continue  # context is offered to the factories that ask for it by name
+        if name in options:
+            raise ValueError(
+                f"{where}: {name!r} is given both in the config and as context; give it once"
+            )
+        options[name] = value
+    missing = [
+        p.name for p in named if p.default is inspect.Parameter.empty and p.name not in options
+    ]
+    if missing:
+        raise ValueError(
+            f"{where}: missing {missing}; give them in the config or, for pool data a config "
+            f"cannot hold (an array per task), as context, e.g. "
+            f"cx.curriculum_from_config(config, num_tasks, {missing[0]}=...)"
         )
     return factory(*args, **options)
 
@@ -89,18 +115,37 @@ def _split_type(spec: Any, where: str) -> tuple[Any, dict]:
     return spec["type"], options
 
 
-def sampler_from_config(spec: Mapping[str, Any], num_tasks: int | None) -> TaskSampler:
+def _sampler(spec: Any, num_tasks: int | None, context: Mapping[str, Any], name: str):
+    type_name, options = _split_type(spec, name)
+    where = f"{name} (type {type_name!r})"
+    factory = _resolve("sampler", _SAMPLERS, type_name, where)
+    if isinstance(options.get("inner"), Mapping):
+        options["inner"] = _sampler(options["inner"], num_tasks, context, f"{name}.inner")
+    sampler = _call(factory, (num_tasks,), options, where, skip=1, context=context)
+    if not isinstance(sampler, TaskSampler):
+        raise TypeError(f"sampler factory {type_name!r} returned {type(sampler).__name__}")
+    return sampler
+
+
+def sampler_from_config(
+    spec: Mapping[str, Any], num_tasks: int | None, **context: Any
+) -> TaskSampler:
     """Builds a sampler from ``{"type": name, **factory_kwargs}`` for a pool of ``num_tasks``.
+
+    A wrapper's ``inner`` table is built the same way, for the same pool and context.
+
+    Args:
+      spec: the mapping.
+      num_tasks: pool size passed to the factory.
+      **context: pool information a config cannot hold, such as an array per task
+        (``categories=levels`` for :func:`~curriculax.samplers.category_bandit`). Each
+        entry goes to the factories (inner ones included) that take an argument of that
+        name and are not given it by the config; the others ignore it.
 
     Example:
       >>> sampler_from_config({"type": "sequential", "shuffle": False}, 10)
     """
-    type_name, options = _split_type(spec, "sampler")
-    factory = _resolve("sampler", _SAMPLERS, type_name, f"sampler (type {type_name!r})")
-    sampler = _call(factory, (num_tasks,), options, f"sampler (type {type_name!r})", skip=1)
-    if not isinstance(sampler, TaskSampler):
-        raise TypeError(f"sampler factory {type_name!r} returned {type(sampler).__name__}")
-    return sampler
+    return _sampler(spec, num_tasks, context, "sampler")
 
 
 def gate_from_config(spec: Mapping[str, Any], name: str = "gate") -> AdmissionGate:
@@ -114,7 +159,9 @@ def gate_from_config(spec: Mapping[str, Any], name: str = "gate") -> AdmissionGa
     return gate
 
 
-def curriculum_from_config(config: Mapping[str, Any] | None, num_tasks: int | None) -> Curriculum:
+def curriculum_from_config(
+    config: Mapping[str, Any] | None, num_tasks: int | None, **context: Any
+) -> Curriculum:
     """Builds a curriculum from plain data, e.g. a TOML table.
 
     Keys are the factories' argument names::
@@ -128,9 +175,16 @@ def curriculum_from_config(config: Mapping[str, Any] | None, num_tasks: int | No
     ``sequential`` sampler. Unknown types or keys raise a ``ValueError`` naming the bad key
     and listing the accepted ones.
 
+    Pool data a TOML file cannot hold (an array per task) is passed as keyword context and
+    reaches the sampler factories that take an argument of that name, e.g. a category bandit
+    over the pool's difficulty levels::
+
+        cx.curriculum_from_config({"sampler": {"type": "category_bandit"}}, N, categories=levels)
+
     Args:
       config: the mapping (``None`` or ``{}``: the default curriculum, no gates).
       num_tasks: pool size passed to the sampler factory.
+      **context: see :func:`sampler_from_config`.
     """
     config = {} if config is None else config
     if not isinstance(config, Mapping):
@@ -140,7 +194,9 @@ def curriculum_from_config(config: Mapping[str, Any] | None, num_tasks: int | No
         raise ValueError(
             f"curriculum config: unknown key(s) {unknown}; accepted keys are ['gates', 'sampler']"
         )
-    sampler = sampler_from_config(config.get("sampler", {"type": "sequential"}), num_tasks)
+    sampler = sampler_from_config(
+        config.get("sampler", {"type": "sequential"}), num_tasks, **context
+    )
     gate_specs = config.get("gates", {})
     if not isinstance(gate_specs, Mapping):
         raise TypeError(f"'gates' must be a table of name -> gate spec, got {gate_specs!r}")
@@ -150,12 +206,19 @@ def curriculum_from_config(config: Mapping[str, Any] | None, num_tasks: int | No
 
 def _register_builtins() -> None:
     from curriculax.gates import advantage_range
-    from curriculax.samplers import difficulty_pools, learnability, sequential, uniform
+    from curriculax.samplers import (
+        category_bandit,
+        difficulty_pools,
+        learnability,
+        sequential,
+        uniform,
+    )
 
     register_sampler("sequential", sequential)
     register_sampler("difficulty_pools", difficulty_pools)
     register_sampler("uniform", uniform)
     register_sampler("learnability", learnability)
+    register_sampler("category_bandit", category_bandit)
     register_gate("advantage_range", advantage_range)
 
 

@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import curriculax as cx
@@ -17,6 +18,12 @@ SAMPLERS = {
     "learnability": (lambda: cx.samplers.learnability(32), 32, 8),
     "learnability_small_pool_mean_no_warmup": (
         lambda: cx.samplers.learnability(5, draw="mean", unseen_first=False, half_life=None),
+        5,
+        8,
+    ),
+    "category_bandit": (lambda: cx.samplers.category_bandit(32, np.arange(32) % 3), 32, 8),
+    "category_bandit_progress_small_pool": (
+        lambda: cx.samplers.category_bandit(5, [0, 0, 2, 2, 2], reward="progress"),
         5,
         8,
     ),

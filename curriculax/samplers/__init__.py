@@ -1,5 +1,6 @@
 """Built-in task samplers."""
 
+from curriculax.samplers.category_bandit import CategoryBanditState, category_bandit
 from curriculax.samplers.difficulty_pools import (
     DEFAULT_BANDS,
     Band,
@@ -13,9 +14,11 @@ from curriculax.samplers.uniform import uniform
 __all__ = [
     "DEFAULT_BANDS",
     "Band",
+    "CategoryBanditState",
     "DifficultyPoolsState",
     "LearnabilityState",
     "SequentialState",
+    "category_bandit",
     "difficulty_pools",
     "learnability",
     "sequential",
