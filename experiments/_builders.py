@@ -7,7 +7,7 @@ No script imports another script: what they share lives here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -336,20 +336,6 @@ def coin_flip_rollout(rollout: Callable, coin_level: int, p: float) -> Callable:
     return wrapped
 
 
-def bind_pool(spec: Any, pool: Pool) -> Any:
-    """A curriculum config with pool-bound values filled in: any ``categories = "levels"``
-    becomes the pool's ``i32[N]`` category per entry (its level; coin flips their own)."""
-    if isinstance(spec, Mapping):
-        out = {}
-        for k, v in spec.items():
-            if k == "categories" and v == "levels":
-                out[k] = pool.category
-            else:
-                out[k] = bind_pool(v, pool)
-        return out
-    return spec
-
-
 def build(
     config: GRPOExperimentConfig,
     mesh=None,
@@ -362,18 +348,19 @@ def build(
     Args:
       config: the experiment.
       mesh: optional device mesh.
-      curriculum: a curriculum config (default ``config.curriculum``); ``categories =
-        "levels"`` anywhere in it is bound to the pool (see :func:`bind_pool`).
+      curriculum: a curriculum config (default ``config.curriculum``). The pool's
+        ``categories`` (each entry's level; coin flips their own) go to every sampler factory
+        that takes them (e.g. ``category_bandit``), as config context.
       sampler: a ready sampler instead of the config's (its gates still come from the config).
     """
     pool = make_pools(config)
     n = T.num_tasks(pool.train)
-    spec = bind_pool(curriculum or config.curriculum, pool)
+    spec = curriculum or config.curriculum
     if sampler is not None:
         cur = cx.curriculum_from_config({"gates": spec.get("gates", {})}, n)
         cur = cx.curriculum(sampler, dict(cur.gates))
     else:
-        cur = cx.curriculum_from_config(spec, n)
+        cur = cx.curriculum_from_config(spec, n, categories=pool.category)
     solver = make_solver(config, pool.spec)
     rollout = solver.rollout
     if pool.coin_level is not None:

@@ -9,7 +9,6 @@ from curriculax.engine import Rollouts
 from experiments._builders import (
     GRPOExperimentConfig,
     TaskConfig,
-    bind_pool,
     coin_flip_rollout,
     make_pools,
     shares_to_counts,
@@ -71,11 +70,3 @@ def test_coin_flip_tasks_pay_a_coin_flip_whatever_the_answer():
     assert np.all(rewards[~coin] == 1.0)
     assert set(np.unique(rewards[coin]).tolist()) == {0.0, 1.0}
     assert abs(rewards[coin].mean() - 0.25) < 0.03
-
-
-def test_categories_bind_to_the_pool_anywhere_in_a_curriculum_config():
-    pool = make_pools(GRPOExperimentConfig(task=TaskConfig(num_levels=2, pool_size=8)))
-    spec = {"sampler": {"type": "w", "inner": {"type": "b", "categories": "levels"}}}
-    bound = bind_pool(spec, pool)
-    assert bound["sampler"]["inner"]["categories"].tolist() == pool.category.tolist()
-    assert spec["sampler"]["inner"]["categories"] == "levels"  # the input is not changed

@@ -8,7 +8,7 @@ import pytest
 
 import curriculax as cx
 from experiments import _cli
-from experiments._builders import GRPOExperimentConfig, bind_pool, make_pools
+from experiments._builders import GRPOExperimentConfig, make_pools
 from experiments.compare import CompareConfig
 from experiments.quickstart import QuickstartConfig
 
@@ -48,7 +48,7 @@ def test_every_study_config_parses_and_its_arms_build(name):
     assert n == config.experiment.task.size
     for arm in config.arms:
         if "curriculum" in arm:
-            cx.curriculum_from_config(bind_pool(arm["curriculum"], pool), n)
+            cx.curriculum_from_config(arm["curriculum"], n, categories=pool.category)
 
 
 def test_overrides_reach_nested_fields_and_bad_keys_are_named():
