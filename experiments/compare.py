@@ -252,7 +252,7 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         iq = S.bootstrap(reach, S.iqm)
         ratio_values = None
         if base_reach is not None and name != config.baseline:
-            ratio_values = S.ratio_bootstrap(base_reach, reach, S.median)
+            ratio_values = S.censored_ratio(base_reach, reach, budget, S.median)
             ratio = S.fmt_ratio(*ratio_values)
         else:
             ratio = "1 (baseline)" if name == config.baseline else "-"
@@ -273,7 +273,8 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
             "load": list(c["load"]),
             "median": _finite(med),
             "iqm": _finite(iq),
-            "ratio_to_baseline": None if ratio_values is None else _finite(ratio_values),
+            "ratio_to_baseline": None if ratio_values is None else _finite(ratio_values[:3]),
+            "ratio_kind": None if ratio_values is None else ratio_values[3],
         }
         rows.append(
             f"| {name} | {np.isfinite(reach).sum()}/{reach.size} "
@@ -292,7 +293,8 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         f"groups x {k} rollouts); {config.seeds} seeds per arm; target: held-out exact match "
         f">= {target} on levels {levels}, evaluated every {config.eval_every} batches "
         f"({config.eval_every * g * k:,} rollouts). Intervals: bootstrap 95% over seeds; a seed "
-        f"that misses counts as > budget."
+        f"that misses counts as > budget. Ratios count a miss as the budget: >= marks a lower "
+        f"bound (the baseline's median missed), <= an upper bound (the arm's did), - unknown."
         + (f" Arms with their own settings: {overrides}." if overrides else "")
         + "\n\n| arm | seeds at target | rollouts to target: median [95% CI] | IQM [95% CI] "
         f"| {config.baseline} / arm (median) [95% CI] | final held-out (mean ± sd) "
