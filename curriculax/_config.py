@@ -209,8 +209,10 @@ def _register_builtins() -> None:
     from curriculax.samplers import (
         category_bandit,
         difficulty_pools,
+        floor,
         learnability,
         sequential,
+        skip_zero_variance,
         uniform,
     )
 
@@ -219,6 +221,8 @@ def _register_builtins() -> None:
     register_sampler("uniform", uniform)
     register_sampler("learnability", learnability)
     register_sampler("category_bandit", category_bandit)
+    register_sampler("floor", floor)
+    register_sampler("skip_zero_variance", skip_zero_variance)
     register_gate("advantage_range", advantage_range)
 
 

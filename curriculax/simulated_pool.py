@@ -58,11 +58,13 @@ class SimulationTrace(NamedTuple):
         between 0 and 1 (informative tasks, and emerging ones after the switch).
       first_found: ``i32[S, N]`` first step at or after the switch at which each task was
         drawn (``steps`` if never).
+      task_draws: ``i32[S, N]`` draws of each task over the run.
     """
 
     draws: jax.Array
     informative: jax.Array
     first_found: jax.Array
+    task_draws: jax.Array
 
 
 def make_pool(
@@ -138,7 +140,7 @@ def run(
         init_key, run_key = jax.random.split(key)
 
         def step(carry, t):
-            state, first = carry
+            state, first, counts = carry
             k_sample, k_rewards = jax.random.split(jax.random.fold_in(run_key, t))
             drawn, state = sampler.sample(state, k_sample, num)
             ids = drawn.ids if isinstance(drawn, TaskDraw) else drawn
@@ -149,13 +151,15 @@ def run(
             useful = jnp.sum((rates > 0) & (rates < 1), dtype=jnp.int32)
             after = jnp.where(t >= pool.switch_step, t, steps)
             first = first.at[ids].min(after.astype(jnp.int32))
-            return (state, first), (per_kind, useful)
+            counts = counts.at[ids].add(1)
+            return (state, first, counts), (per_kind, useful)
 
         first = jnp.full((n,), steps, jnp.int32)
-        (_, first), (draws, useful) = jax.lax.scan(
-            step, (sampler.init(init_key), first), jnp.arange(steps, dtype=jnp.int32)
+        counts = jnp.zeros((n,), jnp.int32)
+        (_, first, counts), (draws, useful) = jax.lax.scan(
+            step, (sampler.init(init_key), first, counts), jnp.arange(steps, dtype=jnp.int32)
         )
-        return SimulationTrace(draws, useful, first)
+        return SimulationTrace(draws, useful, first, counts)
 
     return jax.jit(jax.vmap(one_seed))(keys)
 

@@ -42,10 +42,18 @@ def _parse() -> argparse.Namespace:
 def arms(n: int) -> dict:
     import curriculax as cx
 
+    s = cx.samplers
     return {
-        "uniform": cx.samplers.uniform(n),
-        "difficulty_pools": cx.samplers.difficulty_pools(n),
-        "learnability": cx.samplers.learnability(n),
+        "uniform": s.uniform(n),
+        "difficulty_pools": s.difficulty_pools(n),
+        "learnability (defaults)": s.learnability(n),
+        "learnability, half_life=None": s.learnability(n, half_life=None),
+        "learnability, half_life=4": s.learnability(n, half_life=4.0),
+        'learnability, draw="mean"': s.learnability(n, draw="mean"),
+        "skip_zero_variance(uniform)": s.skip_zero_variance(n, s.uniform(n)),
+        "floor(difficulty_pools, staleness_share=0.2)": s.floor(
+            n, s.difficulty_pools(n), uniform_share=0.0, staleness_share=0.2
+        ),
     }
 
 

@@ -27,6 +27,28 @@ SAMPLERS = {
         5,
         8,
     ),
+    "floor_learnability": (
+        lambda: cx.samplers.floor(
+            32, cx.samplers.learnability(32), uniform_share=0.2, staleness_share=0.2
+        ),
+        32,
+        8,
+    ),
+    "floor_small_pool": (
+        lambda: cx.samplers.floor(5, cx.samplers.sequential(5), staleness_share=0.5),
+        5,
+        8,
+    ),
+    "skip_zero_variance": (
+        lambda: cx.samplers.skip_zero_variance(32, cx.samplers.uniform(32), initial_p=0.0),
+        32,
+        8,
+    ),
+    "skip_zero_variance_small_pool": (
+        lambda: cx.samplers.skip_zero_variance(5, cx.samplers.sequential(5)),
+        5,
+        8,
+    ),
     "uniform": (lambda: cx.samplers.uniform(32), 32, 8),
     "uniform_small_pool": (lambda: cx.samplers.uniform(5), 5, 8),
 }

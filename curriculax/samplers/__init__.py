@@ -7,8 +7,10 @@ from curriculax.samplers.difficulty_pools import (
     DifficultyPoolsState,
     difficulty_pools,
 )
+from curriculax.samplers.floor import FloorState, floor
 from curriculax.samplers.learnability import LearnabilityState, learnability
 from curriculax.samplers.sequential import SequentialState, sequential
+from curriculax.samplers.skip_zero_variance import SkipState, skip_zero_variance
 from curriculax.samplers.uniform import uniform
 
 __all__ = [
@@ -16,11 +18,15 @@ __all__ = [
     "Band",
     "CategoryBanditState",
     "DifficultyPoolsState",
+    "FloorState",
     "LearnabilityState",
     "SequentialState",
+    "SkipState",
     "category_bandit",
     "difficulty_pools",
+    "floor",
     "learnability",
     "sequential",
+    "skip_zero_variance",
     "uniform",
 ]

@@ -131,8 +131,13 @@ def learnability(
     all look new again before the sampler returns to them), while in pool passes it does not
     depend on the pool or batch size. One pass trades concentration against rediscovery:
     longer half-lives put more draws on known informative tasks and find tasks that became
-    learnable later (see the table in ``experiments/simulated_pool.py``). 5% uniform keeps
-    every task reachable whatever the posterior says.
+    learnable later. On the simulated pool (``python -m experiments.simulated_pool``,
+    2026-12-01, 8 seeds: 90% of tasks impossible or trivial, 5% informative, 5% turning
+    learnable mid-run) the defaults put 0.39 of all draws on informative tasks (uniform
+    0.08, difficulty pools 0.23) and found half of the newly learnable tasks 56 steps after
+    they turned (uniform 43, difficulty pools 77); without forgetting: 0.69, but 226 steps;
+    with a half-life of 4 passes: 0.62 and 130 steps. 5% uniform keeps every task reachable
+    whatever the posterior says.
 
     The Thompson draw uses hashed per-task normals and the Wilson-Hilferty approximation of
     the Gamma draws behind a Beta draw (quantiles within ~0.005 of the exact Beta's for

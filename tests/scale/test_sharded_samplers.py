@@ -24,6 +24,16 @@ SAMPLERS = {
     "learnability_mean": lambda axis: cx.samplers.learnability(
         N, draw="mean", unseen_first=False, uniform_share=0.3, axis_name=axis
     ),
+    "floor": lambda axis: cx.samplers.floor(
+        N,
+        cx.samplers.learnability(N, axis_name=axis),
+        uniform_share=0.2,
+        staleness_share=0.3,
+        axis_name=axis,
+    ),
+    "skip_zero_variance": lambda axis: cx.samplers.skip_zero_variance(
+        N, cx.samplers.difficulty_pools(N, axis_name=axis), initial_p=0.0, axis_name=axis
+    ),
 }
 mesh = _mesh.make_mesh(4)
 for name, make in SAMPLERS.items():
@@ -73,4 +83,4 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok ") >= 2, out.stdout
+    assert out.stdout.count("ok ") == 4, out.stdout
