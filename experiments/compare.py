@@ -8,8 +8,9 @@ the pool per level, coin-flip distractors, the levels the target is measured on)
 (``generations`` batches of ``groups_per_generation x group_size`` rollouts), the seeds, and
 the arms: each ``[[arms]]`` table is a name plus a curriculum config (any registered or
 ``package.module:factory`` sampler and gates; ``categories = "levels"`` binds a sampler to the
-pool's levels), or an ``oracle`` table for the oracle arm (p(1 - p) from the policy's true pass
-rate, measured by a free evaluation; see ``experiments/_oracle.py``), and optionally
+pool's levels), or an ``oracle`` table for an oracle arm (draws decided from the policy's true
+pass rates, measured by a free evaluation: p(1 - p), or the lowest unmastered level; see
+``experiments/_oracle.py``), and optionally
 ``experiment`` overrides (the learning-rate check uses them; the main study keeps one optimizer
 and batch for every arm).
 
@@ -67,7 +68,14 @@ MAIN_JOB_ONLY = (
 # rollouts on `per_category` entries of each level (256 by default: a level whose pass rate is
 # 0.01 shows at least one success 92% of the time; the frontier level of these families sits
 # that low, and an oracle that reads it as 0 cannot tell it from an impossible level).
-ORACLE_KEYS = {"every": 0, "per_category": 32, "samples": 8, "floor": 1e-6}
+ORACLE_KEYS = {
+    "every": 0,
+    "per_category": 32,
+    "samples": 8,
+    "floor": 1e-6,
+    "mode": "learnability",
+    "mastered": 0.9,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +164,13 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
         sampler = oracle(exp.task.size, floor=orc["floor"])
         built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
         every = orc["every"] or config.eval_every
-        probe = make_probe(built, per_category=orc["per_category"], samples=orc["samples"])
+        probe = make_probe(
+            built,
+            per_category=orc["per_category"],
+            samples=orc["samples"],
+            mode=orc["mode"],
+            mastered=orc["mastered"],
+        )
     engine, pool = built.engine, built.pool
     held_out = pool.held_out
     target = jnp.asarray(pool.target, jnp.float32)

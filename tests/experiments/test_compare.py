@@ -33,7 +33,7 @@ curriculum = { sampler = { type = "curriculax.samplers:sequential", shuffle = fa
 
 [[arms]]
 name = "oracle"
-oracle = { every = 1, per_category = 2, samples = 2 }
+oracle = { every = 1, per_category = 2, samples = 2, mode = "frontier" }
 """
 
 
@@ -60,5 +60,7 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     # Its 8 draws are entries 0-7: 2 of level 0 and 6 of level 2.
     seq = data["arms"]["sequential, unshuffled"]["draw_share"]
     assert np.allclose(seq, [[0.25, 0.0, 0.75, 0.0]] * 2)
+    # The frontier oracle draws from the lowest level not mastered: level 0, all run long.
+    assert np.allclose(data["arms"]["oracle"]["draw_share"], [[1.0, 0.0, 0.0, 0.0]] * 2)
     assert (tmp_path / "out" / "compare.png").exists()
     assert "budget 32 rollouts" in capsys.readouterr().out.lower()
