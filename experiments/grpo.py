@@ -74,20 +74,29 @@ def evidence_text(config: GRPOExperimentConfig) -> str | None:
     ratio = arm.get("ratio_to_baseline")
     reached = sum(x is not None for x in arm["rollouts_to_target"])
     seeds = len(arm["rollouts_to_target"])
+    med = arm["median"][0]
+    base_med = study["arms"][base]["median"][0] if base in study["arms"] else None
     text = (
-        f"  study ({config.evidence}): '{config.evidence_arm}' reached the target on "
-        f"{reached}/{seeds} seeds"
+        f"  study ({config.evidence}, {seeds} seeds): '{config.evidence_arm}' reached the "
+        f"target on {reached}/{seeds} seeds, median {_count(med)} rollouts ({base}: "
+        f"{_count(base_med)})"
     )
-    if ratio is not None:
+    if ratio is not None and ratio[0] is not None:
         point, lo, hi = (float("inf") if x is None else x for x in ratio)
+        bound = {">=": "at least ", "<=": "at most "}.get(arm.get("ratio_kind"), "")
         text += (
-            f" with {point:.2f}x fewer rollouts than {base} (median; 95% CI [{lo:.2f}, {hi:.2f}])"
+            f";\n  {base} / this curriculum, median rollouts to target: {bound}{point:.2f}x "
+            f"(95% CI [{lo:.2f}, {hi:.2f}])"
         )
     return text + f"\n  reproduce: {study.get('command', 'python -m experiments.compare')}"
 
 
+def _count(value) -> str:
+    return "> budget" if value is None else f"{value:,.0f}"
+
+
 def main(argv=None) -> None:
-    parser = _cli.base_parser(__doc__.splitlines()[0], steps=200, run_dir="runs/grpo")
+    parser = _cli.base_parser(__doc__.splitlines()[0], steps=500, run_dir="runs/grpo")
     args = parser.parse_args(argv)
     config = _cli.load_config(GRPOExperimentConfig, args)
     if config.eval_rollouts < 1:

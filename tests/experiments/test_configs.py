@@ -52,10 +52,12 @@ def test_every_study_config_parses_and_its_arms_build(name):
 
 
 def test_overrides_reach_nested_fields_and_bad_keys_are_named():
-    config = load(GRPOExperimentConfig, "grpo.toml", ["task.num_levels=8", "grpo.reward=partial"])
-    assert config.task.num_levels == 8 and config.grpo.reward == "partial"
+    config = load(GRPOExperimentConfig, "grpo.toml", ["task.pool_size=600", "grpo.reward=partial"])
+    assert config.task.pool_size == 600 and config.grpo.reward == "partial"
     assert dataclasses.replace(config, task=GRPOExperimentConfig().task) != config
     with pytest.raises(ValueError, match=r"unknown key 'levels'; accepted keys are \[.*num_levels"):
         load(GRPOExperimentConfig, "grpo.toml", ["task.levels=8"])
     with pytest.raises(ValueError, match="expected int"):
         load(GRPOExperimentConfig, "grpo.toml", ["steps=many"])
+    with pytest.raises(ValueError, match=r"level_mass has 8 entries but task\.num_levels is 3"):
+        load(GRPOExperimentConfig, "grpo.toml", ["task.num_levels=3"])
