@@ -44,7 +44,7 @@ import numpy as np
 from curriculax.tasks import per_level_mean
 from experiments import _cli
 from experiments import _stats as S
-from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, build
+from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, TaskConfig, build
 from experiments._oracle import make_probe, oracle
 
 DEFAULT_ARMS = (
@@ -80,7 +80,10 @@ ORACLE_KEYS = {
 
 @dataclasses.dataclass(frozen=True)
 class CompareConfig:
-    experiment: GRPOExperimentConfig = dataclasses.field(default_factory=GRPOExperimentConfig)
+    # A study's pool starts from TaskConfig's defaults, not the main job's pool.
+    experiment: GRPOExperimentConfig = dataclasses.field(
+        default_factory=lambda: GRPOExperimentConfig(task=TaskConfig())
+    )
     title: str = ""  # the pool's name in tables and plots
     seeds: int = 10
     generations: int = 600  # generation batches per run: the rollout budget
