@@ -42,7 +42,7 @@ def main() -> None:
     args = p.parse_args()
     repeats = 3 if args.quick else args.repeats
     config = GRPOExperimentConfig()
-    engine, _ = build(config)
+    engine = build(config).engine
     env = engine.envs[0]
     g, k = config.groups_per_generation, config.group_size
     holder = {"state": engine.init()}

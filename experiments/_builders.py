@@ -7,7 +7,8 @@ No script imports another script: what they share lives here.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,13 +39,97 @@ FRONTIER_CURRICULUM = {
 
 @dataclasses.dataclass(frozen=True)
 class TaskConfig:
+    """The task family and the training pool's composition.
+
+    The pool holds ``pool_size`` entries split over the levels in proportion to
+    ``level_mass`` (one share per level; a level with mass 0 is left out). A level gets
+    distinct tasks for its entries where its task space allows, and repeats its tasks in turn
+    where it does not (the 4 reversals of length 1, say), so uniform sampling over the pool
+    samples levels by their mass. ``distractors`` is the share of entries that are coin-flip
+    tasks: prompts of another family (copy for reversal, reversal for copy) whose reward is 1
+    with probability ``distractor_p`` whatever the answer, spread over the levels like the real
+    tasks. They sit in their own category (level index ``num_levels``) and never in the
+    held-out set.
+
+    The held-out set holds ``held_out_per_level`` tasks of every level in the pool (none of
+    them in any training pool); the study's target is measured on ``eval_levels`` (default:
+    every level in the pool).
+    """
+
     family: str = "reversal"  # reversal | copy | addition
     num_levels: int = 6
     num_symbols: int = 4
-    train_per_level: int = 64
+    train_per_level: int = 64  # pool entries per level when pool_size is 0
     held_out_per_level: int = 32
     held_out_frac: float = 0.2
-    balance_levels: bool = True  # repeat the tasks of small levels up to train_per_level
+    level_mass: tuple[float, ...] = ()  # share of the pool per level; () = equal shares
+    pool_size: int = 0  # entries in the pool; 0 = train_per_level x levels with mass
+    eval_levels: tuple[int, ...] = ()  # levels of the held-out target; () = every pool level
+    distractors: float = 0.0  # share of the pool that is coin-flip tasks
+    distractor_p: float = 0.5  # P(reward 1) of a coin-flip task, whatever the answer
+
+    def __post_init__(self):
+        if self.level_mass and len(self.level_mass) != self.num_levels:
+            raise ValueError(
+                f"task.level_mass has {len(self.level_mass)} entries but task.num_levels is "
+                f"{self.num_levels}; give one share per level"
+            )
+        if any(not (m >= 0) for m in self.level_mass) or (
+            self.level_mass and not sum(self.level_mass) > 0
+        ):
+            raise ValueError(
+                f"task.level_mass must be shares >= 0 with a positive sum, got {self.level_mass}"
+            )
+        bad = [lv for lv in self.eval_levels if lv not in self.pool_levels]
+        if bad:
+            raise ValueError(
+                f"task.eval_levels {bad} are not levels of the pool {list(self.pool_levels)} "
+                "(a level with mass 0 has no tasks)"
+            )
+        if not 0.0 <= self.distractors < 1.0:
+            raise ValueError(f"task.distractors must be a share in [0, 1), got {self.distractors}")
+        if not 0.0 <= self.distractor_p <= 1.0:
+            raise ValueError(f"task.distractor_p must be in [0, 1], got {self.distractor_p}")
+        if self.distractors and self.family == "addition":
+            raise ValueError("task.distractors needs a symbol family (reversal or copy)")
+        if self.pool_size < 0:
+            raise ValueError(f"task.pool_size must be >= 0, got {self.pool_size}")
+
+    @property
+    def mass(self) -> np.ndarray:
+        """``f64[num_levels]`` the levels' shares of the real (non-distractor) tasks."""
+        m = np.asarray(self.level_mass or (1.0,) * self.num_levels, np.float64)
+        return m / m.sum()
+
+    @property
+    def pool_levels(self) -> tuple[int, ...]:
+        """Levels with tasks in the pool."""
+        return tuple(int(lv) for lv in np.flatnonzero(self.mass > 0))
+
+    @property
+    def target_levels(self) -> tuple[int, ...]:
+        """Levels the held-out target is measured on."""
+        return tuple(self.eval_levels) or self.pool_levels
+
+    @property
+    def size(self) -> int:
+        """Entries in the training pool, distractors included."""
+        return self.pool_size or self.train_per_level * len(self.pool_levels)
+
+
+# The main job's pool: the hard-skew study's (experiments/configs/compare/hard-skew.toml): 80%
+# of the entries on lengths 7-8, out of reach within the budget, 20% on lengths 1-3, where the
+# held-out target is measured.
+HARD_SKEW = TaskConfig(
+    num_levels=8,
+    level_mass=(1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 6.0, 6.0),
+    pool_size=300,
+    eval_levels=(0, 1, 2),
+)
+
+# The main job's curriculum: what the hard-skew study recommends (see the README, "Which
+# curriculum when"): a bandit over the pool's levels rewarded by mean |advantage|.
+MAIN_CURRICULUM = {"sampler": {"type": "category_bandit", "reward": "advantage"}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,19 +152,28 @@ class GRPOSettings:
 
 @dataclasses.dataclass(frozen=True)
 class GRPOExperimentConfig:
-    steps: int = 200
+    """One GRPO run: the main job's config, and each arm's experiment in a study.
+
+    ``eval_rollouts``, ``stop_at_target``, ``evidence`` and ``evidence_arm`` are the main
+    job's (a study evaluates on its own schedule and never stops early).
+    """
+
+    steps: int = 500  # one update per generation batch without a gate: 64,000 rollouts
     seed: int = 0
     stall_windows: int = 200  # from scratch, most early groups carry no signal
     batch_groups: int = 16
     groups_per_generation: int = 16
     group_size: int = 8
-    eval_every: int = 10
+    eval_rollouts: int = 3200  # rollouts between held-out evaluations (main job)
     checkpoint_every: int = 50
-    target: float = 0.5
-    task: TaskConfig = dataclasses.field(default_factory=TaskConfig)
+    target: float = 0.5  # held-out exact match on task.target_levels
+    stop_at_target: bool = True  # main job: stop at the first evaluation at the target
+    evidence: str = "docs/compare/hard-skew.json"  # main job: the study quoted with the result
+    evidence_arm: str = "category bandit (|advantage|)"  # ... and its arm for this curriculum
+    task: TaskConfig = dataclasses.field(default_factory=lambda: HARD_SKEW)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     grpo: GRPOSettings = dataclasses.field(default_factory=GRPOSettings)
-    curriculum: dict = dataclasses.field(default_factory=lambda: dict(FRONTIER_CURRICULUM))
+    curriculum: dict = dataclasses.field(default_factory=lambda: dict(MAIN_CURRICULUM))
 
 
 def family_spec(task: TaskConfig):
@@ -116,38 +210,125 @@ def make_solver(config: GRPOExperimentConfig, spec) -> Any:
     )
 
 
-def make_pools(config: GRPOExperimentConfig):
-    """(spec, train TaskSet, held-out TaskSet): disjoint by key, the held-out set stratified
-    over levels. The pools depend on ``seed``-independent data seed 0, so every arm and seed
-    of a comparison trains and evaluates on the same tasks."""
-    spec = family_spec(config.task)
+class Pool(NamedTuple):
+    """A study's training pool and held-out set.
+
+    Attributes:
+      spec: the family's spec.
+      train: ``N`` pool entries (real tasks by level, then the distractors).
+      held_out: held-out tasks of every pool level (disjoint from every training pool).
+      category: ``i32[N]`` each entry's level, or ``num_levels`` for a coin-flip task.
+      category_names: a name per category (``"level 0"``, ..., ``"coin flip"``).
+      target: ``bool[M]`` the held-out tasks the target is measured on.
+    """
+
+    spec: Any
+    train: T.TaskSet
+    held_out: T.TaskSet
+    category: np.ndarray
+    category_names: tuple[str, ...]
+    target: np.ndarray
+
+    @property
+    def num_categories(self) -> int:
+        return len(self.category_names)
+
+    @property
+    def coin_level(self) -> int | None:
+        """The level label of coin-flip tasks (None: the pool has none)."""
+        n = len(self.category_names)
+        return n - 1 if self.category_names[-1] == "coin flip" else None
+
+
+class Built(NamedTuple):
+    """What :func:`build` returns: the engine, its held-out set and pool, and the rollout
+    function the env uses (the solver's, with coin flips for distractors)."""
+
+    engine: Engine
+    held_out: T.TaskSet
+    pool: Pool
+    rollout: Callable
+
+
+def shares_to_counts(shares: np.ndarray, total: int) -> np.ndarray:
+    """``i64[L]`` non-negative counts summing to ``total`` in proportion to ``shares``
+    (largest remainders; a share of 0 always gets 0)."""
+    shares = np.asarray(shares, np.float64)
+    exact = shares / shares.sum() * total
+    counts = np.floor(exact).astype(np.int64)
+    order = np.argsort(-(exact - counts), kind="stable")
+    counts[order[: total - counts.sum()]] += 1
+    return counts
+
+
+def _distractor_spec(task: TaskConfig):
+    other = "copy" if task.family == "reversal" else "reversal"
+    return family_spec(dataclasses.replace(task, family=other))
+
+
+def make_pools(config: GRPOExperimentConfig) -> Pool:
+    """The training pool and held-out set of ``config.task`` (see :class:`TaskConfig`).
+
+    Tasks come from data seed 0 (distractors from seed 1), independent of the run's seed, so
+    every arm and seed of a study trains and evaluates on the same tasks.
+    """
+    task = config.task
+    spec = family_spec(task)
+    size = task.size
+    num_coin = round(size * task.distractors)
+    counts = shares_to_counts(task.mass, size - num_coin)
+    if np.any(counts[list(task.pool_levels)] == 0):
+        raise ValueError(
+            f"task.pool_size={size} is too small for task.level_mass={list(task.level_mass)}: "
+            f"some level would get no entry (counts {counts.tolist()}); raise pool_size"
+        )
     train, held_out = T.make_pools(
         jax.random.key(0),
         spec,
-        train_per_level=config.task.train_per_level,
-        held_out_per_level=config.task.held_out_per_level,
-        held_out_frac=config.task.held_out_frac,
+        train_per_level=int(counts.max()),
+        held_out_per_level=task.held_out_per_level,
+        held_out_frac=task.held_out_frac,
     )
-    if config.task.balance_levels:
-        train = balance_levels(train, config.task.train_per_level)
-    return spec, train, held_out
+    train = set_level_counts(train, counts)
+    in_pool = np.isin(np.asarray(held_out.level), task.pool_levels)
+    held_out = T.take(held_out, jnp.asarray(np.flatnonzero(in_pool)))
+    category = np.asarray(train.level, np.int32)
+    names = tuple(f"level {lv}" for lv in range(task.num_levels))
+    if num_coin:
+        coin_counts = shares_to_counts(task.mass, num_coin)
+        coin, _ = T.make_pools(
+            jax.random.key(1),
+            _distractor_spec(task),
+            train_per_level=max(int(coin_counts.max()), 1),
+            held_out_per_level=1,
+            held_out_frac=task.held_out_frac,
+        )
+        coin = set_level_counts(coin, coin_counts)
+        coin = coin._replace(level=jnp.full_like(coin.level, task.num_levels))
+        train = T.concat_tasksets([train, coin])
+        T.check_unique_keys(train)
+        category = np.concatenate([category, np.full(num_coin, task.num_levels, np.int32)])
+        names = (*names, "coin flip")
+    target = np.isin(np.asarray(held_out.level), task.target_levels)
+    return Pool(spec, train, held_out, category, names, target)
 
 
-def balance_levels(train: T.TaskSet, per_level: int) -> T.TaskSet:
-    """Repeats the tasks of levels that have fewer than ``per_level`` (the 8 reversals of
-    length 1, say) so every level holds ``per_level`` entries and uniform sampling over the
-    pool is uniform over levels. A repeat is a separate pool entry (its own curriculum
-    score), keyed by the task's content key mixed with its copy index, so keys stay unique;
-    the content of every entry is still a training task, never a held-out one.
+def set_level_counts(train: T.TaskSet, counts: np.ndarray) -> T.TaskSet:
+    """Keeps ``counts[l]`` entries of each level ``l`` (in level order): its first distinct
+    tasks, repeated in turn when the level has fewer. A repeat is a separate pool entry (its
+    own curriculum state), keyed by the task's content key mixed with its copy index, so keys
+    stay unique; the content of every entry is still a training task, never a held-out one.
     """
     level = np.asarray(train.level)
     rows, copies = [], []
-    for lv in np.unique(level):
+    for lv, count in enumerate(counts):
         idx = np.flatnonzero(level == lv)
-        reps = -(-per_level // len(idx))
-        tiled = np.tile(idx, reps)[:per_level] if len(idx) < per_level else idx
-        rows.append(tiled)
-        copies.append(np.arange(len(tiled)) // len(idx))
+        if count == 0:
+            continue
+        if idx.size == 0:
+            raise ValueError(f"level {lv} has no training task to fill {count} entries")
+        rows.append(np.resize(idx, count))
+        copies.append(np.arange(count) // idx.size)
     rows, copies = np.concatenate(rows), np.concatenate(copies).astype(np.uint32)
     out = T.take(train, jnp.asarray(rows))
     keys = np.asarray(out.key) ^ np.asarray(T.mix32(jnp.asarray(copies * np.uint32(0x9E3779B9))))
@@ -155,14 +336,53 @@ def balance_levels(train: T.TaskSet, per_level: int) -> T.TaskSet:
     return out._replace(key=jnp.asarray(keys))
 
 
-def build(config: GRPOExperimentConfig, mesh=None, curriculum: dict | None = None):
-    """The engine for one run and its held-out set."""
-    spec, train, held_out = make_pools(config)
-    n = T.num_tasks(train)
-    cur = cx.curriculum_from_config(curriculum or config.curriculum, n)
-    env = Env(config.task.family, train, cur, group_size=config.group_size)
+def coin_flip_rollout(rollout: Callable, coin_level: int, p: float) -> Callable:
+    """Wraps a solver's ``rollout``: groups whose task has level ``coin_level`` get rewards
+    drawn as coin flips (1 with probability ``p``), whatever the completions were. The engine
+    takes a per-env rollout, so neither the task record, the verifier nor the solver changes.
+    """
+
+    def wrapped(solver_state, tasks: T.TaskSet, key: jax.Array, group_size: int):
+        out = rollout(solver_state, tasks, key, group_size)
+        flips = jax.random.bernoulli(jax.random.fold_in(key, 0xC011), p, out.rewards.shape)
+        coin = (tasks.level == coin_level)[:, None]
+        return out._replace(rewards=jnp.where(coin, flips.astype(out.rewards.dtype), out.rewards))
+
+    return wrapped
+
+
+def build(
+    config: GRPOExperimentConfig,
+    mesh=None,
+    curriculum: dict | None = None,
+    *,
+    sampler: cx.TaskSampler | None = None,
+) -> Built:
+    """The engine for one run, with its held-out set and pool.
+
+    Args:
+      config: the experiment.
+      mesh: optional device mesh.
+      curriculum: a curriculum config (default ``config.curriculum``). The pool's
+        ``categories`` (each entry's level; coin flips their own) go to every sampler factory
+        that takes them (e.g. ``category_bandit``), as config context.
+      sampler: a ready sampler instead of the config's (its gates still come from the config).
+    """
+    pool = make_pools(config)
+    n = T.num_tasks(pool.train)
+    spec = curriculum or config.curriculum
+    if sampler is not None:
+        cur = cx.curriculum_from_config({"gates": spec.get("gates", {})}, n)
+        cur = cx.curriculum(sampler, dict(cur.gates))
+    else:
+        cur = cx.curriculum_from_config(spec, n, categories=pool.category)
+    solver = make_solver(config, pool.spec)
+    rollout = solver.rollout
+    if pool.coin_level is not None:
+        rollout = coin_flip_rollout(rollout, pool.coin_level, config.task.distractor_p)
+    env = Env(config.task.family, pool.train, cur, group_size=config.group_size, rollout=rollout)
     engine = Engine(
-        make_solver(config, spec),
+        solver,
         [env],
         EngineConfig(
             batch_groups=config.batch_groups,
@@ -172,14 +392,20 @@ def build(config: GRPOExperimentConfig, mesh=None, curriculum: dict | None = Non
         ),
         mesh=mesh,
     )
-    return engine, held_out
+    return Built(engine, pool.held_out, pool, rollout)
 
 
-def held_out_report(evaluate, state, held_out: T.TaskSet, num_levels: int) -> dict[str, float]:
-    """Mean greedy exact match on the held-out set, overall and per level."""
+def held_out_report(
+    evaluate, state, held_out: T.TaskSet, num_levels: int, target: np.ndarray | None = None
+) -> dict[str, float]:
+    """Mean greedy exact match on the held-out set: overall, on the ``target`` tasks
+    (``bool[M]``, as ``eval/target``), and per level (levels without a held-out task are left
+    out)."""
     scores = evaluate(state.solver, held_out, jax.random.key(0))
     per_level = np.asarray(T.per_level_mean(scores, held_out.level, num_levels))
     out = {"eval/held_out_success": float(jnp.mean(scores))}
+    if target is not None:
+        out["eval/target"] = float(np.mean(np.asarray(scores)[np.asarray(target)]))
     for level, value in enumerate(per_level):
         if np.isfinite(value):
             out[f"eval/level_{level}"] = float(value)

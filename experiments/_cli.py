@@ -326,7 +326,7 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
     return dataclasses.replace(config, **changes)
 
 
-def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
+def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None, until=None):
     """``curriculax.engine.run`` with the convention's flags: run dir, resume, partial
     restore, checkpoint interval (``--checkpoint-every`` or the config's), progress bar; the
     config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run.
@@ -334,6 +334,7 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
     What the run directory or its checkpoints refuse (a failed save, say) ends the process
     with ``error: <the message>`` on stderr and exit status 1, without a traceback. A resume of
     a finished run says so and changes nothing (:func:`already_complete` is then true).
+    ``on_update`` and ``until`` are passed through.
     """
     from curriculax.engine import (
         CheckpointMismatch,
@@ -356,6 +357,7 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None):
             tensorboard=args.tensorboard,
             sinks=metric_sinks(args),
             on_update=on_update,
+            until=until,
             config=dataclasses.asdict(config),
         )
     except (CheckpointMismatch, CheckpointSaveError, CheckpointUnreadable, RunDirError) as e:

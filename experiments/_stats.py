@@ -171,6 +171,40 @@ def ratio_bootstrap(
     return (_ratio(stat(b), stat(a)), *_quantiles(samples, level))
 
 
+def censored_ratio(
+    base: np.ndarray,
+    arm: np.ndarray,
+    budget: float,
+    stat: Stat = median,
+    *,
+    reps: int = 4000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float, str]:
+    """:func:`ratio_bootstrap` with every miss counted as the ``budget`` it was censored at,
+    and which way the result bounds the true ratio.
+
+    A statistic over runs that includes a miss is only known to be at least what the budget
+    gives it, so: the base's statistic censored (and not the arm's) makes the ratio a lower
+    bound (``">="``); the arm's censored makes it an upper bound (``"<="``); both censored
+    leaves it unknown (``"?"``, the point is ``nan``); neither gives the ratio (``""``). The
+    interval resamples the censored values the same way.
+
+    Returns:
+      ``(point, low, high, kind)``.
+    """
+    b, a = np.asarray(base, np.float64), np.asarray(arm, np.float64)
+    censored_b, censored_a = np.isinf(stat(b)), np.isinf(stat(a))
+    kind = {(False, False): "", (True, False): ">=", (False, True): "<=", (True, True): "?"}[
+        (bool(censored_b), bool(censored_a))
+    ]
+    cb, ca = np.minimum(b, budget), np.minimum(a, budget)
+    point, lo, hi = ratio_bootstrap(cb, ca, stat, reps=reps, level=level, seed=seed)
+    if kind == "?":
+        point = float("nan")
+    return point, lo, hi, kind
+
+
 def reached_curve(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """``f[len(grid)]``: the share of runs that reached the target by each grid point.
 
@@ -203,8 +237,10 @@ def fmt_difference(point: float, lo: float, hi: float) -> str:
     return f"{point:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
-def fmt_ratio(point: float, lo: float, hi: float) -> str:
-    """``2.10x [1.40, 3.05]``; an unbounded end prints as ``inf``, an undefined one as ``-``."""
+def fmt_ratio(point: float, lo: float, hi: float, kind: str = "") -> str:
+    """``2.10x [1.40, 3.05]``; an unbounded end prints as ``inf``, an undefined one as ``-``
+    (an undefined ratio, both arms missing, prints as ``-``); ``kind`` (see
+    :func:`censored_ratio`) prefixes a bound: ``>= 2.10x [...]``."""
 
     def one(x: float) -> str:
         if np.isnan(x):
@@ -213,4 +249,7 @@ def fmt_ratio(point: float, lo: float, hi: float) -> str:
             return "inf"
         return f"{x:.2f}"
 
-    return f"{one(point)}x [{one(lo)}, {one(hi)}]"
+    if np.isnan(point):
+        return "-"
+    prefix = f"{kind} " if kind in (">=", "<=") else ""
+    return f"{prefix}{one(point)}x [{one(lo)}, {one(hi)}]"

@@ -1,81 +1,233 @@
-"""Curricula against uniform sampling at an equal budget of solver rollouts.
+"""Curricula against uniform sampling: rollouts to a held-out target at an equal budget.
 
-    python -m experiments.compare --run-dir runs/compare
+    python -m experiments.compare --config experiments/configs/compare/hard-skew.toml \\
+        --run-dir runs/compare/hard-skew
 
-Runs every arm (uniform sampling, uniform plus the zero-advantage gate, the sequential default,
-difficulty pools with prime-rl's default bands plus the gate, difficulty pools with bands that
-fit exact-match rewards with and without the gate) for several seeds on the main job's task family.
-The seeds of an arm run as one ``vmap``-ped program (spread over ``--devices`` when given);
-every arm spends exactly the same number of rollouts (the same number of generation batches of
-the same size; rejected groups cost rollouts too). Writes ``compare.md`` (final held-out
-success, rollouts to reach the target, mean and spread over seeds), ``compare.json`` and
-``compare.png``.
+A study is data. Its TOML sets the pool (``[experiment.task]``: family, levels, the share of
+the pool per level, coin-flip distractors, the levels the target is measured on), the budget
+(``generations`` batches of ``groups_per_generation x group_size`` rollouts), the seeds, and
+the arms: each ``[[arms]]`` table is a name plus a curriculum config (any registered or
+``package.module:factory`` sampler and gates; ``categories = "levels"`` binds a sampler to the
+pool's levels), or an ``oracle`` table for an oracle arm (draws decided from the policy's true
+pass rates, measured by a free evaluation: p(1 - p), or the lowest unmastered level; see
+``experiments/_oracle.py``), and optionally
+``experiment`` overrides (the learning-rate check uses them; the main study keeps one optimizer
+and batch for every arm).
+
+Protocol: the seeds of an arm run as one ``vmap``-ped, scanned program; every arm generates
+exactly the same rollouts per run (rejected groups are charged like any other; the oracle's
+probe is not, by design); the policy is evaluated (greedy exact match on the held-out set) every
+``eval_every`` generation batches; a run that never reaches the target is censored at the
+budget. Writes ``compare.md`` (per arm: seeds at target, median and IQM rollouts to target with
+bootstrap 95% intervals, the ratio of the baseline's median to the arm's with its interval,
+final held-out success, updates, the share of groups with a learning signal, where the draws
+went), ``compare.json`` (per-seed numbers and curves) and ``compare.png`` (share of seeds at
+the target against rollouts, Kaplan-Meier style, and the mean held-out curve). Each finished
+arm is kept in ``DIR/arms/`` and reused when the study is run again with the same settings
+for that arm (after a crash, or with arms added); delete the folder to run them again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax.tasks import per_level_mean
 from experiments import _cli
-from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, build
+from experiments import _stats as S
+from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, TaskConfig, build
+from experiments._oracle import make_probe, oracle
 
-ZERO_ADVANTAGE = {"zero_advantage": {"type": "advantage_range", "low": 0.0, "high": 0.0}}
-ARMS = {
-    "uniform": {"sampler": {"type": "uniform"}},
-    "uniform + gate": {"sampler": {"type": "uniform"}, "gates": ZERO_ADVANTAGE},
-    "sequential": {"sampler": {"type": "sequential"}},
-    "pools (prime-rl bands) + gate": {
-        "sampler": {"type": "difficulty_pools"},
-        "gates": ZERO_ADVANTAGE,
-    },
-    "pools (frontier bands) + gate": FRONTIER_CURRICULUM,
-    "pools (frontier bands)": {"sampler": FRONTIER_CURRICULUM["sampler"]},
+DEFAULT_ARMS = (
+    {"name": "uniform", "curriculum": {"sampler": {"type": "uniform"}}},
+    {"name": "sequential", "curriculum": {"sampler": {"type": "sequential"}}},
+    {"name": "pools (frontier bands)", "curriculum": {"sampler": FRONTIER_CURRICULUM["sampler"]}},
+    {"name": "oracle p(1-p)", "oracle": {}},
+)
+ARM_KEYS = ("name", "curriculum", "oracle", "experiment")
+# Experiment settings a study does not use (each arm brings its own curriculum).
+MAIN_JOB_ONLY = (
+    "steps",
+    "curriculum",
+    "eval_rollouts",
+    "checkpoint_every",
+    "stop_at_target",
+    "evidence",
+    "evidence_arm",
+)
+# The oracle's probe: every `every` generation batches (0: at each evaluation), `samples`
+# rollouts on `per_category` entries of each level (256 by default: a level whose pass rate is
+# 0.01 shows at least one success 92% of the time; the frontier level of these families sits
+# that low, and an oracle that reads it as 0 cannot tell it from an impossible level).
+ORACLE_KEYS = {
+    "every": 0,
+    "per_category": 32,
+    "samples": 8,
+    "floor": 1e-6,
+    "mode": "learnability",
+    "mastered": 0.9,
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class CompareConfig:
-    experiment: GRPOExperimentConfig = dataclasses.field(default_factory=GRPOExperimentConfig)
-    seeds: int = 5
-    generations: int = 1500  # generation batches per run: the rollout budget
-    eval_every: int = 50  # generation batches between held-out evaluations
-    arms: tuple[str, ...] = tuple(ARMS)
+    # A study's pool starts from TaskConfig's defaults, not the main job's pool.
+    experiment: GRPOExperimentConfig = dataclasses.field(
+        default_factory=lambda: GRPOExperimentConfig(task=TaskConfig())
+    )
+    title: str = ""  # the pool's name in tables and plots
+    seeds: int = 10
+    generations: int = 600  # generation batches per run: the rollout budget
+    eval_every: int = 25  # generation batches between held-out evaluations
+    baseline: str = "uniform"  # the arm ratios are taken against
+    arms: tuple[dict, ...] = DEFAULT_ARMS
+
+    def __post_init__(self):
+        for name in ("seeds", "generations", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.generations % self.eval_every:
+            raise ValueError(
+                f"generations={self.generations} must be a multiple of eval_every={self.eval_every}"
+            )
+        names = []
+        for i, arm in enumerate(self.arms):
+            check_arm(arm, f"arms[{i}]")
+            names.append(arm["name"])
+            orc = arm_oracle(arm)
+            if orc and (orc["every"] < 0 or (orc["every"] and self.eval_every % orc["every"])):
+                raise ValueError(
+                    f"arm {arm['name']!r}: oracle.every={orc['every']} must divide "
+                    f"eval_every={self.eval_every} (0: probe at each evaluation)"
+                )
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError(f"arm names must be unique, duplicated: {dups}")
 
 
-def run_arm(config: CompareConfig, name: str, mesh=None) -> dict:
-    """All seeds of one arm as one program. Returns the curves (numpy)."""
-    exp = config.experiment
-    engine, held_out = build(exp, curriculum=ARMS[name])
+def check_arm(arm: Mapping, where: str) -> None:
+    """Raises a ValueError naming what is wrong with one ``[[arms]]`` table."""
+    if not isinstance(arm, Mapping):
+        raise ValueError(f"{where}: an arm is a table with a name and a curriculum, got {arm!r}")
+    unknown = sorted(set(arm) - set(ARM_KEYS))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; accepted keys are {list(ARM_KEYS)}")
+    if not isinstance(arm.get("name"), str) or not arm["name"]:
+        raise ValueError(f"{where}: every arm needs a non-empty 'name'")
+    if ("curriculum" in arm) == ("oracle" in arm):
+        raise ValueError(
+            f"{where} ({arm['name']!r}): give exactly one of 'curriculum' (a sampler and gates) "
+            "or 'oracle' (the oracle arm's probe settings)"
+        )
+    oracle_cfg = arm.get("oracle")
+    if oracle_cfg is not None:
+        bad = sorted(set(oracle_cfg) - set(ORACLE_KEYS) - {"gates"})
+        if bad:
+            raise ValueError(
+                f"{where} ({arm['name']!r}): unknown oracle key(s) {bad}; accepted keys are "
+                f"{[*ORACLE_KEYS, 'gates']}"
+            )
+
+
+def arm_oracle(arm: Mapping) -> dict | None:
+    """The arm's oracle settings with defaults filled in (None: not an oracle arm)."""
+    if "oracle" not in arm:
+        return None
+    return {**ORACLE_KEYS, **{k: v for k, v in arm["oracle"].items() if k != "gates"}}
+
+
+def arm_experiment(config: CompareConfig, arm: Mapping) -> GRPOExperimentConfig:
+    """The study's experiment config with the arm's ``experiment`` overrides applied."""
+    return _cli.apply_mapping(
+        config.experiment, arm.get("experiment", {}), where=f"arm {arm['name']!r}: experiment"
+    )
+
+
+def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
+    """All seeds of one arm as one program. Returns per-seed curves (numpy), one point per
+    evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
+    ``updates``, ``draws`` (per category, in the chunk), ``signal`` (groups whose rewards
+    differ, in the chunk), ``groups``, ``admitted``."""
+    exp = arm_experiment(config, arm)
+    orc = arm_oracle(arm)
+    if orc is None:
+        built = build(exp, mesh, curriculum=arm["curriculum"])
+        every = config.eval_every
+        probe = None
+    else:
+        sampler = oracle(exp.task.size, floor=orc["floor"])
+        built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
+        every = orc["every"] or config.eval_every
+        probe = make_probe(
+            built,
+            per_category=orc["per_category"],
+            samples=orc["samples"],
+            mode=orc["mode"],
+            mastered=orc["mastered"],
+        )
+    engine, pool = built.engine, built.pool
+    held_out = pool.held_out
+    target = jnp.asarray(pool.target, jnp.float32)
+    levels = jnp.asarray(held_out.level)
+    num_levels = exp.task.num_levels
+    category = jnp.asarray(pool.category)
+    num_cat = pool.num_categories
+    blocks = config.eval_every // every
     chunks = config.generations // config.eval_every
 
+    def gen_stats(report):
+        gen = report.generation
+        r, v = gen.rewards, gen.valid
+        hi = jnp.max(jnp.where(v, r, -jnp.inf), axis=1)
+        lo = jnp.min(jnp.where(v, r, jnp.inf), axis=1)
+        draws = jnp.zeros((num_cat,), jnp.int32).at[category[gen.task_ids]].add(1)
+        return {
+            "draws": draws,
+            "signal": jnp.sum(hi > lo, dtype=jnp.int32),
+            "groups": jnp.int32(gen.task_ids.shape[0]),
+            "admitted": jnp.sum(gen.admitted, dtype=jnp.int32),
+        }
+
     def one_seed(key):
+        probe_key = jax.random.fold_in(key, 0x0AC1E)
+
+        def block(state, _):
+            if probe is not None:
+                state = probe(state, jax.random.fold_in(probe_key, state.counters.generations))
+
+            def step(s, _):
+                s, report = engine.step(s)
+                return s, gen_stats(report)
+
+            state, stats = jax.lax.scan(step, state, None, length=every)
+            return state, jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
+
         def chunk(state, _):
-            state, reports = jax.lax.scan(
-                lambda s, _: engine.step(s), state, None, length=config.eval_every
-            )
-            score = jnp.mean(engine.solver.evaluate(state.solver, held_out, key))
-            gen = reports.generation
-            admitted = jnp.sum(gen.admitted).astype(jnp.float32)
+            state, stats = jax.lax.scan(block, state, None, length=blocks)
+            stats = jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
+            scores = engine.solver.evaluate(state.solver, held_out, key)
             out = {
-                "held_out": score,
+                "held_out": jnp.sum(scores * target) / jnp.sum(target),
+                "levels": per_level_mean(scores, levels, num_levels),
                 "rollouts": state.counters.rollouts,
                 "updates": state.counters.updates,
-                "admission": admitted / gen.admitted.size,
+                **stats,
             }
             return state, out
 
         _, curve = jax.lax.scan(chunk, engine.init(key), None, length=chunks)
         return curve
 
-    keys = jax.random.split(jax.random.key(exp.seed), config.seeds)
+    keys = jax.random.split(jax.random.key(config.experiment.seed), config.seeds)
     fn = jax.vmap(one_seed)
     if mesh is not None:
         from jax.sharding import NamedSharding
@@ -86,112 +238,228 @@ def run_arm(config: CompareConfig, name: str, mesh=None) -> dict:
         keys = jax.device_put(keys, split)
     else:
         fn = jax.jit(fn)
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     curves = jax.device_get(fn(keys))
+    curves = {k: np.asarray(v) for k, v in curves.items()}
     curves["seconds"] = time.perf_counter() - t0
+    curves["load"] = (load0, os.getloadavg()[0])
+    curves["category_names"] = list(pool.category_names)
     return curves
 
 
-def to_target(curve: dict, target: float, field: str = "rollouts") -> list[float | None]:
-    """Per seed: ``field`` (rollouts or updates) at the first evaluation at or above
-    ``target`` (None: never)."""
-    out = []
-    for held, counts in zip(curve["held_out"], curve[field]):
-        hits = np.flatnonzero(held >= target)
-        out.append(float(counts[hits[0]]) if hits.size else None)
-    return out
+def _reach(curve: dict, target: float, field: str = "rollouts") -> np.ndarray:
+    return S.first_hit(curve[field], curve["held_out"], target)
 
 
 def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict]:
+    """The markdown tables and the JSON data of a finished study."""
     exp = config.experiment
     target = exp.target
-    budget = int(curves[next(iter(curves))]["rollouts"][0, -1])
+    g, k = exp.groups_per_generation, exp.group_size
+    budget = config.generations * g * k
+    base = curves.get(config.baseline)
+    base_reach = _reach(base, target) if base is not None else None
     rows, data = [], {}
     for name, c in curves.items():
+        reach = _reach(c, target)
+        upd = _reach(c, target, "updates")
         final = c["held_out"][:, -1]
-        reach = to_target(c, target)
-        reached = [r for r in reach if r is not None]
-        updates = [u for u in to_target(c, target, "updates") if u is not None]
+        med = S.bootstrap(reach, S.median)
+        iq = S.bootstrap(reach, S.iqm)
+        ratio_values = None
+        if base_reach is not None and name != config.baseline:
+            ratio_values = S.censored_ratio(base_reach, reach, budget, S.median)
+            ratio = S.fmt_ratio(*ratio_values)
+        else:
+            ratio = "1 (baseline)" if name == config.baseline else "-"
+        signal = c["signal"].sum() / c["groups"].sum()
         data[name] = {
+            "rollouts_to_target": [None if np.isinf(x) else float(x) for x in reach],
+            "updates_to_target": [None if np.isinf(x) else float(x) for x in upd],
             "final_held_out": final.tolist(),
-            "rollouts_to_target": reach,
-            "updates_to_target": to_target(c, target, "updates"),
+            "final_levels": c["levels"][:, -1].tolist(),
             "final_updates": c["updates"][:, -1].tolist(),
-            "admission_rate": c["admission"].mean(axis=1).tolist(),
+            "signal_share": (c["signal"].sum(1) / c["groups"].sum(1)).tolist(),
+            "admission_rate": (c["admitted"].sum(1) / c["groups"].sum(1)).tolist(),
+            "draw_share": (c["draws"].sum(1) / c["draws"].sum((1, 2))[:, None]).tolist(),
+            "category_names": c["category_names"],
             "curve_rollouts": c["rollouts"][0].tolist(),
             "curve_held_out": c["held_out"].tolist(),
             "seconds": c["seconds"],
+            "load": list(c["load"]),
+            "median": _finite(med),
+            "iqm": _finite(iq),
+            "ratio_to_baseline": None if ratio_values is None else _finite(ratio_values[:3]),
+            "ratio_kind": None if ratio_values is None else ratio_values[3],
         }
-        reach_text = (
-            f"{np.mean(reached):,.0f} ± {np.std(reached):,.0f}" if reached else "not reached"
-        )
-        updates_text = f"{np.mean(updates):,.0f}" if updates else "-"
         rows.append(
-            f"| {name} | {final.mean():.3f} ± {final.std():.3f} | {reach_text} "
-            f"| {len(reached)}/{len(reach)} | {updates_text} | {c['updates'][:, -1].mean():,.0f} "
-            f"| {c['admission'].mean():.2f} |"
+            f"| {name} | {np.isfinite(reach).sum()}/{reach.size} "
+            f"| {S.fmt_interval(*med, bound=budget)} | {S.fmt_interval(*iq, bound=budget)} "
+            f"| {ratio} | {final.mean():.3f} ± {final.std():.3f} "
+            f"| {S.fmt_count(S.median(upd), bound=c['updates'][:, -1].max())} "
+            f"| {c['updates'][:, -1].mean():,.0f} | {signal:.2f} |"
         )
+    levels = list(exp.task.target_levels)
+    title = f"{config.title}: " if config.title else ""
+    overrides = [n for n in curves if _arm(config, n).get("experiment")]
     header = (
-        f"Task: {exp.task.family}, {exp.task.num_levels} levels; {config.seeds} seeds per arm; "
-        f"budget {budget:,} rollouts per run ({config.generations} generation batches of "
-        f"{exp.groups_per_generation} groups x {exp.group_size} rollouts); target: held-out "
-        f"exact match >= {target} (evaluated every {config.eval_every} generation batches).\n\n"
-        "| arm | final held-out exact match (mean ± sd) | rollouts to target (mean ± sd over "
-        "seeds that reached it) | seeds reaching target | updates to target | updates in "
-        "budget | admission rate |\n"
-        "|---|---:|---:|---:|---:|---:|---:|"
+        f"{title}{exp.task.family}, levels {list(exp.task.pool_levels)} with pool shares "
+        f"{_shares(exp)}{_distractor_text(exp)}; pool of {exp.task.size} entries. "
+        f"Budget {budget:,} rollouts per run ({config.generations} generation batches of {g} "
+        f"groups x {k} rollouts); {config.seeds} seeds per arm; target: held-out exact match "
+        f">= {target} on levels {levels}, evaluated every {config.eval_every} batches "
+        f"({config.eval_every * g * k:,} rollouts). Intervals: bootstrap 95% over seeds; a seed "
+        f"that misses counts as > budget. Ratios count a miss as the budget: >= marks a lower "
+        f"bound (the baseline's median missed), <= an upper bound (the arm's did), - unknown."
+        + (f" Arms with their own settings: {overrides}." if overrides else "")
+        + "\n\n| arm | seeds at target | rollouts to target: median [95% CI] | IQM [95% CI] "
+        f"| {config.baseline} / arm (median) [95% CI] | final held-out (mean ± sd) "
+        "| updates to target (median) | updates in budget (mean) | groups with signal |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
-    table = header + "\n" + "\n".join(rows) + "\n"
-    base = data.get("uniform", {}).get("rollouts_to_target")
-    lines = []
-    if base is not None:
-        for name, d in data.items():
-            if name == "uniform":
-                continue
-            ratio = _speedup(base, d["rollouts_to_target"], budget)
-            if ratio:
-                lines.append(
-                    f"- {name}: uniform needs {ratio} the rollouts this arm needs to reach "
-                    f"{target} (mean over seeds; above 1 favours the arm)"
-                )
-    return table + ("\n" + "\n".join(lines) + "\n" if lines else ""), data
+    names = next(iter(curves.values()))["category_names"]
+    pool_levels = list(exp.task.pool_levels)
+    cats = [i for i in range(len(names)) if i in pool_levels or i >= exp.task.num_levels]
+    draw_rows = [
+        f"| {name} | "
+        + " | ".join(f"{x:.2f}" for x in np.asarray(data[name]["draw_share"]).mean(0)[cats])
+        + " |"
+        for name in curves
+    ]
+    draws = (
+        "\n\nShare of each arm's draws per category (mean over seeds):\n\n"
+        f"| arm | {' | '.join(names[i] for i in cats)} |\n|---|{'---:|' * len(cats)}\n"
+        + "\n".join(draw_rows)
+    )
+    levels_rows = [
+        f"| {name} | "
+        + " | ".join(_fmt_level(x) for x in _mean_finite(c["levels"][:, -1])[pool_levels])
+        + " |"
+        for name, c in curves.items()
+    ]
+    per_level = (
+        "\n\nFinal held-out exact match per level (mean over seeds; - : no held-out task):\n\n"
+        f"| arm | {' | '.join(f'level {lv}' for lv in pool_levels)} |\n"
+        f"|---|{'---:|' * len(pool_levels)}\n" + "\n".join(levels_rows)
+    )
+    wall = (
+        "\n\nWall time per arm (all seeds, compile included): "
+        + ", ".join(
+            f"{n} {c['seconds']:.0f} s (load {c['load'][0]:.1f}-{c['load'][1]:.1f})"
+            for n, c in curves.items()
+        )
+        + "\n"
+    )
+    return header + "\n" + "\n".join(rows) + draws + per_level + wall, data
 
 
-def _speedup(base: list, arm: list, budget: int) -> str | None:
-    """Mean rollouts of uniform over the arm's; a seed that never reached counts as the
-    budget, which makes the ratio a lower bound ("at least")."""
-    if any(r is None for r in arm):
-        return None
-    b = [budget if r is None else r for r in base]
-    ratio = np.mean(b) / np.mean(arm)
-    prefix = "at least " if any(r is None for r in base) else ""
-    return f"{prefix}{ratio:.2f}x"
+def _finite(values) -> list[float | None]:
+    """JSON-safe: ``inf`` (a miss, an unbounded end) and ``nan`` as ``None``."""
+    return [float(x) if np.isfinite(x) else None for x in values]
 
 
-def plot(curves: dict[str, dict], out_path: str, target: float) -> None:
+def _mean_finite(x: np.ndarray) -> np.ndarray:
+    """Mean over seeds (axis 0) per level; NaN where a level has no held-out task."""
+    ok = np.isfinite(x)
+    return np.where(ok.any(0), np.where(ok, x, 0).sum(0) / np.maximum(ok.sum(0), 1), np.nan)
+
+
+def _fmt_level(x: float) -> str:
+    return "-" if not np.isfinite(x) else f"{x:.2f}"
+
+
+def _arm(config: CompareConfig, name: str) -> Mapping:
+    return next(a for a in config.arms if a["name"] == name)
+
+
+def _shares(exp: GRPOExperimentConfig) -> str:
+    m = exp.task.mass
+    return "[" + ", ".join(f"{m[lv]:.2f}" for lv in exp.task.pool_levels) + "]"
+
+
+def _distractor_text(exp: GRPOExperimentConfig) -> str:
+    t = exp.task
+    if not t.distractors:
+        return ""
+    return f", plus {t.distractors:.0%} coin-flip distractors (reward 1 w.p. {t.distractor_p})"
+
+
+def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
+    """Share of seeds at the target against rollouts (left) and the mean held-out success
+    (right), one line per arm."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    exp = config.experiment
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    budget = config.generations * exp.groups_per_generation * exp.group_size
+    grid = np.linspace(0, budget, 401)
     for name, c in curves.items():
+        reach = _reach(c, exp.target)
+        ax[0].step(grid, S.reached_curve(reach, grid), where="post", label=name)
         x = c["rollouts"][0]
-        y = c["held_out"]
-        ax.plot(x, y.mean(axis=0), label=name)
-        ax.fill_between(x, y.min(axis=0), y.max(axis=0), alpha=0.15)
-    ax.axhline(target, color="grey", lw=0.8, ls="--")
-    ax.set(xlabel="solver rollouts", ylabel="held-out exact match", ylim=(0, 1))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+        ax[1].plot(x, c["held_out"].mean(axis=0), label=name)
+    ax[0].set(xlabel="solver rollouts", ylabel="share of seeds at target", ylim=(-0.02, 1.02))
+    ax[1].axhline(exp.target, color="grey", lw=0.8, ls="--")
+    ax[1].set(xlabel="solver rollouts", ylabel="held-out exact match (mean)", ylim=(0, 1))
+    for a in ax:
+        a.grid(alpha=0.3)
+    ax[0].legend(fontsize=8)
+    fig.suptitle(config.title or "study")
     fig.tight_layout()
     fig.savefig(out_path, dpi=110)
     plt.close(fig)
 
 
+def _arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
+    """What an arm's curves depend on: its experiment, curriculum or oracle, the seeds and
+    the schedule (not its name, nor the other arms)."""
+    exp = dataclasses.asdict(arm_experiment(config, arm))
+    for key in MAIN_JOB_ONLY:
+        exp.pop(key)
+    spec = {
+        "experiment": exp,
+        "arm": {k: v for k, v in arm.items() if k not in ("name", "experiment")},
+        "seeds": config.seeds,
+        "generations": config.generations,
+        "eval_every": config.eval_every,
+    }
+    text = json.dumps(spec, sort_keys=True, default=_json)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _arm_path(run_dir: str, config: CompareConfig, arm: Mapping) -> str:
+    return os.path.join(run_dir, "arms", f"{_arm_fingerprint(config, arm)}.npz")
+
+
+def save_arm(run_dir: str, config: CompareConfig, arm: Mapping, curves: dict) -> None:
+    """Keeps a finished arm's curves, so a rerun of the study (after a crash, or with arms
+    added) reuses them instead of running them again."""
+    path = _arm_path(run_dir, config, arm)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    extra = {k: np.asarray(curves[k]) for k in ("seconds", "load", "category_names")}
+    np.savez(path, **{k: v for k, v in curves.items() if k not in extra}, **extra)
+
+
+def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
+    """The curves ``save_arm`` kept for this arm with these settings, or None."""
+    path = _arm_path(run_dir, config, arm)
+    if not os.path.exists(path):
+        return None
+    with np.load(path) as f:
+        curves = {k: f[k] for k in f.files}
+    curves["seconds"] = float(curves["seconds"])
+    curves["load"] = tuple(curves["load"].tolist())
+    curves["category_names"] = curves["category_names"].tolist()
+    return curves
+
+
 def main(argv=None) -> None:
     parser = _cli.base_parser(__doc__.splitlines()[0], steps=0, run_dir="runs/compare")
-    parser.add_argument("--arms", nargs="+", default=None, help=f"subset of {list(ARMS)}")
+    parser.add_argument("--arms", nargs="+", default=None, help="run only these arms (by name)")
     args = parser.parse_args(argv)
     config = _cli.load_config(CompareConfig, args)
     if args.seed is not None:
@@ -199,21 +467,33 @@ def main(argv=None) -> None:
             config, experiment=dataclasses.replace(config.experiment, seed=args.seed)
         )
     if args.arms:
-        unknown = sorted(set(args.arms) - set(ARMS))
+        names = [a["name"] for a in config.arms]
+        unknown = sorted(set(args.arms) - set(names))
         if unknown:
-            raise SystemExit(f"unknown arms {unknown}; choose from {list(ARMS)}")
-        config = dataclasses.replace(config, arms=tuple(args.arms))
+            raise SystemExit(f"unknown arms {unknown}; choose from {names}")
+        config = dataclasses.replace(
+            config, arms=tuple(a for a in config.arms if a["name"] in args.arms)
+        )
     mesh = _cli.setup_devices(args)
     if mesh is not None and config.seeds % args.devices:
         raise SystemExit(f"--devices {args.devices} must divide the {config.seeds} seeds")
     os.makedirs(args.run_dir, exist_ok=True)
     curves = {}
-    for name in config.arms:
+    for arm in config.arms:
+        name = arm["name"]
+        c = load_arm(args.run_dir, config, arm)
+        if c is not None:
+            print(f"== {name}: reusing the finished run in {args.run_dir}", file=sys.stderr)
+            curves[name] = c
+            continue
         print(f"== {name}: {config.seeds} seeds ...", file=sys.stderr, flush=True)
-        curves[name] = run_arm(config, name, mesh)
-        c = curves[name]
+        curves[name] = c = run_arm(config, arm, mesh)
+        save_arm(args.run_dir, config, arm, c)
+        reach = _reach(c, config.experiment.target)
         print(
-            f"   {c['seconds']:.0f}s; final held-out {c['held_out'][:, -1].round(3).tolist()}",
+            f"   {c['seconds']:.0f}s (load {c['load'][0]:.1f}-{c['load'][1]:.1f}); "
+            f"{np.isfinite(reach).sum()}/{reach.size} at target; final held-out "
+            f"{c['held_out'][:, -1].round(2).tolist()}",
             file=sys.stderr,
             flush=True,
         )
@@ -222,8 +502,24 @@ def main(argv=None) -> None:
     with open(os.path.join(args.run_dir, "compare.md"), "w") as f:
         f.write(table)
     with open(os.path.join(args.run_dir, "compare.json"), "w") as f:
-        json.dump({"config": dataclasses.asdict(config), "arms": data}, f, indent=2)
-    plot(curves, os.path.join(args.run_dir, "compare.png"), config.experiment.target)
+        command = "python -m experiments.compare " + " ".join(
+            sys.argv[1:] if argv is None else argv
+        )
+        json.dump(
+            {"config": dataclasses.asdict(config), "command": command, "arms": data},
+            f,
+            indent=2,
+            default=_json,
+        )
+    plot(config, curves, os.path.join(args.run_dir, "compare.png"))
+
+
+def _json(x):
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    raise TypeError(f"not JSON-able: {type(x).__name__}")
 
 
 if __name__ == "__main__":

@@ -2,17 +2,22 @@
 
     python -m experiments.grpo --run-dir runs/grpo
 
-Trains with the default curriculum (difficulty pools whose bands fit exact-match rewards, plus
-the zero-advantage gate) on sequence reversal, evaluates greedy exact match on a held-out set
-(disjoint from the training pool by task key) every ``eval_every`` updates, and writes
-``metrics.jsonl``, ``traces.jsonl``, ``checkpoints/``, ``summary.json`` and ``curves.png``
-(held-out success and admission rate against rollouts consumed). Follows the experiment CLI
-convention (``--steps --seed --resume --config --set --devices``).
+Trains with the curriculum of ``experiments/configs/grpo.toml`` on its pool, evaluates greedy
+exact match on a held-out set (disjoint from the training pool by task key) every
+``eval_rollouts`` rollouts (checked after each update; the policy only changes at updates, so
+the curve is a step function with no holes however few groups the gates admit), optionally
+stops once the held-out target is reached (``stop_at_target``), and writes ``metrics.jsonl``,
+``traces.jsonl``, ``checkpoints/``, ``summary.json`` and ``curves.png`` (held-out success and
+admission rate against rollouts consumed). When the config names a study (``evidence``), the
+result is printed next to what that study measured for this curriculum against uniform
+sampling, with the command that reproduces it. Follows the experiment CLI convention
+(``--steps --seed --resume --config --set --devices``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import jax
@@ -21,7 +26,7 @@ from experiments import _cli
 from experiments._builders import GRPOExperimentConfig, build, held_out_report
 
 
-def plot_curves(metrics_path: str, out_path: str, title: str) -> None:
+def plot_curves(metrics_path: str, out_path: str, title: str, start: dict | None = None) -> None:
     """``curves.png``: held-out success and admission rate against rollouts consumed."""
     import matplotlib
 
@@ -30,10 +35,11 @@ def plot_curves(metrics_path: str, out_path: str, title: str) -> None:
 
     with open(metrics_path) as f:
         rows = [json.loads(x) for x in f]
-    evals = [r for r in rows if "eval/held_out_success" in r]
+    evals = ([start] if start else []) + [r for r in rows if "eval/held_out_success" in r]
+    key = "eval/target" if evals and "eval/target" in evals[-1] else "eval/held_out_success"
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
-    ax[0].plot([r["rollouts"] for r in evals], [r["eval/held_out_success"] for r in evals], "o-")
-    ax[0].set(xlabel="solver rollouts", ylabel="held-out exact match", ylim=(0, 1))
+    ax[0].step([r["rollouts"] for r in evals], [r[key] for r in evals], "o-", where="post")
+    ax[0].set(xlabel="solver rollouts", ylabel="held-out exact match (target levels)", ylim=(0, 1))
     ax[0].grid(alpha=0.3)
     ax[1].plot([r["rollouts"] for r in rows], [r["batch/admission_rate"] for r in rows])
     ax[1].set(xlabel="solver rollouts", ylabel="admission rate", ylim=(0, 1.05))
@@ -44,41 +50,103 @@ def plot_curves(metrics_path: str, out_path: str, title: str) -> None:
     plt.close(fig)
 
 
+def level_text(report: dict, levels) -> str:
+    """``level 0 -, level 1 0.50, ...``: a dash for a level with no held-out task."""
+    out = []
+    for lv in levels:
+        v = report.get(f"eval/level_{lv}")
+        out.append(f"{lv}: {'-' if v is None or not math.isfinite(v) else f'{v:.2f}'}")
+    return ", ".join(out)
+
+
+def evidence_text(config: GRPOExperimentConfig) -> str | None:
+    """What the study named by ``config.evidence`` measured for ``config.evidence_arm``."""
+    if not config.evidence:
+        return None
+    if not os.path.exists(config.evidence):
+        return f"  (the study {config.evidence} is not there; run it to compare)"
+    with open(config.evidence) as f:
+        study = json.load(f)
+    arm = study["arms"].get(config.evidence_arm)
+    if arm is None:
+        return f"  (the study {config.evidence} has no arm {config.evidence_arm!r})"
+    base = study["config"]["baseline"]
+    ratio = arm.get("ratio_to_baseline")
+    reached = sum(x is not None for x in arm["rollouts_to_target"])
+    seeds = len(arm["rollouts_to_target"])
+    med = arm["median"][0]
+    base_med = study["arms"][base]["median"][0] if base in study["arms"] else None
+    text = (
+        f"  study ({config.evidence}, {seeds} seeds): '{config.evidence_arm}' reached the "
+        f"target on {reached}/{seeds} seeds, median {_count(med)} rollouts ({base}: "
+        f"{_count(base_med)})"
+    )
+    if ratio is not None and ratio[0] is not None:
+        point, lo, hi = (float("inf") if x is None else x for x in ratio)
+        bound = {">=": "at least ", "<=": "at most "}.get(arm.get("ratio_kind"), "")
+        text += (
+            f";\n  {base} / this curriculum, median rollouts to target: {bound}{point:.2f}x "
+            f"(95% CI [{lo:.2f}, {hi:.2f}])"
+        )
+    return text + f"\n  reproduce: {study.get('command', 'python -m experiments.compare')}"
+
+
+def _count(value) -> str:
+    return "> budget" if value is None else f"{value:,.0f}"
+
+
 def main(argv=None) -> None:
-    parser = _cli.base_parser(__doc__.splitlines()[0], steps=200, run_dir="runs/grpo")
+    parser = _cli.base_parser(__doc__.splitlines()[0], steps=500, run_dir="runs/grpo")
     args = parser.parse_args(argv)
     config = _cli.load_config(GRPOExperimentConfig, args)
+    if config.eval_rollouts < 1:
+        raise SystemExit(f"eval_rollouts must be >= 1, got {config.eval_rollouts}")
     mesh = _cli.setup_devices(args)
-    engine, held_out = build(config, mesh)
+    built = build(config, mesh)
+    engine, held_out, pool = built.engine, built.held_out, built.pool
     evaluate = jax.jit(engine.solver.evaluate)
+    levels = config.task.pool_levels
+
+    def report(state) -> dict:
+        return held_out_report(evaluate, state, held_out, config.task.num_levels, pool.target)
 
     def on_update(state, record):
-        if record["step"] % config.eval_every == 0:
-            return held_out_report(evaluate, state, held_out, config.task.num_levels)
+        # Evaluate at the update whose rollouts crossed a multiple of eval_rollouts; decided
+        # from this record alone, so a resumed run evaluates exactly where the full run did.
+        now = int(record["rollouts"])
+        before = now - int(record["batch/finalized_groups"]) * config.group_size
+        if now // config.eval_rollouts > before // config.eval_rollouts:
+            return report(state)
         return None
 
-    result = _cli.run_experiment(engine, args, config, on_update=on_update)
+    def until(record):
+        return config.stop_at_target and record.get("eval/target", -1.0) >= config.target
+
+    start = {"rollouts": 0, **report(engine.init())}
+    result = _cli.run_experiment(engine, args, config, on_update=on_update, until=until)
     if _cli.already_complete(result):
         return
-    final = held_out_report(evaluate, result.state, held_out, config.task.num_levels)
+    final = report(result.state)
     if jax.process_index() == 0:
         plot_curves(
             os.path.join(args.run_dir, "metrics.jsonl"),
             os.path.join(args.run_dir, "curves.png"),
-            f"GRPO on {config.task.family}, {config.task.num_levels} levels (seed {config.seed})",
-        )
-        levels = " ".join(
-            f"{final.get(f'eval/level_{i}', float('nan')):.2f}"
-            for i in range(config.task.num_levels)
+            f"GRPO on {config.task.family}, levels {list(levels)} (seed {config.seed})",
+            start,
         )
         s = result.summary
+        stop = " (stopped at the target)" if result.stopped == "until" else ""
         print(
             f"\n{s['steps']} updates, {s['rollouts']:,} rollouts in {s['wall_seconds']:.0f}s"
-            f" -> {args.run_dir}\n  held-out exact match {final['eval/held_out_success']:.3f}"
-            f"  (per level: {levels})\n  admission rate (last update) "
+            f"{stop} -> {args.run_dir}\n  held-out exact match {final['eval/target']:.3f} on "
+            f"levels {list(config.task.target_levels)} (target {config.target}); per level "
+            f"({level_text(final, levels)})\n  admission rate (last update) "
             f"{result.metrics.get('batch/admission_rate', float('nan')):.2f}"
             f"\n  curves: {os.path.join(args.run_dir, 'curves.png')}"
         )
+        evidence = evidence_text(config)
+        if evidence:
+            print(evidence)
         with open(os.path.join(args.run_dir, "summary.json")) as f:
             summary = json.load(f)
         summary["final_eval"] = final

@@ -41,10 +41,11 @@ class RunResult:
       state: the final engine state.
       metrics: the last update's metrics (host floats).
       summary: what ``summary.json`` holds.
-      stopped: ``"completed"``; the signal that stopped the run (``"SIGTERM"``,
-        ``"SIGINT"``) after it saved a checkpoint; or ``"already_complete"``: a resume found
-        the run already at ``steps`` updates (or more) and changed nothing (``metrics`` is then
-        the last logged update's, ``summary`` the one on disk).
+      stopped: ``"completed"``; ``"until"`` (the ``until`` callback ended it); the signal
+        that stopped the run (``"SIGTERM"``, ``"SIGINT"``) after it saved a checkpoint; or
+        ``"already_complete"``: a resume found the run already at ``steps`` updates (or more)
+        and changed nothing (``metrics`` is then the last logged update's, ``summary`` the one
+        on disk).
     """
 
     state: EngineState
@@ -188,6 +189,7 @@ def run(
     tensorboard: bool = False,
     sinks: Sequence[MetricSink] = (),
     on_update: OnUpdate | None = None,
+    until: Callable[[dict], bool] | None = None,
     config: dict | None = None,
     handle_signals: bool = True,
 ) -> RunResult:
@@ -220,6 +222,9 @@ def run(
         :class:`WandbSink`, or anything with ``open``/``write``/``close``).
       on_update: ``(state, metrics) -> extra metrics`` called on the host after each update
         (e.g. a held-out evaluation every n steps); its metrics are logged too.
+      until: ``(record) -> bool`` called on each update's logged record (after
+        ``on_update``): ``True`` ends the run after that update, as if ``steps`` were reached
+        (a checkpoint is saved; ``stopped`` is ``"until"``). E.g. stop at a held-out target.
       config: a JSON-able description of the run, saved in checkpoints and the summary. On
         resume it must equal the checkpoint's but for ``steps`` and ``checkpoint_every`` (how
         long to run, how often to save): a change is a :class:`CheckpointMismatch` naming each
@@ -270,6 +275,7 @@ def run(
             tensorboard=tensorboard,
             sinks=sinks,
             on_update=on_update,
+            until=until,
             config=config,
             handle_signals=handle_signals,
             writer=writer,
@@ -319,6 +325,7 @@ def _run(
     tensorboard: bool,
     sinks: Sequence[MetricSink],
     on_update: OnUpdate | None,
+    until: Callable[[dict], bool] | None,
     config: dict | None,
     handle_signals: bool,
     writer: bool,
@@ -443,9 +450,11 @@ def _run(
                         store.check()  # a failed background save stops the run here
                     if checkpoint_every and updates % checkpoint_every == 0:
                         save(state, updates)
-                    if sig.received:
+                    if until is not None and until(record):
+                        stopped = "until"
+                    if sig.received or stopped == "until":
                         break
-                if updates >= steps or sig.received:
+                if updates >= steps or sig.received or stopped == "until":
                     break
                 state, gen = engine.generate(state)
                 # One small host read per generation batch (traces, guard and counts use it).

@@ -177,3 +177,19 @@ def test_resume_after_sigterm_matches_the_uninterrupted_run(tmp_path):
     assert resumed_metrics == whole_metrics
     traces = (stopped_dir / "traces.jsonl").read_text()
     assert traces == (whole_dir / "traces.jsonl").read_text()
+
+
+def test_until_ends_the_run_after_the_update_that_asks(engine, tmp_path, whole):
+    """``until`` stops like ``steps`` would: the updates so far match the full run's, a
+    checkpoint is saved, and ``stopped`` says why."""
+    result = run(
+        engine,
+        steps=2 * N,
+        run_dir=tmp_path,
+        progress=False,
+        until=lambda record: record["step"] == 5,
+    )
+    assert result.stopped == "until" and result.summary["steps"] == 5
+    metrics = read_jsonl(tmp_path / "metrics.jsonl")
+    assert without_time(metrics) == without_time(read_jsonl(whole[0] / "metrics.jsonl")[:5])
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["5"]

@@ -6,8 +6,9 @@ import os
 
 import pytest
 
+import curriculax as cx
 from experiments import _cli
-from experiments._builders import GRPOExperimentConfig
+from experiments._builders import GRPOExperimentConfig, make_pools
 from experiments.compare import CompareConfig
 from experiments.quickstart import QuickstartConfig
 
@@ -29,18 +30,34 @@ def load(cls, name, sets=()):
     [
         (GRPOExperimentConfig, "grpo.toml"),
         (QuickstartConfig, "quickstart.toml"),
-        (CompareConfig, "compare.toml"),
     ],
 )
 def test_shipped_config_spells_out_the_defaults(cls, name):
     assert load(cls, name) == cls()
 
 
+STUDIES = sorted(os.listdir(os.path.join(ROOT, "experiments", "configs", "compare")))
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_every_study_config_parses_and_its_arms_build(name):
+    config = load(CompareConfig, os.path.join("compare", name))
+    assert config.baseline in [a["name"] for a in config.arms]
+    pool = make_pools(config.experiment)
+    n = len(pool.category)
+    assert n == config.experiment.task.size
+    for arm in config.arms:
+        if "curriculum" in arm:
+            cx.curriculum_from_config(arm["curriculum"], n, categories=pool.category)
+
+
 def test_overrides_reach_nested_fields_and_bad_keys_are_named():
-    config = load(GRPOExperimentConfig, "grpo.toml", ["task.num_levels=8", "grpo.reward=partial"])
-    assert config.task.num_levels == 8 and config.grpo.reward == "partial"
+    config = load(GRPOExperimentConfig, "grpo.toml", ["task.pool_size=600", "grpo.reward=partial"])
+    assert config.task.pool_size == 600 and config.grpo.reward == "partial"
     assert dataclasses.replace(config, task=GRPOExperimentConfig().task) != config
     with pytest.raises(ValueError, match=r"unknown key 'levels'; accepted keys are \[.*num_levels"):
         load(GRPOExperimentConfig, "grpo.toml", ["task.levels=8"])
     with pytest.raises(ValueError, match="expected int"):
         load(GRPOExperimentConfig, "grpo.toml", ["steps=many"])
+    with pytest.raises(ValueError, match=r"level_mass has 8 entries but task\.num_levels is 3"):
+        load(GRPOExperimentConfig, "grpo.toml", ["task.num_levels=3"])

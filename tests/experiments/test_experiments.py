@@ -1,13 +1,21 @@
-"""The main job, the comparison and the self-play demo run end to end on tiny configs."""
+"""The main job and the self-play demo run end to end on tiny configs."""
 
 import json
 
-from experiments import compare, grpo
+from experiments import grpo
 from experiments.selfplay import selfplay_demo
 
-TINY = [
+TINY = [  # the main job's pool, shrunk to 3 equal levels (reset the mass before the levels)
+    "--set",
+    "task.level_mass=[]",
+    "--set",
+    "task.eval_levels=[]",
+    "--set",
+    "task.pool_size=0",
     "--set",
     "task.num_levels=3",
+    "--set",
+    "stop_at_target=false",
     "--set",
     "task.train_per_level=16",
     "--set",
@@ -17,7 +25,7 @@ TINY = [
     "--set",
     "groups_per_generation=4",
     "--set",
-    "eval_every=2",
+    "eval_rollouts=64",
     "--set",
     "checkpoint_every=2",
     "--no-progress",
@@ -39,12 +47,13 @@ def test_main_job_writes_its_files_and_a_resumed_run_continues_it(tmp_path):
     assert sorted(p.name for p in (full / "checkpoints").iterdir()) == ["2", "4", "6"]
     rows = metrics(full / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
-    assert (
-        "eval/held_out_success" in rows[1]
-        and "curriculum/reversal/gate/zero_advantage/rejected" in rows[-1]
-    )
+    assert "curriculum/reversal/sampler/entropy" in rows[-1]
+    # evaluated at each update whose rollouts crossed a multiple of eval_rollouts (64)
+    before = [0] + [r["rollouts"] for r in rows[:-1]]
+    crossed = [r["rollouts"] // 64 > b // 64 for r, b in zip(rows, before)]
+    assert crossed == ["eval/target" in r for r in rows] and any(crossed)
     summary = json.loads((full / "summary.json").read_text())
-    assert summary["steps"] == 6 and 0.0 <= summary["final_eval"]["eval/held_out_success"] <= 1.0
+    assert summary["steps"] == 6 and 0.0 <= summary["final_eval"]["eval/target"] <= 1.0
 
     grpo.main(["--run-dir", str(part), "--steps", "3", *TINY])  # stopped half-way ...
     grpo.main(["--run-dir", str(part), "--steps", "6", "--resume", *TINY])  # ... and resumed
@@ -52,41 +61,16 @@ def test_main_job_writes_its_files_and_a_resumed_run_continues_it(tmp_path):
     assert (part / "traces.jsonl").read_text() == (full / "traces.jsonl").read_text()
 
 
-def test_compare_writes_the_table_for_every_arm(tmp_path, capsys):
-    compare.main(
-        [
-            "--run-dir",
-            str(tmp_path),
-            "--arms",
-            "uniform",
-            "pools (frontier bands) + gate",
-            "--set",
-            "seeds=2",
-            "--set",
-            "generations=4",
-            "--set",
-            "eval_every=2",
-            "--set",
-            "experiment.task.num_levels=2",
-            "--set",
-            "experiment.task.train_per_level=8",
-            "--set",
-            "experiment.task.held_out_per_level=4",
-            "--set",
-            "experiment.batch_groups=4",
-            "--set",
-            "experiment.groups_per_generation=4",
-        ]
-    )
-    table = (tmp_path / "compare.md").read_text()
-    assert "| uniform |" in table and "| pools (frontier bands) + gate |" in table
-    data = json.loads((tmp_path / "compare.json").read_text())
-    for arm in ("uniform", "pools (frontier bands) + gate"):
-        assert len(data["arms"][arm]["final_held_out"]) == 2  # one value per seed
-        # an equal budget: 4 generation batches of 4 groups x 8 rollouts, in every arm
-        assert data["arms"][arm]["curve_rollouts"][-1] == 4 * 4 * 8
-    assert (tmp_path / "compare.png").exists()
-    assert "budget 128 rollouts" in capsys.readouterr().out
+def test_main_job_stops_at_the_target_when_asked(tmp_path, capsys):
+    run_dir = tmp_path / "stop"
+    sets = ["--set", "target=0.0", "--set", "stop_at_target=true"]
+    grpo.main(["--run-dir", str(run_dir), "--steps", "50", *TINY, *sets])
+    rows = metrics(run_dir / "metrics.jsonl")
+    assert "eval/target" in rows[-1] and all("eval/target" not in r for r in rows[:-1])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped"] == "until" and summary["steps"] == len(rows) < 50
+    out = capsys.readouterr().out
+    assert "(stopped at the target)" in out and "nan" not in out
 
 
 def test_selfplay_dry_run_is_deterministic(tmp_path, capsys):

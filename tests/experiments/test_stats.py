@@ -62,6 +62,20 @@ def test_a_paired_difference_cancels_what_the_arms_share_by_seed():
         S.difference_bootstrap(base, arm[:5])
 
 
+def test_censored_ratio_counts_misses_at_the_budget_and_says_which_way_it_bounds():
+    hits = np.array([10.0, 10.0, 10.0])
+    # the base misses on most runs: its median is at least the budget, the ratio at least 10
+    point, lo, hi, kind = S.censored_ratio(np.array([20.0, np.inf, np.inf]), hits, 100.0, reps=200)
+    assert (point, kind) == (10.0, ">=") and lo <= point <= hi
+    # the arm misses on most runs: at most 20 / 100
+    point, *_, kind = S.censored_ratio(hits * 2, np.array([5.0, np.inf, np.inf]), 100.0, reps=50)
+    assert (point, kind) == (0.2, "<=")
+    assert S.censored_ratio(hits, hits / 2, 100.0, reps=50)[::3] == (2.0, "")
+    both = S.censored_ratio(np.full(3, np.inf), np.full(3, np.inf), 100.0, reps=50)
+    assert np.isnan(both[0]) and both[3] == "?"
+    assert S.fmt_ratio(10.0, 5.0, np.inf, ">=") == ">= 10.00x [5.00, inf]"
+
+
 def test_reached_curve_is_the_share_of_runs_at_target_by_each_budget():
     v = np.array([10.0, 20.0, np.inf, 20.0])
     assert S.reached_curve(v, np.array([0, 10, 19, 20, 1e9])).tolist() == [

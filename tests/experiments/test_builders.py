@@ -1,0 +1,72 @@
+"""The study pools: level mass, distractors with coin-flip rewards, the target levels."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from curriculax.engine import Rollouts
+from experiments._builders import (
+    GRPOExperimentConfig,
+    TaskConfig,
+    coin_flip_rollout,
+    make_pools,
+    shares_to_counts,
+)
+
+
+def test_shares_become_counts_that_sum_to_the_total():
+    assert shares_to_counts(np.array([0.05, 0.05, 0.0, 0.9]), 40).tolist() == [2, 2, 0, 36]
+    assert shares_to_counts(np.array([1.0, 1.0, 1.0]), 10).sum() == 10
+
+
+def test_pool_follows_the_level_mass_with_distractors_in_their_own_category():
+    task = TaskConfig(
+        num_levels=4,
+        level_mass=(1.0, 1.0, 0.0, 2.0),
+        pool_size=40,
+        held_out_per_level=4,
+        distractors=0.2,
+        eval_levels=(1,),
+    )
+    pool = make_pools(GRPOExperimentConfig(task=task))
+    level = np.asarray(pool.train.level)
+    # 32 real entries split 1:1:0:2, then 8 coin-flip entries labelled level 4
+    assert [int((level == lv).sum()) for lv in range(5)] == [8, 8, 0, 16, 8]
+    assert pool.category.tolist() == level.tolist()
+    assert pool.category_names[-1] == "coin flip" and pool.coin_level == 4
+    assert len(set(np.asarray(pool.train.key).tolist())) == 40  # repeats keyed apart
+    # level 0 (length 1, 4 symbols) has 4 tasks or fewer: its 8 entries repeat them
+    distinct = {row.tobytes() for row in np.asarray(pool.train.prompt)[level == 0]}
+    assert len(distinct) <= 4
+    held = np.asarray(pool.held_out.level)
+    assert set(held.tolist()) <= {0, 1, 3}  # pool levels only, never a distractor
+    assert pool.target.tolist() == (held == 1).tolist()
+    held_keys = set(np.asarray(pool.held_out.key).tolist())
+    assert not held_keys & set(np.asarray(pool.train.key).tolist())
+
+
+def test_bad_pool_settings_are_named():
+    with pytest.raises(ValueError, match="level_mass has 2 entries"):
+        TaskConfig(num_levels=3, level_mass=(1.0, 1.0))
+    with pytest.raises(ValueError, match=r"eval_levels \[2\]"):
+        TaskConfig(num_levels=3, level_mass=(1.0, 1.0, 0.0), eval_levels=(2,))
+    with pytest.raises(ValueError, match="too small"):
+        task = TaskConfig(level_mass=(1, 1, 1, 1, 1, 50), pool_size=20)
+        make_pools(GRPOExperimentConfig(task=task))
+
+
+def test_coin_flip_tasks_pay_a_coin_flip_whatever_the_answer():
+    def always_right(state, tasks, key, group_size):
+        shape = (tasks.level.shape[0], group_size)
+        return Rollouts(jnp.ones(shape), jnp.ones(shape, bool), jnp.ones((*shape, 1), bool), ())
+
+    task = TaskConfig(num_levels=2, pool_size=8, distractors=0.5)
+    pool = make_pools(GRPOExperimentConfig(task=task))
+    rollout = coin_flip_rollout(always_right, pool.coin_level, 0.25)
+    out = jax.jit(rollout, static_argnums=3)(None, pool.train, jax.random.key(0), 512)
+    coin = pool.category == pool.coin_level
+    rewards = np.asarray(out.rewards)
+    assert np.all(rewards[~coin] == 1.0)
+    assert set(np.unique(rewards[coin]).tolist()) == {0.0, 1.0}
+    assert abs(rewards[coin].mean() - 0.25) < 0.03
