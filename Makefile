@@ -1,4 +1,6 @@
-# Quick start:  make run   (creates .venv on first use, runs the main job)
+# Quick start:  make run   (creates .venv on first use, runs the main job in runs/grpo;
+#                          again: continues an unfinished run, or says it is complete;
+#                          make run RUN_ARGS=--overwrite starts over)
 #               make test  (creates .venv on first use, runs the test suite)
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,6 +13,7 @@ STAMP := $(VENV)/.installed
 VENV_TUNIX ?= .venv-tunix
 VENV_TRL ?= .venv-trl
 TORCH ?= torch==2.13.0
+RUN_ARGS ?= --resume
 
 .PHONY: run test test-tunix test-trl lint format bench clean
 
@@ -21,7 +24,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m experiments.grpo $(ARGS)
+	$(BIN)/python -m experiments.grpo $(RUN_ARGS) $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)

@@ -363,10 +363,15 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None, 
     except (CheckpointMismatch, CheckpointSaveError, CheckpointUnreadable, RunDirError) as e:
         raise SystemExit(f"error: {e}") from None
     if already_complete(result):
+        why = (
+            "it stopped where it was asked to (at its target)"
+            if result.summary.get("stopped") == "until"
+            else f"--steps {config.steps}"
+        )
         print(
             f"{args.run_dir}: the run is already complete (update {result.summary['steps']}, "
-            f"--steps {config.steps}); nothing was changed. To train further, resume with a "
-            "larger --steps."
+            f"{why}); nothing was changed. To train further, resume with a larger --steps "
+            "(and no stop condition), or start over with --overwrite."
         )
     return result
 

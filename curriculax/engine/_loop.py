@@ -43,9 +43,9 @@ class RunResult:
       summary: what ``summary.json`` holds.
       stopped: ``"completed"``; ``"until"`` (the ``until`` callback ended it); the signal
         that stopped the run (``"SIGTERM"``, ``"SIGINT"``) after it saved a checkpoint; or
-        ``"already_complete"``: a resume found the run already at ``steps`` updates (or more)
-        and changed nothing (``metrics`` is then the last logged update's, ``summary`` the one
-        on disk).
+        ``"already_complete"``: a resume found the run already at ``steps`` updates (or more),
+        or ended by ``until``, and changed nothing (``metrics`` is then the last logged
+        update's, ``summary`` the one on disk).
     """
 
     state: EngineState
@@ -340,9 +340,11 @@ def _run(
     saved_step = None  # the step of the checkpoint that holds the current state, if any
     history: list[dict] = []  # config changes accepted on resume, oldest first
 
-    def save(step_state: EngineState, step: int) -> None:
+    def save(step_state: EngineState, step: int, *, reached: bool = False) -> None:
+        # ``reached``: ``until`` ended the run here; the checkpoint says so (even if this step
+        # was saved already), so a resume knows the run is complete.
         nonlocal saved_step
-        if store is None or step == saved_step:
+        if store is None or (step == saved_step and not reached):
             return
         # Every log line up to this state reaches the disk before the checkpoint is committed,
         # and the checkpoint records where each log ends, for a resume to cut back to.
@@ -352,11 +354,14 @@ def _run(
                 "metrics.jsonl": metrics_writer.sync(),
                 "traces.jsonl": None if trace_writer is None else trace_writer.sync(),
             }
-        _restore.save(store, step, engine, step_state, config, logs=logs, history=history)
+        _restore.save(
+            store, step, engine, step_state, config, logs=logs, history=history, reached=reached
+        )
         saved_step = step
 
     try:
         logs_at_checkpoint: dict = {}
+        meta: dict = {}
         if run_dir is not None:
             ckpt_dir = os.path.join(run_dir, "checkpoints")
             store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
@@ -374,7 +379,7 @@ def _run(
             state = engine.init()
         counters = jax.device_get(state.counters)
         updates = int(counters.updates)
-        if saved_step is not None and updates >= steps:
+        if saved_step is not None and (updates >= steps or meta.get("reached")):
             return _already_complete(run_dir, state, config)
         if store is not None:
             store.check_writable()  # fail now, not at the first save
@@ -476,7 +481,7 @@ def _run(
                     break
             if sig.received:
                 stopped = sig.received
-            save(state, updates)
+            save(state, updates, reached=stopped == "until")
         if store is not None:
             store.close()  # waits for the last save; raises if it failed
     except CheckpointSaveError as e:

@@ -71,12 +71,14 @@ def save(
     *,
     logs: dict[str, int | None] | None = None,
     history: list | None = None,
+    reached: bool = False,
 ):
     """Saves ``state`` with the pools' task keys and the run metadata as checkpoint ``step``.
 
     ``logs`` (``{file name: byte length}``) records how far each log of the run directory had
     been written (and synced) at this checkpoint, so a resume can cut them back to exactly this
     point. ``history`` lists the config changes earlier resumes accepted (``allow_partial``).
+    ``reached``: the run's ``until`` ended it at this step (a resume then finds it complete).
     A checkpoint already at ``step`` is replaced once the new one is committed.
     """
     item = {"engine": state, "pool_keys": {e.name: engine.pool_keys[e.name] for e in engine.envs}}
@@ -85,6 +87,8 @@ def save(
         meta["logs"] = logs
     if history:
         meta["config_changes"] = history
+    if reached:
+        meta["reached"] = True
     store.save(step, item, meta)
 
 
