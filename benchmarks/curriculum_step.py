@@ -470,10 +470,11 @@ def _crossover(rows: Sequence[dict], key: str) -> str:
         return f"never (slower from N = {min(slower):,})"
     if not slower:
         return f"at every size run (up to N = {max(faster):,})"
-    return (
-        f"at N <= {max(n for n in faster if n < min(slower)):,} "
-        f"(slower from N = {min(slower):,})"
-        + ("" if max(faster) < min(slower) else "; the sizes interleave: noisy")
+    below = [n for n in faster if n < min(slower)]
+    if not below:  # slower at the smallest size, faster at a larger one
+        return f"nowhere consistently (slower at N = {min(slower):,}; the sizes interleave: noisy)"
+    return f"at N <= {max(below):,} (slower from N = {min(slower):,})" + (
+        "" if max(faster) < min(slower) else "; the sizes interleave: noisy"
     )
 
 

@@ -161,3 +161,10 @@ def test_scaling_benchmark_quick_mode_prints_both_tables():
 def test_train_step_benchmark_runs():
     stdout = _run_module("benchmarks.train_step", "--quick")
     assert "| curriculum alone (sample + observe, inside generate) |" in stdout
+
+
+def test_the_numpy_crossover_reads_interleaved_sizes_without_crashing():
+    rows = [{"n": 500, "np_ms": 2.0, "cx_ms": 1.0}, {"n": 1000, "np_ms": 1.0, "cx_ms": 2.0}]
+    assert "interleave" in curriculum_step._crossover(rows, "cx_ms")
+    rows = [{"n": 500, "np_ms": 1.0, "cx_ms": 2.0}, {"n": 1000, "np_ms": 3.0, "cx_ms": 2.0}]
+    assert curriculum_step._crossover(rows, "cx_ms") == "at N <= 500 (slower from N = 1,000)"

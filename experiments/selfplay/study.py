@@ -49,9 +49,7 @@ ARMS = ("self-play", "no challenger")
 class StudyConfig:
     experiment: GRPOExperimentConfig = dataclasses.field(
         default_factory=lambda: GRPOExperimentConfig(
-            task=TaskConfig(
-                num_levels=6, train_per_level=4, held_out_per_level=32, balance_levels=False
-            )
+            task=TaskConfig(num_levels=6, train_per_level=4, held_out_per_level=32)
         )
     )
     seeds: int = 8
@@ -69,7 +67,8 @@ class StudyConfig:
 def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
     """One run of one arm; returns its per-round record (JSON-able)."""
     exp = config.experiment
-    spec, train, held_out = make_pools(exp)
+    pool = make_pools(exp)
+    spec, train, held_out = pool.spec, pool.train, pool.held_out
     challenger = sequence_challenger(spec) if arm == "self-play" else None
     t0 = time.perf_counter()
     result = curriculum_evolve(
