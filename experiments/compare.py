@@ -45,7 +45,7 @@ from curriculax.tasks import per_level_mean
 from experiments import _cli
 from experiments import _stats as S
 from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, TaskConfig, build
-from experiments._oracle import make_probe, oracle
+from experiments._oracle import make_measure, make_probe, oracle
 
 DEFAULT_ARMS = (
     {"name": "uniform", "curriculum": {"sampler": {"type": "uniform"}}},
@@ -90,11 +90,20 @@ class CompareConfig:
     eval_every: int = 25  # generation batches between held-out evaluations
     baseline: str = "uniform"  # the arm ratios are taken against
     arms: tuple[dict, ...] = DEFAULT_ARMS
+    # Pass-rate diagnostics (0: off): at each evaluation, a free probe of `pass_rate_samples`
+    # rollouts on each distinct pool task (at most `pass_rate_per_category` per category; 0:
+    # every one) records which tasks are never, sometimes and always solved. Not charged, not
+    # seen by the arm; it tells how much signal the pool held for any sampler to find.
+    pass_rate_samples: int = 0
+    pass_rate_per_category: int = 32
 
     def __post_init__(self):
         for name in ("seeds", "generations", "eval_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("pass_rate_samples", "pass_rate_per_category"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.generations % self.eval_every:
             raise ValueError(
                 f"generations={self.generations} must be a multiple of eval_every={self.eval_every}"
@@ -156,7 +165,9 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     """All seeds of one arm as one program. Returns per-seed curves (numpy), one point per
     evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
     ``updates``, ``draws`` (per category, in the chunk), ``signal`` (groups whose rewards
-    differ, in the chunk), ``groups``, ``admitted``."""
+    differ, in the chunk), ``groups``, ``admitted``; with pass-rate diagnostics on, also
+    ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
+    and ``probe_category`` (each probed task's category)."""
     exp = arm_experiment(config, arm)
     orc = arm_oracle(arm)
     if orc is None:
@@ -183,6 +194,11 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     num_cat = pool.num_categories
     blocks = config.eval_every // every
     chunks = config.generations // config.eval_every
+    measure, rows = None, None
+    if config.pass_rate_samples:
+        measure, rows = make_measure(
+            built, per_category=config.pass_rate_per_category, samples=config.pass_rate_samples
+        )
 
     def gen_stats(report):
         gen = report.generation
@@ -199,6 +215,7 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
 
     def one_seed(key):
         probe_key = jax.random.fold_in(key, 0x0AC1E)
+        measure_key = jax.random.fold_in(key, 0x9A55)
 
         def block(state, _):
             if probe is not None:
@@ -222,6 +239,9 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
                 "updates": state.counters.updates,
                 **stats,
             }
+            if measure is not None:
+                k = jax.random.fold_in(measure_key, state.counters.generations)
+                out["pass_rate"] = measure(state.solver, k)
             return state, out
 
         _, curve = jax.lax.scan(chunk, engine.init(key), None, length=chunks)
@@ -245,6 +265,9 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     curves["seconds"] = time.perf_counter() - t0
     curves["load"] = (load0, os.getloadavg()[0])
     curves["category_names"] = list(pool.category_names)
+    curves["category_entries"] = np.bincount(pool.category, minlength=num_cat)
+    if rows is not None:
+        curves["probe_category"] = rows.category
     return curves
 
 
@@ -351,7 +374,80 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         )
         + "\n"
     )
-    return header + "\n" + "\n".join(rows) + draws + per_level + wall, data
+    rates = pass_rate_table(config, curves, data)
+    return header + "\n" + "\n".join(rows) + draws + per_level + rates + wall, data
+
+
+def pass_rate_split(c: dict) -> dict[str, np.ndarray] | None:
+    """Shares of each category's probed tasks never (``never``), sometimes (``sometimes``) and
+    always (``always``) solved by the probe, ``f[S, E, C]``, and ``offered``: the share of
+    groups that would carry a signal if drawn uniformly over the pool's entries at that
+    moment, ``f[S, E]`` (None without pass-rate diagnostics)."""
+    if "pass_rate" not in c:
+        return None
+    p, cat = np.asarray(c["pass_rate"]), np.asarray(c["probe_category"])
+    num_cat = len(c["category_names"])
+    onehot = np.eye(num_cat)[cat]  # [R, C]
+    count = np.maximum(onehot.sum(0), 1)
+    out = {
+        "never": (p == 0) @ onehot / count,
+        "sometimes": ((p > 0) & (p < 1)) @ onehot / count,
+        "always": (p == 1) @ onehot / count,
+    }
+    entries = np.asarray(c["category_entries"], np.float64)
+    out["offered"] = out["sometimes"] @ (entries / entries.sum())
+    return out
+
+
+def pass_rate_table(config: CompareConfig, curves: dict[str, dict], data: dict) -> str:
+    """The pass-rate diagnostics as markdown (empty when they are off), and per-seed numbers
+    into ``data``."""
+    splits = {n: pass_rate_split(c) for n, c in curves.items()}
+    if not any(v is not None for v in splits.values()):
+        return ""
+    exp = config.experiment
+    names = next(iter(curves.values()))["category_names"]
+    pool_levels = list(exp.task.pool_levels)
+    cats = [i for i in range(len(names)) if i in pool_levels or i >= exp.task.num_levels]
+    target = list(exp.task.target_levels)
+    rows = []
+    for name, sp in splits.items():
+        if sp is None:
+            continue
+        c = curves[name]
+        cat = np.asarray(c["probe_category"])
+        in_target = np.isin(cat, target)
+        p = np.asarray(c["pass_rate"])[:, :, in_target]
+        never, always = (p == 0).mean(), (p == 1).mean()
+        sometimes = 1.0 - never - always
+        data[name]["pass_rates"] = {
+            "sometimes_by_category": sp["sometimes"].mean(1).tolist(),
+            "never_by_category": sp["never"].mean(1).tolist(),
+            "always_by_category": sp["always"].mean(1).tolist(),
+            "offered_signal_share": sp["offered"].mean(1).tolist(),
+            "target_sometimes": float(sometimes),
+        }
+        own = c["signal"].sum() / c["groups"].sum()
+        rows.append(
+            f"| {name} | {never:.2f} / {sometimes:.2f} / {always:.2f} | "
+            + " | ".join(f"{x:.2f}" for x in sp["sometimes"].mean((0, 1))[cats])
+            + f" | {sp['offered'].mean():.2f} | {own:.2f} |"
+        )
+    probed = next(c for c in curves.values() if "pass_rate" in c)
+    per_cat = np.bincount(np.asarray(probed["probe_category"]), minlength=len(names))
+    return (
+        f"\n\nPass rates measured by a free probe ({config.pass_rate_samples} rollouts per "
+        f"distinct task at the run's temperature, at every evaluation; tasks probed per "
+        f"category: {', '.join(f'{names[i]} {per_cat[i]}' for i in cats)}), mean over "
+        "evaluations and seeds. A task with 0 < p < 1 in its probe is one whose group would "
+        "carry a learning signal. 'Offered': the share of groups with a signal that uniform "
+        "draws over the pool would have got at that moment; 'own': the arm's own share.\n\n"
+        f"| arm | target levels {target}: never / sometimes / always solved | "
+        + " | ".join(f"{names[i]}: sometimes" for i in cats)
+        + " | offered | own |\n"
+        + f"|---|---:|{'---:|' * len(cats)}---:|---:|\n"
+        + "\n".join(rows)
+    )
 
 
 def _finite(values) -> list[float | None]:
@@ -394,7 +490,8 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     import matplotlib.pyplot as plt
 
     exp = config.experiment
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    rates = any("pass_rate" in c for c in curves.values())
+    fig, ax = plt.subplots(1, 3 if rates else 2, figsize=(16.5 if rates else 11, 4.2))
     budget = config.generations * exp.groups_per_generation * exp.group_size
     grid = np.linspace(0, budget, 401)
     for name, c in curves.items():
@@ -402,9 +499,19 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
         ax[0].step(grid, S.reached_curve(reach, grid), where="post", label=name)
         x = c["rollouts"][0]
         ax[1].plot(x, c["held_out"].mean(axis=0), label=name)
+        if "pass_rate" in c:
+            in_target = np.isin(c["probe_category"], exp.task.target_levels)
+            p = c["pass_rate"][:, :, in_target]
+            ax[2].plot(x, ((p > 0) & (p < 1)).mean(axis=(0, 2)), label=name)
     ax[0].set(xlabel="solver rollouts", ylabel="share of seeds at target", ylim=(-0.02, 1.02))
     ax[1].axhline(exp.target, color="grey", lw=0.8, ls="--")
     ax[1].set(xlabel="solver rollouts", ylabel="held-out exact match (mean)", ylim=(0, 1))
+    if rates:
+        ax[2].set(
+            xlabel="solver rollouts",
+            ylabel="target-level tasks with 0 < p < 1 (probe)",
+            ylim=(0, 1),
+        )
     for a in ax:
         a.grid(alpha=0.3)
     ax[0].legend(fontsize=8)
@@ -427,6 +534,8 @@ def _arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
         "generations": config.generations,
         "eval_every": config.eval_every,
     }
+    if config.pass_rate_samples:
+        spec["pass_rates"] = [config.pass_rate_samples, config.pass_rate_per_category]
     text = json.dumps(spec, sort_keys=True, default=_json)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
