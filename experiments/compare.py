@@ -420,18 +420,24 @@ def pass_rate_table(config: CompareConfig, curves: dict[str, dict], data: dict) 
         p = np.asarray(c["pass_rate"])[:, :, in_target]
         never, always = (p == 0).mean(), (p == 1).mean()
         sometimes = 1.0 - never - always
+        # Tasks that went from never solved (first evaluation) to always solved (last): how
+        # many evaluations they spent in between, sometimes solved.
+        crossed = (p[:, 0] == 0) & (p[:, -1] == 1)
+        between = ((p > 0) & (p < 1)).sum(1)[crossed]
         data[name]["pass_rates"] = {
             "sometimes_by_category": sp["sometimes"].mean(1).tolist(),
             "never_by_category": sp["never"].mean(1).tolist(),
             "always_by_category": sp["always"].mean(1).tolist(),
             "offered_signal_share": sp["offered"].mean(1).tolist(),
             "target_sometimes": float(sometimes),
+            "evaluations_between": between.tolist(),
         }
+        mid = f"{np.median(between):.0f} ({crossed.sum()} tasks)" if between.size else "-"
         own = c["signal"].sum() / c["groups"].sum()
         rows.append(
             f"| {name} | {never:.2f} / {sometimes:.2f} / {always:.2f} | "
             + " | ".join(f"{x:.2f}" for x in sp["sometimes"].mean((0, 1))[cats])
-            + f" | {sp['offered'].mean():.2f} | {own:.2f} |"
+            + f" | {sp['offered'].mean():.2f} | {own:.2f} | {mid} |"
         )
     probed = next(c for c in curves.values() if "pass_rate" in c)
     per_cat = np.bincount(np.asarray(probed["probe_category"]), minlength=len(names))
@@ -441,11 +447,15 @@ def pass_rate_table(config: CompareConfig, curves: dict[str, dict], data: dict) 
         f"category: {', '.join(f'{names[i]} {per_cat[i]}' for i in cats)}), mean over "
         "evaluations and seeds. A task with 0 < p < 1 in its probe is one whose group would "
         "carry a learning signal. 'Offered': the share of groups with a signal that uniform "
-        "draws over the pool would have got at that moment; 'own': the arm's own share.\n\n"
+        "draws over the pool would have got at that moment; 'own': the arm's own share. "
+        "'Between': evaluations a target task spent sometimes solved on its way from never "
+        f"(first evaluation) to always (last), median over such tasks and seeds (an evaluation "
+        f"every {config.eval_every * exp.groups_per_generation * exp.group_size:,} rollouts)."
+        "\n\n"
         f"| arm | target levels {target}: never / sometimes / always solved | "
         + " | ".join(f"{names[i]}: sometimes" for i in cats)
-        + " | offered | own |\n"
-        + f"|---|---:|{'---:|' * len(cats)}---:|---:|\n"
+        + " | offered | own | between |\n"
+        + f"|---|---:|{'---:|' * len(cats)}---:|---:|---:|\n"
         + "\n".join(rows)
     )
 
