@@ -25,6 +25,9 @@ went), ``compare.json`` (per-seed numbers and curves) and ``compare.png`` (share
 the target against rollouts, Kaplan-Meier style, and the mean held-out curve). Each finished
 arm is kept in ``DIR/arms/`` and reused when the study is run again with the same settings
 for that arm (after a crash, or with arms added); delete the folder to run them again.
+
+``--diversity ARM --seed-index I`` runs one seed of one arm instead and prints how varied the
+policy's sampled answers stay on the target levels (a collapse onto a few answers shows there).
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax import tasks as T
 from curriculax.tasks import per_level_mean
 from experiments import _cli
 from experiments import _stats as S
 from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, TaskConfig, build
-from experiments._oracle import make_measure, make_probe, oracle
+from experiments._oracle import make_measure, make_probe, oracle, probe_rows
 
 DEFAULT_ARMS = (
     {"name": "uniform", "curriculum": {"sampler": {"type": "uniform"}}},
@@ -161,6 +165,26 @@ def arm_experiment(config: CompareConfig, arm: Mapping) -> GRPOExperimentConfig:
     )
 
 
+def build_arm(config: CompareConfig, arm: Mapping, mesh=None):
+    """``(built, every, probe)``: one arm's engine and pool, and for an oracle arm its probe
+    (``probe(engine_state, key) -> engine_state``) and the generation batches between probes
+    (``probe`` None and ``every = eval_every`` otherwise)."""
+    exp = arm_experiment(config, arm)
+    orc = arm_oracle(arm)
+    if orc is None:
+        return build(exp, mesh, curriculum=arm["curriculum"]), config.eval_every, None
+    sampler = oracle(exp.task.size, floor=orc["floor"])
+    built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
+    probe = make_probe(
+        built,
+        per_category=orc["per_category"],
+        samples=orc["samples"],
+        mode=orc["mode"],
+        mastered=orc["mastered"],
+    )
+    return built, orc["every"] or config.eval_every, probe
+
+
 def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     """All seeds of one arm as one program. Returns per-seed curves (numpy), one point per
     evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
@@ -169,22 +193,7 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
     and ``probe_category`` (each probed task's category)."""
     exp = arm_experiment(config, arm)
-    orc = arm_oracle(arm)
-    if orc is None:
-        built = build(exp, mesh, curriculum=arm["curriculum"])
-        every = config.eval_every
-        probe = None
-    else:
-        sampler = oracle(exp.task.size, floor=orc["floor"])
-        built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
-        every = orc["every"] or config.eval_every
-        probe = make_probe(
-            built,
-            per_category=orc["per_category"],
-            samples=orc["samples"],
-            mode=orc["mode"],
-            mastered=orc["mastered"],
-        )
+    built, every, probe = build_arm(config, arm, mesh)
     engine, pool = built.engine, built.pool
     held_out = pool.held_out
     target = jnp.asarray(pool.target, jnp.float32)
@@ -269,6 +278,66 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     if rows is not None:
         curves["probe_category"] = rows.category
     return curves
+
+
+def diversity(
+    config: CompareConfig,
+    arm: Mapping,
+    seed_index: int,
+    *,
+    samples: int = 8,
+    generations: int = 200,
+) -> str:
+    """How varied the policy's sampled answers stay while one seed of ``arm`` trains (the
+    study's own key for seed ``seed_index``, so it is the study's run): every ``eval_every``
+    generation batches, ``samples`` answers at the run's temperature for every distinct task of
+    the target levels (at most 32 per level). Returns a markdown table: the mean number of
+    distinct answers per task, distinct answers over all of them, and the pass rate. A policy
+    that answers the same whatever the prompt (a collapse) shows a handful of distinct answers
+    over all tasks while its pass rate stays near 0."""
+    if not 0 <= seed_index < config.seeds:
+        raise ValueError(f"seed index must be in [0, {config.seeds}), got {seed_index}")
+    built, every, probe = build_arm(config, arm)
+    engine = built.engine
+    rows = probe_rows(built.pool, 32)
+    keep = np.isin(rows.category, config.experiment.task.target_levels)
+    tasks = T.take(built.pool.train, jnp.asarray(rows.rows[keep]))
+    key = jax.random.split(jax.random.key(config.experiment.seed), config.seeds)[seed_index]
+    probe_key = jax.random.fold_in(key, 0x0AC1E)  # as run_arm draws it
+
+    def step(state, i):
+        if probe is not None:
+            k = jax.random.fold_in(probe_key, state.counters.generations)
+            state = jax.lax.cond(i % every == 0, lambda s: probe(s, k), lambda s: s, state)
+        return engine.step(state)[0], None
+
+    run = jax.jit(lambda s: jax.lax.scan(step, s, jnp.arange(config.eval_every))[0])
+
+    @jax.jit
+    def answers(state, k):
+        out = built.rollout(state.solver, tasks, k, samples)
+        return out.data.completion, out.rewards
+
+    state = engine.init(key)
+    lines = [
+        f"{config.title}, arm {arm['name']!r}, seed index {seed_index}: {samples} sampled "
+        f"answers on each of {int(keep.sum())} target-level tasks\n",
+        "| generation batches | distinct answers per task (mean) | distinct over all | pass |",
+        "|---:|---:|---:|---:|",
+    ]
+    chunks = config.generations // config.eval_every
+    for chunk in range(chunks + 1):
+        comp, rewards = (np.asarray(x) for x in answers(state, jax.random.key(chunk)))
+        per_task = [len({c.tobytes() for c in group}) for group in comp]
+        overall = len({c.tobytes() for group in comp for c in group})
+        lines.append(
+            f"| {chunk * config.eval_every} | {np.mean(per_task):.2f} | {overall} "
+            f"| {rewards.mean():.3f} |"
+        )
+        print(lines[-1], file=sys.stderr, flush=True)
+        if chunk < chunks:
+            state = run(state)
+    return "\n".join(lines)
 
 
 def _reach(curve: dict, target: float, field: str = "rollouts") -> np.ndarray:
@@ -579,6 +648,13 @@ def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
 def main(argv=None) -> None:
     parser = _cli.base_parser(__doc__.splitlines()[0], steps=0, run_dir="runs/compare")
     parser.add_argument("--arms", nargs="+", default=None, help="run only these arms (by name)")
+    parser.add_argument(
+        "--diversity",
+        metavar="ARM",
+        default=None,
+        help="instead of the study: how varied one seed's answers stay while ARM trains",
+    )
+    parser.add_argument("--seed-index", type=int, default=0, help="the seed for --diversity")
     args = parser.parse_args(argv)
     config = _cli.load_config(CompareConfig, args)
     if args.seed is not None:
@@ -593,6 +669,14 @@ def main(argv=None) -> None:
         config = dataclasses.replace(
             config, arms=tuple(a for a in config.arms if a["name"] in args.arms)
         )
+    if args.diversity is not None:
+        arm = next((a for a in config.arms if a["name"] == args.diversity), None)
+        if arm is None:
+            raise SystemExit(
+                f"no arm {args.diversity!r}; choose from {[a['name'] for a in config.arms]}"
+            )
+        print(diversity(config, arm, args.seed_index))
+        return
     mesh = _cli.setup_devices(args)
     if mesh is not None and config.seeds % args.devices:
         raise SystemExit(f"--devices {args.devices} must divide the {config.seeds} seeds")

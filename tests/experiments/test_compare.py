@@ -75,3 +75,13 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     assert np.allclose(total, 1.0)  # each probed category splits into the three
     assert (tmp_path / "out" / "compare.png").exists()
     assert "budget 32 rollouts" in capsys.readouterr().out.lower()
+
+
+def test_diversity_runs_one_seed_of_one_arm(tmp_path, capsys):
+    config = tmp_path / "tiny.toml"
+    config.write_text(STUDY)
+    compare.main(["--config", str(config), "--diversity", "oracle", "--seed-index", "1"])
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| ")]
+    assert len(rows) == 1 + 3  # the header, then before training and after each evaluation
+    per_task, overall = (float(x) for x in rows[1].split("|")[2:4])
+    assert 1 <= per_task <= 8 and overall >= per_task
