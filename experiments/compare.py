@@ -573,15 +573,18 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     fig, ax = plt.subplots(1, 3 if rates else 2, figsize=(16.5 if rates else 11, 4.2))
     budget = config.generations * exp.groups_per_generation * exp.group_size
     grid = np.linspace(0, budget, 401)
-    for name, c in curves.items():
+    colors = plt.get_cmap("tab20").colors
+    for i, (name, c) in enumerate(curves.items()):
+        gated = bool(_arm(config, name).get("curriculum", {}).get("gates"))
+        style = {"color": colors[(2 * i) % 20 + (i >= 10)], "ls": "--" if gated else "-"}
         reach = _reach(c, exp.target)
-        ax[0].step(grid, S.reached_curve(reach, grid), where="post", label=name)
+        ax[0].step(grid, S.reached_curve(reach, grid), where="post", label=name, **style)
         x = c["rollouts"][0]
-        ax[1].plot(x, c["held_out"].mean(axis=0), label=name)
+        ax[1].plot(x, c["held_out"].mean(axis=0), label=name, **style)
         if "pass_rate" in c:
             in_target = np.isin(c["probe_category"], exp.task.target_levels)
             p = c["pass_rate"][:, :, in_target]
-            ax[2].plot(x, ((p > 0) & (p < 1)).mean(axis=(0, 2)), label=name)
+            ax[2].plot(x, ((p > 0) & (p < 1)).mean(axis=(0, 2)), label=name, **style)
     ax[0].set(xlabel="solver rollouts", ylabel="share of seeds at target", ylim=(-0.02, 1.02))
     ax[1].axhline(exp.target, color="grey", lw=0.8, ls="--")
     ax[1].set(xlabel="solver rollouts", ylabel="held-out exact match (mean)", ylim=(0, 1))
@@ -589,7 +592,7 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
         ax[2].set(
             xlabel="solver rollouts",
             ylabel="target-level tasks with 0 < p < 1 (probe)",
-            ylim=(0, 1),
+            ylim=(0, None),
         )
     for a in ax:
         a.grid(alpha=0.3)
