@@ -25,6 +25,9 @@ went), ``compare.json`` (per-seed numbers and curves) and ``compare.png`` (share
 the target against rollouts, Kaplan-Meier style, and the mean held-out curve). Each finished
 arm is kept in ``DIR/arms/`` and reused when the study is run again with the same settings
 for that arm (after a crash, or with arms added); delete the folder to run them again.
+
+``--diversity ARM --seed-index I`` runs one seed of one arm instead and prints how varied the
+policy's sampled answers stay on the target levels (a collapse onto a few answers shows there).
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax import tasks as T
 from curriculax.tasks import per_level_mean
 from experiments import _cli
 from experiments import _stats as S
 from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, TaskConfig, build
-from experiments._oracle import make_probe, oracle
+from experiments._oracle import make_measure, make_probe, oracle, probe_rows
 
 DEFAULT_ARMS = (
     {"name": "uniform", "curriculum": {"sampler": {"type": "uniform"}}},
@@ -90,11 +94,20 @@ class CompareConfig:
     eval_every: int = 25  # generation batches between held-out evaluations
     baseline: str = "uniform"  # the arm ratios are taken against
     arms: tuple[dict, ...] = DEFAULT_ARMS
+    # Pass-rate diagnostics (0: off): at each evaluation, a free probe of `pass_rate_samples`
+    # rollouts on each distinct pool task (at most `pass_rate_per_category` per category; 0:
+    # every one) records which tasks are never, sometimes and always solved. Not charged, not
+    # seen by the arm; it tells how much signal the pool held for any sampler to find.
+    pass_rate_samples: int = 0
+    pass_rate_per_category: int = 32
 
     def __post_init__(self):
         for name in ("seeds", "generations", "eval_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("pass_rate_samples", "pass_rate_per_category"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.generations % self.eval_every:
             raise ValueError(
                 f"generations={self.generations} must be a multiple of eval_every={self.eval_every}"
@@ -152,28 +165,35 @@ def arm_experiment(config: CompareConfig, arm: Mapping) -> GRPOExperimentConfig:
     )
 
 
+def build_arm(config: CompareConfig, arm: Mapping, mesh=None):
+    """``(built, every, probe)``: one arm's engine and pool, and for an oracle arm its probe
+    (``probe(engine_state, key) -> engine_state``) and the generation batches between probes
+    (``probe`` None and ``every = eval_every`` otherwise)."""
+    exp = arm_experiment(config, arm)
+    orc = arm_oracle(arm)
+    if orc is None:
+        return build(exp, mesh, curriculum=arm["curriculum"]), config.eval_every, None
+    sampler = oracle(exp.task.size, floor=orc["floor"])
+    built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
+    probe = make_probe(
+        built,
+        per_category=orc["per_category"],
+        samples=orc["samples"],
+        mode=orc["mode"],
+        mastered=orc["mastered"],
+    )
+    return built, orc["every"] or config.eval_every, probe
+
+
 def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     """All seeds of one arm as one program. Returns per-seed curves (numpy), one point per
     evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
     ``updates``, ``draws`` (per category, in the chunk), ``signal`` (groups whose rewards
-    differ, in the chunk), ``groups``, ``admitted``."""
+    differ, in the chunk), ``groups``, ``admitted``; with pass-rate diagnostics on, also
+    ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
+    and ``probe_category`` (each probed task's category)."""
     exp = arm_experiment(config, arm)
-    orc = arm_oracle(arm)
-    if orc is None:
-        built = build(exp, mesh, curriculum=arm["curriculum"])
-        every = config.eval_every
-        probe = None
-    else:
-        sampler = oracle(exp.task.size, floor=orc["floor"])
-        built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
-        every = orc["every"] or config.eval_every
-        probe = make_probe(
-            built,
-            per_category=orc["per_category"],
-            samples=orc["samples"],
-            mode=orc["mode"],
-            mastered=orc["mastered"],
-        )
+    built, every, probe = build_arm(config, arm, mesh)
     engine, pool = built.engine, built.pool
     held_out = pool.held_out
     target = jnp.asarray(pool.target, jnp.float32)
@@ -183,6 +203,11 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     num_cat = pool.num_categories
     blocks = config.eval_every // every
     chunks = config.generations // config.eval_every
+    measure, rows = None, None
+    if config.pass_rate_samples:
+        measure, rows = make_measure(
+            built, per_category=config.pass_rate_per_category, samples=config.pass_rate_samples
+        )
 
     def gen_stats(report):
         gen = report.generation
@@ -199,6 +224,7 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
 
     def one_seed(key):
         probe_key = jax.random.fold_in(key, 0x0AC1E)
+        measure_key = jax.random.fold_in(key, 0x9A55)
 
         def block(state, _):
             if probe is not None:
@@ -222,6 +248,9 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
                 "updates": state.counters.updates,
                 **stats,
             }
+            if measure is not None:
+                k = jax.random.fold_in(measure_key, state.counters.generations)
+                out["pass_rate"] = measure(state.solver, k)
             return state, out
 
         _, curve = jax.lax.scan(chunk, engine.init(key), None, length=chunks)
@@ -245,7 +274,70 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     curves["seconds"] = time.perf_counter() - t0
     curves["load"] = (load0, os.getloadavg()[0])
     curves["category_names"] = list(pool.category_names)
+    curves["category_entries"] = np.bincount(pool.category, minlength=num_cat)
+    if rows is not None:
+        curves["probe_category"] = rows.category
     return curves
+
+
+def diversity(
+    config: CompareConfig,
+    arm: Mapping,
+    seed_index: int,
+    *,
+    samples: int = 8,
+    generations: int = 200,
+) -> str:
+    """How varied the policy's sampled answers stay while one seed of ``arm`` trains (the
+    study's own key for seed ``seed_index``, so it is the study's run): every ``eval_every``
+    generation batches, ``samples`` answers at the run's temperature for every distinct task of
+    the target levels (at most 32 per level). Returns a markdown table: the mean number of
+    distinct answers per task, distinct answers over all of them, and the pass rate. A policy
+    that answers the same whatever the prompt (a collapse) shows a handful of distinct answers
+    over all tasks while its pass rate stays near 0."""
+    if not 0 <= seed_index < config.seeds:
+        raise ValueError(f"seed index must be in [0, {config.seeds}), got {seed_index}")
+    built, every, probe = build_arm(config, arm)
+    engine = built.engine
+    rows = probe_rows(built.pool, 32)
+    keep = np.isin(rows.category, config.experiment.task.target_levels)
+    tasks = T.take(built.pool.train, jnp.asarray(rows.rows[keep]))
+    key = jax.random.split(jax.random.key(config.experiment.seed), config.seeds)[seed_index]
+    probe_key = jax.random.fold_in(key, 0x0AC1E)  # as run_arm draws it
+
+    def step(state, i):
+        if probe is not None:
+            k = jax.random.fold_in(probe_key, state.counters.generations)
+            state = jax.lax.cond(i % every == 0, lambda s: probe(s, k), lambda s: s, state)
+        return engine.step(state)[0], None
+
+    run = jax.jit(lambda s: jax.lax.scan(step, s, jnp.arange(config.eval_every))[0])
+
+    @jax.jit
+    def answers(state, k):
+        out = built.rollout(state.solver, tasks, k, samples)
+        return out.data.completion, out.rewards
+
+    state = engine.init(key)
+    lines = [
+        f"{config.title}, arm {arm['name']!r}, seed index {seed_index}: {samples} sampled "
+        f"answers on each of {int(keep.sum())} target-level tasks\n",
+        "| generation batches | distinct answers per task (mean) | distinct over all | pass |",
+        "|---:|---:|---:|---:|",
+    ]
+    chunks = config.generations // config.eval_every
+    for chunk in range(chunks + 1):
+        comp, rewards = (np.asarray(x) for x in answers(state, jax.random.key(chunk)))
+        per_task = [len({c.tobytes() for c in group}) for group in comp]
+        overall = len({c.tobytes() for group in comp for c in group})
+        lines.append(
+            f"| {chunk * config.eval_every} | {np.mean(per_task):.2f} | {overall} "
+            f"| {rewards.mean():.3f} |"
+        )
+        print(lines[-1], file=sys.stderr, flush=True)
+        if chunk < chunks:
+            state = run(state)
+    return "\n".join(lines)
 
 
 def _reach(curve: dict, target: float, field: str = "rollouts") -> np.ndarray:
@@ -351,7 +443,90 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         )
         + "\n"
     )
-    return header + "\n" + "\n".join(rows) + draws + per_level + wall, data
+    rates = pass_rate_table(config, curves, data)
+    return header + "\n" + "\n".join(rows) + draws + per_level + rates + wall, data
+
+
+def pass_rate_split(c: dict) -> dict[str, np.ndarray] | None:
+    """Shares of each category's probed tasks never (``never``), sometimes (``sometimes``) and
+    always (``always``) solved by the probe, ``f[S, E, C]``, and ``offered``: the share of
+    groups that would carry a signal if drawn uniformly over the pool's entries at that
+    moment, ``f[S, E]`` (None without pass-rate diagnostics)."""
+    if "pass_rate" not in c:
+        return None
+    p, cat = np.asarray(c["pass_rate"]), np.asarray(c["probe_category"])
+    num_cat = len(c["category_names"])
+    onehot = np.eye(num_cat)[cat]  # [R, C]
+    count = np.maximum(onehot.sum(0), 1)
+    out = {
+        "never": (p == 0) @ onehot / count,
+        "sometimes": ((p > 0) & (p < 1)) @ onehot / count,
+        "always": (p == 1) @ onehot / count,
+    }
+    entries = np.asarray(c["category_entries"], np.float64)
+    out["offered"] = out["sometimes"] @ (entries / entries.sum())
+    return out
+
+
+def pass_rate_table(config: CompareConfig, curves: dict[str, dict], data: dict) -> str:
+    """The pass-rate diagnostics as markdown (empty when they are off), and per-seed numbers
+    into ``data``."""
+    splits = {n: pass_rate_split(c) for n, c in curves.items()}
+    if not any(v is not None for v in splits.values()):
+        return ""
+    exp = config.experiment
+    names = next(iter(curves.values()))["category_names"]
+    pool_levels = list(exp.task.pool_levels)
+    cats = [i for i in range(len(names)) if i in pool_levels or i >= exp.task.num_levels]
+    target = list(exp.task.target_levels)
+    rows = []
+    for name, sp in splits.items():
+        if sp is None:
+            continue
+        c = curves[name]
+        cat = np.asarray(c["probe_category"])
+        in_target = np.isin(cat, target)
+        p = np.asarray(c["pass_rate"])[:, :, in_target]
+        never, always = (p == 0).mean(), (p == 1).mean()
+        sometimes = 1.0 - never - always
+        # Tasks that went from never solved (first evaluation) to always solved (last): how
+        # many evaluations they spent in between, sometimes solved.
+        crossed = (p[:, 0] == 0) & (p[:, -1] == 1)
+        between = ((p > 0) & (p < 1)).sum(1)[crossed]
+        data[name]["pass_rates"] = {
+            "sometimes_by_category": sp["sometimes"].mean(1).tolist(),
+            "never_by_category": sp["never"].mean(1).tolist(),
+            "always_by_category": sp["always"].mean(1).tolist(),
+            "offered_signal_share": sp["offered"].mean(1).tolist(),
+            "target_sometimes": float(sometimes),
+            "evaluations_between": between.tolist(),
+        }
+        mid = f"{np.median(between):.0f} ({crossed.sum()} tasks)" if between.size else "-"
+        own = c["signal"].sum() / c["groups"].sum()
+        rows.append(
+            f"| {name} | {never:.2f} / {sometimes:.2f} / {always:.2f} | "
+            + " | ".join(f"{x:.2f}" for x in sp["sometimes"].mean((0, 1))[cats])
+            + f" | {sp['offered'].mean():.2f} | {own:.2f} | {mid} |"
+        )
+    probed = next(c for c in curves.values() if "pass_rate" in c)
+    per_cat = np.bincount(np.asarray(probed["probe_category"]), minlength=len(names))
+    return (
+        f"\n\nPass rates measured by a free probe ({config.pass_rate_samples} rollouts per "
+        f"distinct task at the run's temperature, at every evaluation; tasks probed per "
+        f"category: {', '.join(f'{names[i]} {per_cat[i]}' for i in cats)}), mean over "
+        "evaluations and seeds. A task with 0 < p < 1 in its probe is one whose group would "
+        "carry a learning signal. 'Offered': the share of groups with a signal that uniform "
+        "draws over the pool would have got at that moment; 'own': the arm's own share. "
+        "'Between': evaluations a target task spent sometimes solved on its way from never "
+        f"(first evaluation) to always (last), median over such tasks and seeds (an evaluation "
+        f"every {config.eval_every * exp.groups_per_generation * exp.group_size:,} rollouts)."
+        "\n\n"
+        f"| arm | target levels {target}: never / sometimes / always solved | "
+        + " | ".join(f"{names[i]}: sometimes" for i in cats)
+        + " | offered | own | between |\n"
+        + f"|---|---:|{'---:|' * len(cats)}---:|---:|---:|\n"
+        + "\n".join(rows)
+    )
 
 
 def _finite(values) -> list[float | None]:
@@ -394,17 +569,31 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     import matplotlib.pyplot as plt
 
     exp = config.experiment
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    rates = any("pass_rate" in c for c in curves.values())
+    fig, ax = plt.subplots(1, 3 if rates else 2, figsize=(16.5 if rates else 11, 4.2))
     budget = config.generations * exp.groups_per_generation * exp.group_size
     grid = np.linspace(0, budget, 401)
-    for name, c in curves.items():
+    colors = plt.get_cmap("tab20").colors
+    for i, (name, c) in enumerate(curves.items()):
+        gated = bool(_arm(config, name).get("curriculum", {}).get("gates"))
+        style = {"color": colors[(2 * i) % 20 + (i >= 10)], "ls": "--" if gated else "-"}
         reach = _reach(c, exp.target)
-        ax[0].step(grid, S.reached_curve(reach, grid), where="post", label=name)
+        ax[0].step(grid, S.reached_curve(reach, grid), where="post", label=name, **style)
         x = c["rollouts"][0]
-        ax[1].plot(x, c["held_out"].mean(axis=0), label=name)
+        ax[1].plot(x, c["held_out"].mean(axis=0), label=name, **style)
+        if "pass_rate" in c:
+            in_target = np.isin(c["probe_category"], exp.task.target_levels)
+            p = c["pass_rate"][:, :, in_target]
+            ax[2].plot(x, ((p > 0) & (p < 1)).mean(axis=(0, 2)), label=name, **style)
     ax[0].set(xlabel="solver rollouts", ylabel="share of seeds at target", ylim=(-0.02, 1.02))
     ax[1].axhline(exp.target, color="grey", lw=0.8, ls="--")
     ax[1].set(xlabel="solver rollouts", ylabel="held-out exact match (mean)", ylim=(0, 1))
+    if rates:
+        ax[2].set(
+            xlabel="solver rollouts",
+            ylabel="target-level tasks with 0 < p < 1 (probe)",
+            ylim=(0, None),
+        )
     for a in ax:
         a.grid(alpha=0.3)
     ax[0].legend(fontsize=8)
@@ -427,6 +616,8 @@ def _arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
         "generations": config.generations,
         "eval_every": config.eval_every,
     }
+    if config.pass_rate_samples:
+        spec["pass_rates"] = [config.pass_rate_samples, config.pass_rate_per_category]
     text = json.dumps(spec, sort_keys=True, default=_json)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -460,6 +651,13 @@ def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
 def main(argv=None) -> None:
     parser = _cli.base_parser(__doc__.splitlines()[0], steps=0, run_dir="runs/compare")
     parser.add_argument("--arms", nargs="+", default=None, help="run only these arms (by name)")
+    parser.add_argument(
+        "--diversity",
+        metavar="ARM",
+        default=None,
+        help="instead of the study: how varied one seed's answers stay while ARM trains",
+    )
+    parser.add_argument("--seed-index", type=int, default=0, help="the seed for --diversity")
     args = parser.parse_args(argv)
     config = _cli.load_config(CompareConfig, args)
     if args.seed is not None:
@@ -474,6 +672,14 @@ def main(argv=None) -> None:
         config = dataclasses.replace(
             config, arms=tuple(a for a in config.arms if a["name"] in args.arms)
         )
+    if args.diversity is not None:
+        arm = next((a for a in config.arms if a["name"] == args.diversity), None)
+        if arm is None:
+            raise SystemExit(
+                f"no arm {args.diversity!r}; choose from {[a['name'] for a in config.arms]}"
+            )
+        print(diversity(config, arm, args.seed_index))
+        return
     mesh = _cli.setup_devices(args)
     if mesh is not None and config.seeds % args.devices:
         raise SystemExit(f"--devices {args.devices} must divide the {config.seeds} seeds")

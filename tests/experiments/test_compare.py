@@ -13,6 +13,7 @@ seeds = 2
 generations = 4
 eval_every = 2
 baseline = "sequential, unshuffled"
+pass_rate_samples = 2
 
 [experiment]
 batch_groups = 2
@@ -62,5 +63,25 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     assert np.allclose(seq, [[0.25, 0.0, 0.75, 0.0]] * 2)
     # The frontier oracle draws from the lowest level not mastered: level 0, all run long.
     assert np.allclose(data["arms"]["oracle"]["draw_share"], [[1.0, 0.0, 0.0, 0.0]] * 2)
+    # The free pass-rate probe: every distinct task's share never / sometimes / always solved.
+    assert "never / sometimes / always solved" in table
+    rates = data["arms"]["oracle"]["pass_rates"]
+    for key in ("never_by_category", "sometimes_by_category", "always_by_category"):
+        assert np.asarray(rates[key]).shape == (2, 4)
+    total = sum(
+        np.asarray(rates[k])[:, [0, 2, 3]]
+        for k in ("never_by_category", "sometimes_by_category", "always_by_category")
+    )
+    assert np.allclose(total, 1.0)  # each probed category splits into the three
     assert (tmp_path / "out" / "compare.png").exists()
     assert "budget 32 rollouts" in capsys.readouterr().out.lower()
+
+
+def test_diversity_runs_one_seed_of_one_arm(tmp_path, capsys):
+    config = tmp_path / "tiny.toml"
+    config.write_text(STUDY)
+    compare.main(["--config", str(config), "--diversity", "oracle", "--seed-index", "1"])
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| ")]
+    assert len(rows) == 1 + 3  # the header, then before training and after each evaluation
+    per_task, overall = (float(x) for x in rows[1].split("|")[2:4])
+    assert 1 <= per_task <= 8 and overall >= per_task
