@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax._checks import int_at_least
-from curriculax._types import Curriculum
+from curriculax._types import Curriculum, TaskDraw
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -133,6 +133,15 @@ class Env:
                 f"(build one with cx.curriculum(sampler, gates)), got "
                 f"{type(self.curriculum).__name__}"
             )
+        sampler_n = self.curriculum.sampler.num_tasks
+        if sampler_n is not None and sampler_n != n and not _draws_payloads(self.curriculum):
+            # Ids past the pool would be clamped onto its last task; ids it never draws would
+            # strand part of the pool. (A sampler that draws payloads, like the self-play
+            # frontier, numbers tasks past the pool on purpose.)
+            raise ValueError(
+                f"env {self.name!r}: the curriculum's sampler was built for {sampler_n} tasks, "
+                f"the pool has {n}; build it with num_tasks={n}"
+            )
         keys = self.keys
         if keys is None:
             keys = _keys_from_data(self.tasks)
@@ -151,3 +160,10 @@ class Env:
     def num_tasks(self) -> int:
         """Pool size ``N``."""
         return int(self.keys.shape[0])
+
+
+def _draws_payloads(cur: Curriculum) -> bool:
+    """Whether ``cur.sample`` returns a :class:`TaskDraw` (task payloads beside pool ids)."""
+    key = jax.random.key(0)
+    drawn = jax.eval_shape(lambda k: cur.sample(cur.init(k), k, 1)[0], key)
+    return isinstance(drawn, TaskDraw)

@@ -126,3 +126,12 @@ def test_envs_whose_rollout_layouts_differ(rollout, expected):
     with pytest.raises(ValueError, match=expected) as info:
         Engine(id_solver(), [a, b], EngineConfig(2))
     assert "env 'b'" in str(info.value)
+
+
+def test_a_sampler_built_for_another_pool_size_is_refused():
+    """Ids past the pool would be invalidated group by group; the mismatch is caught at once."""
+    with pytest.raises(ValueError) as info:
+        Env("solo", synthetic_tasks(16), cx.curriculum(cx.samplers.uniform(20)), 2)
+    assert "env 'solo'" in str(info.value)
+    assert "built for 20 tasks, the pool has 16" in str(info.value)
+    Env("solo", synthetic_tasks(16), cx.curriculum(cx.samplers.uniform(16)), 2)
