@@ -84,6 +84,20 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     return p
 
 
+def refuse_unused(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, flags: list[str], why: str
+) -> None:
+    """Ends the process naming each of ``flags`` that was given but that the script does not
+    use (a flag silently ignored would leave the user believing it acted)."""
+    given = [
+        f
+        for f in flags
+        if getattr(args, f[2:].replace("-", "_")) != parser.get_default(f[2:].replace("-", "_"))
+    ]
+    if given:
+        raise SystemExit(f"error: {', '.join(given)} not used by this script: {why}")
+
+
 def setup_devices(args: argparse.Namespace):
     """Starts JAX's distributed runtime when asked and returns the engine mesh (or None).
 
@@ -402,10 +416,15 @@ def finish_trainer_run(
     with open(os.path.join(run_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     m, pool = curriculum, "sampler/pool/"
+    bands = {k[len(pool) :]: v for k, v in m.items() if k.startswith(pool)}
+    pools = (
+        "; pools " + "/".join(bands) + " " + "/".join(f"{v:.0f}" for v in bands.values())
+        if bands
+        else ""
+    )
     print(
         f"steps {resumed_from} -> {steps} in {seconds:.1f}s; curriculum: {m['groups']:.0f} groups "
-        f"observed, {m['admitted']:.0f} admitted; pools hard/medium/easy "
-        f"{m[pool + 'hard']:.0f}/{m[pool + 'medium']:.0f}/{m[pool + 'easy']:.0f} -> {run_dir}"
+        f"observed, {m['admitted']:.0f} admitted{pools} -> {run_dir}"
     )
     return summary
 

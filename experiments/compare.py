@@ -659,6 +659,22 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--seed-index", type=int, default=0, help="the seed for --diversity")
     args = parser.parse_args(argv)
+    _cli.refuse_unused(
+        parser,
+        args,
+        [
+            "--steps",
+            "--resume",
+            "--overwrite",
+            "--allow-partial",
+            "--checkpoint-every",
+            "--tensorboard",
+            "--wandb",
+        ],
+        "a study's budget is its TOML's generations, finished arms in RUN_DIR/arms are reused "
+        "(delete that folder to rerun them), and it writes compare.md, compare.json and "
+        "compare.png",
+    )
     config = _cli.load_config(CompareConfig, args)
     if args.seed is not None:
         config = dataclasses.replace(

@@ -15,7 +15,8 @@ every update costs one generation batch and both arms spend the same rollouts.
 Seeds run one after another, not ``vmap``-ped: the challenger's ``generate`` and ``propose``
 are host callables with a spec of their own per seed, so the loop between rounds is host
 Python per seed; the compiled programs are shared through JAX's persistent compilation cache.
-Finished runs are appended to ``runs.jsonl``; ``--resume`` skips them. Writes ``study.md``
+Finished runs are appended to ``runs.jsonl``; ``--resume`` skips them (a run directory holding
+some refuses without ``--resume`` or ``--overwrite``). Writes ``study.md``
 (the table) and ``summary.json`` (per-seed numbers, curves, statistics).
 """
 
@@ -206,6 +207,23 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, default=None, help="seeds per arm (default 8)")
     parser.add_argument("--arms", nargs="+", default=None, choices=ARMS)
     args = parser.parse_args(argv)
+    _cli.refuse_unused(
+        parser,
+        args,
+        [
+            "--steps",
+            "--allow-partial",
+            "--checkpoint-every",
+            "--tensorboard",
+            "--wandb",
+            "--devices",
+            "--coordinator",
+            "--num-processes",
+            "--process-id",
+        ],
+        "the study's budget is its config's, it keeps one record per finished run in "
+        "RUN_DIR/runs.jsonl (--resume skips those) and writes summary.json and study.md",
+    )
     config = _cli.load_config(StudyConfig, args)
     if args.seeds is not None:
         config = dataclasses.replace(config, seeds=args.seeds)
@@ -223,6 +241,11 @@ def main(argv=None) -> None:
         with open(path) as f:
             runs = [json.loads(line) for line in f if line.strip()]
     elif os.path.exists(path):
+        if not args.overwrite:
+            raise SystemExit(
+                f"error: {path} holds finished runs of an earlier study; --resume keeps them "
+                "and runs the rest, --overwrite deletes them and starts over"
+            )
         os.remove(path)
     done = {(r["arm"], r["seed"]) for r in runs}
     for seed in range(seed0, seed0 + config.seeds):

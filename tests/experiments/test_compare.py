@@ -4,6 +4,7 @@ need no code change; every arm spends the same budget; per-seed numbers are kept
 import json
 
 import numpy as np
+import pytest
 
 from experiments import compare
 
@@ -85,3 +86,12 @@ def test_diversity_runs_one_seed_of_one_arm(tmp_path, capsys):
     assert len(rows) == 1 + 3  # the header, then before training and after each evaluation
     per_task, overall = (float(x) for x in rows[1].split("|")[2:4])
     assert 1 <= per_task <= 8 and overall >= per_task
+
+
+def test_flags_a_study_does_not_use_are_refused_by_name(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text(STUDY)
+    run = ["--config", str(config), "--run-dir", str(tmp_path / "out")]
+    with pytest.raises(SystemExit, match="--steps, --wandb not used by this script"):
+        compare.main([*run, "--steps", "10", "--wandb", "p"])
+    assert not (tmp_path / "out").exists()

@@ -372,3 +372,8 @@ def test_the_study_runs_both_arms_on_equal_budgets_and_resumes(tmp_path, capsys)
     study.main([*args, "--resume"])  # nothing left to run: the same table from runs.jsonl
     assert capsys.readouterr().out == first
     assert (tmp_path / "runs.jsonl").read_text() == lines
+    with pytest.raises(SystemExit, match=r"--resume keeps them.*--overwrite deletes them"):
+        study.main(args)  # finished runs are never deleted without a flag
+    assert (tmp_path / "runs.jsonl").read_text() == lines
+    with pytest.raises(SystemExit, match="--tensorboard not used by this script"):
+        study.main([*args, "--resume", "--tensorboard"])
