@@ -386,7 +386,7 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
             "ratio_kind": None if ratio_values is None else ratio_values[3],
         }
         rows.append(
-            f"| {name} | {np.isfinite(reach).sum()}/{reach.size} "
+            f"| {_cell(name)} | {np.isfinite(reach).sum()}/{reach.size} "
             f"| {S.fmt_interval(*med, bound=budget)} | {S.fmt_interval(*iq, bound=budget)} "
             f"| {ratio} | {final.mean():.3f} ± {final.std():.3f} "
             f"| {S.fmt_count(S.median(upd), bound=c['updates'][:, -1].max())} "
@@ -406,7 +406,7 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         f"bound (the baseline's median missed), <= an upper bound (the arm's did), - unknown."
         + (f" Arms with their own settings: {overrides}." if overrides else "")
         + "\n\n| arm | seeds at target | rollouts to target: median [95% CI] | IQM [95% CI] "
-        f"| {config.baseline} / arm (median) [95% CI] | final held-out (mean ± sd) "
+        f"| {_cell(config.baseline)} / arm (median) [95% CI] | final held-out (mean ± sd) "
         "| updates to target (median) | updates in budget (mean) | groups with signal |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
@@ -414,7 +414,7 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
     pool_levels = list(exp.task.pool_levels)
     cats = [i for i in range(len(names)) if i in pool_levels or i >= exp.task.num_levels]
     draw_rows = [
-        f"| {name} | "
+        f"| {_cell(name)} | "
         + " | ".join(f"{x:.2f}" for x in np.asarray(data[name]["draw_share"]).mean(0)[cats])
         + " |"
         for name in curves
@@ -425,7 +425,7 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         + "\n".join(draw_rows)
     )
     levels_rows = [
-        f"| {name} | "
+        f"| {_cell(name)} | "
         + " | ".join(_fmt_level(x) for x in _mean_finite(c["levels"][:, -1])[pool_levels])
         + " |"
         for name, c in curves.items()
@@ -504,7 +504,7 @@ def pass_rate_table(config: CompareConfig, curves: dict[str, dict], data: dict) 
         mid = f"{np.median(between):.0f} ({crossed.sum()} tasks)" if between.size else "-"
         own = c["signal"].sum() / c["groups"].sum()
         rows.append(
-            f"| {name} | {never:.2f} / {sometimes:.2f} / {always:.2f} | "
+            f"| {_cell(name)} | {never:.2f} / {sometimes:.2f} / {always:.2f} | "
             + " | ".join(f"{x:.2f}" for x in sp["sometimes"].mean((0, 1))[cats])
             + f" | {sp['offered'].mean():.2f} | {own:.2f} | {mid} |"
         )
@@ -601,6 +601,11 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     fig.tight_layout()
     fig.savefig(out_path, dpi=110)
     plt.close(fig)
+
+
+def _cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell (an arm named ``(|advantage|)`` splits none)."""
+    return text.replace("|", "\\|")
 
 
 def _arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:

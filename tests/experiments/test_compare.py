@@ -95,3 +95,8 @@ def test_flags_a_study_does_not_use_are_refused_by_name(tmp_path):
     with pytest.raises(SystemExit, match="--steps, --wandb not used by this script"):
         compare.main([*run, "--steps", "10", "--wandb", "p"])
     assert not (tmp_path / "out").exists()
+
+
+def test_arm_names_with_a_pipe_do_not_split_markdown_cells():
+    row = f"| {compare._cell('bandit (|advantage|)')} | 1 |"
+    assert len(row.replace("\\|", "").strip("|").split("|")) == 2
