@@ -726,12 +726,10 @@ def main(argv=None) -> None:
         )
     table, data = summarize(config, curves)
     print(table)
+    command = "python -m experiments.compare " + " ".join(sys.argv[1:] if argv is None else argv)
     with open(os.path.join(args.run_dir, "compare.md"), "w") as f:
-        f.write(table)
+        f.write(f"Made by `{command}`.\n\n{table}")
     with open(os.path.join(args.run_dir, "compare.json"), "w") as f:
-        command = "python -m experiments.compare " + " ".join(
-            sys.argv[1:] if argv is None else argv
-        )
         json.dump(
             {"config": dataclasses.asdict(config), "command": command, "arms": data},
             f,

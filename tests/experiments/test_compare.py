@@ -44,6 +44,7 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     config.write_text(STUDY)
     compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out"), "--no-progress"])
     table = (tmp_path / "out" / "compare.md").read_text()
+    assert table.startswith("Made by `python -m experiments.compare --config ")
     assert "| sequential, unshuffled | " in table and "| oracle | " in table
     assert "levels [0, 2] with pool shares [0.25, 0.75]" in table
     assert "| coin flip |" in table  # where each arm's draws went
