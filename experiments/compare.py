@@ -100,6 +100,11 @@ class CompareConfig:
     # seen by the arm; it tells how much signal the pool held for any sampler to find.
     pass_rate_samples: int = 0
     pass_rate_per_category: int = 32
+    # Groups of arms (lists of names), e.g. one curriculum at several learning rates: the
+    # study also reports each group's best arm (lowest median rollouts to target) and the
+    # ratio of the first group's best to each other group's best, so a gain is not a
+    # disguised learning-rate change.
+    best_of: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self):
         for name in ("seeds", "generations", "eval_every"):
@@ -125,6 +130,11 @@ class CompareConfig:
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
             raise ValueError(f"arm names must be unique, duplicated: {dups}")
+        if self.best_of and (len(self.best_of) < 2 or not all(self.best_of)):
+            raise ValueError("best_of must hold at least two non-empty groups of arm names")
+        unknown = sorted({n for group in self.best_of for n in group} - set(names))
+        if unknown:
+            raise ValueError(f"best_of names arms that do not exist: {unknown}; arms: {names}")
 
 
 def check_arm(arm: Mapping, where: str) -> None:
@@ -444,7 +454,47 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         + "\n"
     )
     rates = pass_rate_table(config, curves, data)
-    return header + "\n" + "\n".join(rows) + draws + per_level + rates + wall, data
+    best = best_of_text(config, curves)
+    return header + "\n" + "\n".join(rows) + best + draws + per_level + rates + wall, data
+
+
+def best_of(config: CompareConfig, curves: dict[str, dict]) -> list[dict]:
+    """Per ``best_of`` group, its best arm (lowest median rollouts to target, a miss counting
+    as infinite; ties: more seeds at target) and, after the first group, the first group's
+    best over it: ``(point, low, high, kind)`` of :func:`~experiments._stats.censored_ratio`."""
+    exp = config.experiment
+    budget = config.generations * exp.groups_per_generation * exp.group_size
+    out = []
+    for group in config.best_of:
+        reach = {n: _reach(curves[n], exp.target) for n in group if n in curves}
+        if not reach:
+            continue
+        name = min(reach, key=lambda n: (S.median(reach[n]), -np.isfinite(reach[n]).sum()))
+        entry = {"group": list(group), "best": name, "median": S.median(reach[name])}
+        if out:
+            first = _reach(curves[out[0]["best"]], exp.target)
+            entry["ratio_from_first"] = S.censored_ratio(first, reach[name], budget, S.median)
+        out.append(entry)
+    return out
+
+
+def best_of_text(config: CompareConfig, curves: dict[str, dict]) -> str:
+    """The ``best_of`` paragraph of the study's table ('' without two groups run)."""
+    entries = best_of(config, curves)
+    if len(entries) < 2:
+        return ""
+    exp = config.experiment
+    budget = config.generations * exp.groups_per_generation * exp.group_size
+    first = entries[0]["best"]
+    parts = [f"{e['best']} (median {S.fmt_count(e['median'], bound=budget)})" for e in entries]
+    ratios = [f"{first} / {e['best']}: {S.fmt_ratio(*e['ratio_from_first'])}" for e in entries[1:]]
+    return (
+        "\n\nEach group's best arm (lowest median rollouts to target): "
+        + "; ".join(parts)
+        + ". Best against best (median, 95% CI): "
+        + "; ".join(ratios)
+        + "."
+    )
 
 
 def pass_rate_split(c: dict) -> dict[str, np.ndarray] | None:
@@ -731,7 +781,26 @@ def main(argv=None) -> None:
         f.write(f"Made by `{command}`.\n\n{table}")
     with open(os.path.join(args.run_dir, "compare.json"), "w") as f:
         json.dump(
-            {"config": dataclasses.asdict(config), "command": command, "arms": data},
+            {
+                "config": dataclasses.asdict(config),
+                "command": command,
+                "arms": data,
+                "best_of": [
+                    {
+                        **e,
+                        "median": _finite([e["median"]])[0],
+                        **(
+                            {
+                                "ratio_from_first": _finite(e["ratio_from_first"][:3]),
+                                "ratio_kind": e["ratio_from_first"][3],
+                            }
+                            if "ratio_from_first" in e
+                            else {}
+                        ),
+                    }
+                    for e in best_of(config, curves)
+                ],
+            },
             f,
             indent=2,
             default=_json,

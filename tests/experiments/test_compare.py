@@ -15,6 +15,7 @@ generations = 4
 eval_every = 2
 baseline = "sequential, unshuffled"
 pass_rate_samples = 2
+best_of = [["sequential, unshuffled"], ["oracle"]]
 
 [experiment]
 batch_groups = 2
@@ -75,6 +76,11 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
         for k in ("never_by_category", "sometimes_by_category", "always_by_category")
     )
     assert np.allclose(total, 1.0)  # each probed category splits into the three
+    # Best against best (one arm per group here): the paragraph and its numbers in the JSON.
+    assert "Best against best (median, 95% CI): sequential, unshuffled / oracle: " in table
+    best = data["best_of"]
+    assert [b["best"] for b in best] == ["sequential, unshuffled", "oracle"]
+    assert "ratio_from_first" not in best[0] and len(best[1]["ratio_from_first"]) == 3
     assert (tmp_path / "out" / "compare.png").exists()
     assert "budget 32 rollouts" in capsys.readouterr().out.lower()
 
@@ -101,3 +107,10 @@ def test_flags_a_study_does_not_use_are_refused_by_name(tmp_path):
 def test_arm_names_with_a_pipe_do_not_split_markdown_cells():
     row = f"| {compare._cell('bandit (|advantage|)')} | 1 |"
     assert len(row.replace("\\|", "").strip("|").split("|")) == 2
+
+
+def test_best_of_must_name_existing_arms(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text(STUDY.replace('["oracle"]]', '["orcale"]]'))
+    with pytest.raises(ValueError, match=r"best_of names arms that do not exist: \['orcale'\]"):
+        compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out")])
