@@ -263,6 +263,13 @@ def difficulty_pools(
     steps with 0.40. Leave it off for a pool the sampler revisits every few steps anyway,
     or when band membership must be a pure function of the latest results.
 
+    When to use the sampler at all: it keeps the seed's banded semantics (prime-rl's
+    difficulty pools) for runs that need them. It did not win in the GRPO studies (README,
+    "Which curriculum when"): with the zero-advantage gate, as the main job once ran it, it
+    reached the balanced pool's held-out target on 3/10 seeds where uniform sampling reached
+    it on 8/10. For a pool with difficulty levels or families, :func:`category_bandit` is the
+    built-in the studies recommend; for a pool where every level is learnable, uniform.
+
     ``observe`` trusts its input: non-finite rewards are made invalid by
     :func:`curriculax.curriculum`, not here, so use the sampler inside a curriculum (as the
     engine does) or sanitize the results yourself.
