@@ -14,6 +14,8 @@ VENV_TUNIX ?= .venv-tunix
 VENV_TRL ?= .venv-trl
 TORCH ?= torch==2.13.0
 RUN_ARGS ?= --resume
+# Test processes (pytest-xdist; each test file runs whole in one): 2 fit the 2-core CI box.
+TEST_WORKERS ?= 2
 
 .PHONY: run test test-tunix test-trl lint format bench clean
 
@@ -27,7 +29,7 @@ run: $(STAMP)
 	$(BIN)/python -m experiments.grpo $(RUN_ARGS) $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 $(VENV_TUNIX)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_TUNIX)
@@ -62,4 +64,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.curriculum_step $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_TUNIX) $(VENV_TRL) .pytest_cache .ruff_cache runs
+	rm -rf $(VENV) $(VENV_TUNIX) $(VENV_TRL) .pytest_cache .ruff_cache
