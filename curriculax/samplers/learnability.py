@@ -141,8 +141,9 @@ def learnability(
     When not to use it. Scoring each task by its own pass rate pays when tasks are learned
     one by one and many sit at 0 < p < 1. When skill transfers across the tasks of a level
     (learning some length-3 reversals teaches the rest), and a task's pass rate stays 0 until
-    the level is nearly learned, per-task scores spread the draws like uniform sampling does
-    while concentrating them on fewer tasks: in the GRPO studies (README, "Which curriculum
+    the level is nearly learned, per-task scores spread the draws over the levels much as
+    uniform sampling does, so they cannot move the mass to the level that needs it: in the
+    GRPO studies (README, "Which curriculum
     when"; 8-symbol reversal, 10 seeds) it reached the held-out target on 6/10 seeds on the
     balanced pool (uniform 8/10) and 1/10 on the hard-skew pool (uniform 5/10), where the
     category bandit over levels reached it on 8/10 and 10/10. Pools with difficulty levels or
