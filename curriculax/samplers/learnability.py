@@ -134,7 +134,7 @@ def learnability(
     2026-12-01, 8 seeds: 90% of tasks impossible or trivial, 5% informative, 5% turning
     learnable mid-run) the defaults put 0.40 of all draws on informative tasks (uniform
     0.08, difficulty pools 0.23) and found half of the newly learnable tasks 56 steps after
-    they turned (uniform 43, difficulty pools 77); without forgetting: 0.70, but 244 steps;
+    they turned (uniform 43, difficulty pools 74); without forgetting: 0.70, but 244 steps;
     with a half-life of 4 passes: 0.63 and 124 steps. 5% uniform keeps every task reachable
     whatever the posterior says.
 
