@@ -359,7 +359,7 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
     exp = config.experiment
     target = exp.target
     g, k = exp.groups_per_generation, exp.group_size
-    budget = config.generations * g * k
+    budget = _budget(config)
     base = curves.get(config.baseline)
     base_reach = _reach(base, target) if base is not None else None
     rows, data = [], {}
@@ -422,7 +422,7 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
     )
     names = next(iter(curves.values()))["category_names"]
     pool_levels = list(exp.task.pool_levels)
-    cats = [i for i in range(len(names)) if i in pool_levels or i >= exp.task.num_levels]
+    cats = _shown_categories(config, names)
     draw_rows = [
         f"| {_cell(name)} | "
         + " | ".join(f"{x:.2f}" for x in np.asarray(data[name]["draw_share"]).mean(0)[cats])
@@ -463,7 +463,7 @@ def best_of(config: CompareConfig, curves: dict[str, dict]) -> list[dict]:
     as infinite; ties: more seeds at target) and, after the first group, the first group's
     best over it: ``(point, low, high, kind)`` of :func:`~experiments._stats.censored_ratio`."""
     exp = config.experiment
-    budget = config.generations * exp.groups_per_generation * exp.group_size
+    budget = _budget(config)
     out = []
     for group in config.best_of:
         reach = {n: _reach(curves[n], exp.target) for n in group if n in curves}
@@ -478,13 +478,21 @@ def best_of(config: CompareConfig, curves: dict[str, dict]) -> list[dict]:
     return out
 
 
+def _best_of_json(entry: dict) -> dict:
+    """One :func:`best_of` entry, JSON-safe (a miss or an unbounded end as ``None``)."""
+    out = {**entry, "median": _finite([entry["median"]])[0]}
+    if "ratio_from_first" in entry:
+        *ratio, kind = entry["ratio_from_first"]
+        out.update(ratio_from_first=_finite(ratio), ratio_kind=kind)
+    return out
+
+
 def best_of_text(config: CompareConfig, curves: dict[str, dict]) -> str:
     """The ``best_of`` paragraph of the study's table ('' without two groups run)."""
     entries = best_of(config, curves)
     if len(entries) < 2:
         return ""
-    exp = config.experiment
-    budget = config.generations * exp.groups_per_generation * exp.group_size
+    budget = _budget(config)
     first = entries[0]["best"]
     parts = [f"{e['best']} (median {S.fmt_count(e['median'], bound=budget)})" for e in entries]
     ratios = [f"{first} / {e['best']}: {S.fmt_ratio(*e['ratio_from_first'])}" for e in entries[1:]]
@@ -526,8 +534,7 @@ def pass_rate_table(config: CompareConfig, curves: dict[str, dict], data: dict) 
         return ""
     exp = config.experiment
     names = next(iter(curves.values()))["category_names"]
-    pool_levels = list(exp.task.pool_levels)
-    cats = [i for i in range(len(names)) if i in pool_levels or i >= exp.task.num_levels]
+    cats = _shown_categories(config, names)
     target = list(exp.task.target_levels)
     rows = []
     for name, sp in splits.items():
@@ -621,7 +628,7 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     exp = config.experiment
     rates = any("pass_rate" in c for c in curves.values())
     fig, ax = plt.subplots(1, 3 if rates else 2, figsize=(16.5 if rates else 11, 4.2))
-    budget = config.generations * exp.groups_per_generation * exp.group_size
+    budget = _budget(config)
     grid = np.linspace(0, budget, 401)
     colors = plt.get_cmap("tab20").colors
     for i, (name, c) in enumerate(curves.items()):
@@ -651,6 +658,18 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     fig.tight_layout()
     fig.savefig(out_path, dpi=110)
     plt.close(fig)
+
+
+def _budget(config: CompareConfig) -> int:
+    """Rollouts per run: ``generations`` batches of ``groups_per_generation x group_size``."""
+    exp = config.experiment
+    return config.generations * exp.groups_per_generation * exp.group_size
+
+
+def _shown_categories(config: CompareConfig, names: list[str]) -> list[int]:
+    """The categories the tables show: the pool's levels and any extra (coin-flip) category."""
+    task = config.experiment.task
+    return [i for i in range(len(names)) if i in task.pool_levels or i >= task.num_levels]
 
 
 def _cell(text: str) -> str:
@@ -785,21 +804,7 @@ def main(argv=None) -> None:
                 "config": dataclasses.asdict(config),
                 "command": command,
                 "arms": data,
-                "best_of": [
-                    {
-                        **e,
-                        "median": _finite([e["median"]])[0],
-                        **(
-                            {
-                                "ratio_from_first": _finite(e["ratio_from_first"][:3]),
-                                "ratio_kind": e["ratio_from_first"][3],
-                            }
-                            if "ratio_from_first" in e
-                            else {}
-                        ),
-                    }
-                    for e in best_of(config, curves)
-                ],
+                "best_of": [_best_of_json(e) for e in best_of(config, curves)],
             },
             f,
             indent=2,
