@@ -61,6 +61,21 @@ class _NoTracebacks(logging.Filter):
         return True
 
 
+class _AbandonedOrbaxRead(logging.Filter):
+    """Drops asyncio's "exception was never retrieved" records for Orbax reads (a failed
+    restore's other reads); every other asyncio record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "never retrieved" not in str(record.msg) or not record.exc_info:
+            return True
+        tb = record.exc_info[2]
+        while tb is not None:
+            if "orbax" in tb.tb_frame.f_code.co_filename:
+                return False
+            tb = tb.tb_next
+        return True
+
+
 def quiet_abandoned_reads() -> None:
     """Drops the noise of a failed restore (one traceback per array still being read).
 
@@ -72,6 +87,9 @@ def quiet_abandoned_reads() -> None:
     previous = sys.unraisablehook
     if getattr(previous, "_curriculax_quiet", False):
         return
+    # The same abandoned reads can also end as asyncio futures whose Orbax exception nobody
+    # retrieves; asyncio logs each with its traceback when the future is collected.
+    logging.getLogger("asyncio").addFilter(_AbandonedOrbaxRead())
 
     def hook(unraisable):
         e = unraisable.exc_value
