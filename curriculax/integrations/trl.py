@@ -72,7 +72,7 @@ class CurriculumSampler(Sampler[int]):
     """Dataset indices chosen by a curriculum, in TRL's ``RepeatSampler`` layout.
 
     Args:
-      ledger: the :class:`~curriculax.integrations._ledger.DrawLedger` to draw from.
+      ledger: the :class:`~curriculax.integrations.DrawLedger` to draw from.
       num_generations: rollouts per prompt (each index repeated this many times in a row).
       prompts_per_generation: prompts per generation batch (one draw).
       repeat_count: times each generation batch's block is repeated
@@ -124,7 +124,7 @@ class CurriculumReward:
 
     Args:
       reward_funcs: callables ``f(prompts=, completions=, **columns) -> list[float | None]``.
-      ledger: the :class:`~curriculax.integrations._ledger.DrawLedger` the sampler draws from.
+      ledger: the :class:`~curriculax.integrations.DrawLedger` the sampler draws from.
       num_generations: completions per prompt.
       weights: one weight per function (default: all 1).
       task_field: the column with each row's task id.
