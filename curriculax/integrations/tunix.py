@@ -24,7 +24,7 @@ fields reach the reward and metric functions. So:
   already trained, which would draw from the curriculum without feedback; the learner turns
   that off, since the restored iterator continues where the run stopped.
 
-Example (tunix's usual set-up for ``rl_cluster``; see the README, "Use it from your trainer"):
+Example (tunix's usual set-up for ``rl_cluster``; see docs/integrations.md):
   >>> import curriculax as cx
   >>> from curriculax.integrations.grain import CurriculumDataset
   >>> from curriculax.integrations.tunix import CurriculumGRPOLearner

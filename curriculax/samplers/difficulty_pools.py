@@ -256,19 +256,20 @@ def difficulty_pools(
     ``age`` observed groups ago counts as unscored with probability ``1 - 2 ** (-age /
     (score_half_life * N))``, so stale tasks gather in the small ``unscored`` group and are
     re-measured. Use it when the policy changes during training and the pool is large
-    against the groups per step (most RL runs). The gain is bounded by ``unscored_weight``:
-    on the simulated pool (``python -m experiments.simulated_pool``, 2026-12-01, 8 seeds) a
-    half-life of one pass found half of the tasks that became learnable in 62 steps instead
-    of 74, with the same share of informative draws (0.24); :func:`learnability` did 56
-    steps with 0.40. Leave it off for a pool the sampler revisits every few steps anyway,
-    or when band membership must be a pure function of the latest results.
+    against the groups per step (most RL runs); its gain is bounded by ``unscored_weight``
+    (measured on the simulated pool: docs/studies.md). Leave it off for a pool the sampler
+    revisits every few steps anyway, or when band membership must be a pure function of the
+    latest results.
+
+    The warm-up pass takes ``N / num`` calls of draws that are uniform over the unseen
+    tasks: on a large pool (10,000 tasks at 16 per call: 625 calls) the bands act only
+    after it. The ``warmup_remaining`` metric counts it down.
 
     When to use the sampler at all: it keeps the seed's banded semantics (prime-rl's
-    difficulty pools) for runs that need them. It did not win in the GRPO studies (README,
-    "Which curriculum when"): with the zero-advantage gate, as the main job once ran it, it
-    reached the balanced pool's held-out target on 3/10 seeds where uniform sampling reached
-    it on 8/10. For a pool with difficulty levels or families, :func:`category_bandit` is the
-    built-in the studies recommend; for a pool where every level is learnable, uniform.
+    difficulty pools) for runs that need them. It did not win in the GRPO studies (see
+    docs/studies.md); for a pool with difficulty levels or families,
+    :func:`category_bandit` is the built-in the studies recommend, and for a pool where
+    every level is learnable, uniform.
 
     ``observe`` trusts its input: non-finite rewards are made invalid by
     :func:`curriculax.curriculum`, not here, so use the sampler inside a curriculum (as the
