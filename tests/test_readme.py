@@ -1,4 +1,5 @@
-"""Every Python block of README.md and docs/*.md runs as written, and the TOML tables build.
+"""Every Python block of README.md and docs/*.md runs as written, the TOML tables build, and
+docs/metrics.md names every metric the built-ins report.
 
 A block runs in a fresh scope, in a temporary working directory (blocks that write
 ``runs/...`` write there). A block that names what the reader supplies (their solver, their
@@ -195,3 +196,33 @@ def test_the_toml_sampler_tables_build():
         if key != "type":
             expected = params[key].default
             assert value == (list(expected) if isinstance(expected, tuple) else expected), key
+
+
+def test_the_metrics_reference_names_every_key():
+    """docs/metrics.md documents every metric a built-in curriculum reports (band and category
+    names written as ``<band>`` / ``<c>``, a wrapper's inner metrics as the inner sampler's)."""
+    import jax
+
+    import curriculax as cx
+
+    with open(os.path.join(ROOT, "docs", "metrics.md")) as f:
+        text = f.read()
+    s, n = cx.samplers, 16
+    samplers = [
+        s.sequential(n),
+        s.uniform(n),
+        s.difficulty_pools(n, score_half_life=1.0),
+        s.learnability(n),
+        s.category_bandit(n, np.arange(n) % 4),
+        s.floor(n, s.uniform(n), staleness_share=0.1),
+        s.skip_zero_variance(n, s.difficulty_pools(n)),
+    ]
+    keys = set()
+    for sampler in samplers:
+        cur = cx.curriculum(sampler, gates={"g": cx.gates.advantage_range()})
+        keys |= set(cur.metrics(cur.init(jax.random.key(0))))
+    for key in sorted(keys):
+        name = re.sub(r"^(sampler/(inner/)?|gate/g/)", "", key)
+        name = re.sub(r"^pool/(hard|medium|easy)$", "pool/<band>", name)
+        name = re.sub(r"^(q|prob)/\d+$", r"\1/<c>", name)
+        assert f"`{name}`" in text, f"docs/metrics.md does not document {key!r} (as `{name}`)"
