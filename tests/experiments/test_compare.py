@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments import compare
+from experiments import _markdown, compare
 
 STUDY = """
 title = "tiny"
@@ -105,7 +105,7 @@ def test_flags_a_study_does_not_use_are_refused_by_name(tmp_path):
 
 
 def test_arm_names_with_a_pipe_do_not_split_markdown_cells():
-    row = f"| {compare._cell('bandit (|advantage|)')} | 1 |"
+    row = f"| {_markdown.cell('bandit (|advantage|)')} | 1 |"
     assert len(row.replace("\\|", "").strip("|").split("|")) == 2
 
 
