@@ -25,6 +25,10 @@ went), ``compare.json`` (per-seed numbers and curves) and ``compare.png`` (share
 the target against rollouts, Kaplan-Meier style, and the mean held-out curve). Each finished
 arm is kept in ``DIR/arms/`` and reused when the study is run again with the same settings
 for that arm (after a crash, or with arms added); delete the folder to run them again.
+Every arm is checked (its experiment, pool, sampler and gates built) before any runs. One
+study at a time uses a directory: it holds ``DIR/run.lock`` as a run directory does, and a
+second process is refused naming the first. Arm files are written to a temporary file and
+renamed into place; one that cannot be read (cut short, empty) is run again.
 
 ``--diversity ARM --seed-index I`` runs one seed of one arm instead and prints how varied the
 policy's sampled answers stay on the target levels (a collapse onto a few answers shows there).

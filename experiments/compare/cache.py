@@ -6,6 +6,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
+import zipfile
 from collections.abc import Mapping
 
 import numpy as np
@@ -39,21 +41,45 @@ def arm_path(run_dir: str, config: CompareConfig, arm: Mapping) -> str:
 
 def save_arm(run_dir: str, config: CompareConfig, arm: Mapping, curves: dict) -> None:
     """Keeps a finished arm's curves, so a rerun of the study (after a crash, or with arms
-    added) reuses them instead of running them again."""
+    added) reuses them instead of running them again. Written to a temporary file and renamed
+    into place, so a kill mid-write leaves no arm file that looks finished."""
     path = arm_path(run_dir, config, arm)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     extra = {k: np.asarray(curves[k]) for k in ("seconds", "load", "category_names")}
-    np.savez(path, **{k: v for k, v in curves.items() if k not in extra}, **extra)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **{k: v for k, v in curves.items() if k not in extra}, **extra)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+# What numpy raises on an arm file cut short or emptied (a kill mid-write before writes were
+# atomic, a full disk, a copy gone wrong): such a file is a miss, and the arm runs again.
+UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError)
 
 
 def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
-    """The curves ``save_arm`` kept for this arm with these settings, or None."""
+    """The curves ``save_arm`` kept for this arm with these settings, or None (none kept, or
+    the file cannot be read: a note on stderr says so, and the caller runs the arm again)."""
     path = arm_path(run_dir, config, arm)
     if not os.path.exists(path):
         return None
-    with np.load(path) as f:
-        curves = {k: f[k] for k in f.files}
-    curves["seconds"] = float(curves["seconds"])
-    curves["load"] = tuple(curves["load"].tolist())
-    curves["category_names"] = curves["category_names"].tolist()
+    try:
+        with np.load(path) as f:
+            curves = {k: f[k] for k in f.files}
+        curves["seconds"] = float(curves["seconds"])
+        curves["load"] = tuple(curves["load"].tolist())
+        curves["category_names"] = curves["category_names"].tolist()
+    except UNREADABLE as e:
+        print(
+            f"note: {path} cannot be read ({type(e).__name__}: {e}); running arm "
+            f"{arm['name']!r} again",
+            file=sys.stderr,
+        )
+        return None
     return curves

@@ -10,13 +10,15 @@ import sys
 
 import numpy as np
 
+from curriculax.engine import RunDirError
+from curriculax.engine._rundir import RunLock
 from experiments import _cli
 from experiments.compare.cache import load_arm, save_arm
 from experiments.compare.config import CompareConfig, json_default
 from experiments.compare.diversity import diversity
 from experiments.compare.plot import plot
 from experiments.compare.report import best_of, best_of_json, reach, summarize
-from experiments.compare.run import run_arm
+from experiments.compare.run import check_arms, run_arm
 
 DESCRIPTION = (
     "Curricula against uniform sampling: rollouts to a held-out target at an equal budget."
@@ -61,6 +63,11 @@ def main(argv=None) -> None:
         unknown = sorted(set(args.arms) - set(names))
         if unknown:
             raise SystemExit(f"unknown arms {unknown}; choose from {names}")
+        if config.baseline not in args.arms:
+            raise SystemExit(
+                f"--arms leaves out the baseline {config.baseline!r}, which every ratio is taken "
+                "against; add it (a finished run of it is reused)"
+            )
         config = dataclasses.replace(
             config, arms=tuple(a for a in config.arms if a["name"] in args.arms)
         )
@@ -75,7 +82,22 @@ def main(argv=None) -> None:
     mesh = _cli.setup_devices(args)
     if mesh is not None and config.seeds % args.devices:
         raise SystemExit(f"--devices {args.devices} must divide the {config.seeds} seeds")
+    check_arms(config)  # every arm, before any runs
     os.makedirs(args.run_dir, exist_ok=True)
+    lock = RunLock(args.run_dir)
+    try:
+        lock.acquire()
+    except RunDirError as e:
+        raise SystemExit(f"error: {e}") from None
+    try:
+        _run_study(config, args, argv, mesh)
+    finally:
+        lock.release()
+
+
+def _run_study(config: CompareConfig, args, argv, mesh) -> None:
+    """Runs the arms not kept in ``RUN_DIR/arms`` yet, then writes the tables, numbers and
+    figure (under the study directory's lock)."""
     curves = {}
     for arm in config.arms:
         name = arm["name"]

@@ -76,6 +76,11 @@ class CompareConfig:
             raise ValueError(
                 f"generations={self.generations} must be a multiple of eval_every={self.eval_every}"
             )
+        if not self.arms:
+            raise ValueError(
+                "arms is empty: a study needs at least one [[arms]] table (a name and a "
+                "curriculum or an oracle)"
+            )
         names = []
         for i, arm in enumerate(self.arms):
             check_arm(arm, f"arms[{i}]")
@@ -89,6 +94,11 @@ class CompareConfig:
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
             raise ValueError(f"arm names must be unique, duplicated: {dups}")
+        if self.baseline not in names:
+            raise ValueError(
+                f"baseline={self.baseline!r} names no arm; the ratios are taken against it, so "
+                f"set it to one of {names}"
+            )
         if self.best_of and (len(self.best_of) < 2 or not all(self.best_of)):
             raise ValueError("best_of must hold at least two non-empty groups of arm names")
         unknown = sorted({n for group in self.best_of for n in group} - set(names))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Mapping
@@ -10,9 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import curriculax as cx
 from curriculax.tasks import per_level_mean
-from experiments._builders import build
-from experiments._oracle import make_measure, make_probe, oracle
+from experiments import _cli
+from experiments._builders import build, make_pools
+from experiments._oracle import MODES, make_measure, make_probe, oracle, probe_rows
 from experiments.compare.config import CompareConfig, arm_experiment, arm_oracle
 
 # The random-key salts, folded into each seed's key: the oracle arm's probe and the free
@@ -35,6 +38,36 @@ def probe_key(key: jax.Array, generations) -> jax.Array:
 def measure_key(key: jax.Array, generations) -> jax.Array:
     """The pass-rate probe's key at ``generations`` generation batches into the run of ``key``."""
     return jax.random.fold_in(jax.random.fold_in(key, MEASURE_SALT), generations)
+
+
+def check_arms(config: CompareConfig) -> None:
+    """Builds what every arm is made of (its experiment, pool, curriculum or oracle settings)
+    without running anything, so a bad arm is refused before the first one runs.
+
+    Raises:
+      ValueError: naming the arm and what is wrong with it.
+    """
+    pools = {}
+    for arm in config.arms:
+        try:
+            exp = arm_experiment(config, arm)
+            _cli.check_values(exp, "experiment.")
+            key = repr(dataclasses.asdict(exp))
+            pool = pools[key] = pools.get(key) or make_pools(exp)
+            n = exp.task.size
+            orc = arm_oracle(arm)
+            if orc is None:
+                cx.curriculum_from_config(arm["curriculum"], n, categories=pool.category)
+                continue
+            cx.curriculum_from_config({"gates": arm["oracle"].get("gates", {})}, n)
+            oracle(n, floor=orc["floor"])
+            if orc["mode"] not in MODES:
+                raise ValueError(f"oracle.mode must be one of {list(MODES)}, got {orc['mode']!r}")
+            if not isinstance(orc["samples"], int) or orc["samples"] < 1:
+                raise ValueError(f"oracle.samples must be an int >= 1, got {orc['samples']!r}")
+            probe_rows(pool, orc["per_category"])
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"arm {arm['name']!r}: {e}") from None
 
 
 def build_arm(config: CompareConfig, arm: Mapping, mesh=None):
