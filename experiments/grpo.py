@@ -24,6 +24,7 @@ import jax
 
 from experiments import _cli
 from experiments._builders import GRPOExperimentConfig, build, held_out_report
+from experiments._stats import fmt_ratio_interval
 from experiments.compare.report import study_result
 
 
@@ -71,20 +72,26 @@ def evidence_text(config: GRPOExperimentConfig) -> str | None:
     text = (
         f"  study ({config.evidence}, {result.seeds} seeds): '{result.arm}' reached the "
         f"target on {result.reached}/{result.seeds} seeds, median {_count(result.median)} "
-        f"rollouts ({base}: {_count(result.baseline_median)})"
+        f"rollouts ({base}: {_count(result.baseline_median)}, "
+        f"{result.baseline_reached}/{result.seeds} seeds)"
     )
     if result.ratio is not None:
-        point, lo, hi = result.ratio
-        bound = {">=": "at least ", "<=": "at most "}.get(result.ratio_kind, "")
+        r = result.ratio
+        bound = {">=": "at least ", "<=": "at most "}.get(r.bound, "")
+        point = "unknown (both medians miss)" if math.isnan(r.point) else f"{bound}{r.point:.2f}x"
+        paired = (
+            f", paired {fmt_ratio_interval(result.paired)}" if result.paired is not None else ""
+        )
         text += (
-            f";\n  {base} / this curriculum, median rollouts to target: {bound}{point:.2f}x "
-            f"(95% CI [{lo:.2f}, {hi:.2f}])"
+            f";\n  {base} / this curriculum, median rollouts to target: {point} "
+            f"(95% CI {fmt_ratio_interval(r)}{paired}): {result.verdict}; seeds at target, "
+            f"Fisher's exact p = {result.fisher_p:.3f}"
         )
     return text + f"\n  reproduce: {result.command}"
 
 
 def _count(value) -> str:
-    return "> budget" if value is None else f"{value:,.0f}"
+    return "> budget" if value is None or math.isinf(value) else f"{value:,.0f}"
 
 
 def main(argv=None) -> None:

@@ -78,7 +78,7 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     )
     assert np.allclose(total, 1.0)  # each probed category splits into the three
     # Best against best (one arm per group here): the paragraph and its numbers in the JSON.
-    assert "Best against best (median, 95% CI): sequential, unshuffled / oracle: " in table
+    assert "Best against best (median, 95% CI; paired): sequential, unshuffled / oracle: " in table
     best = data["best_of"]
     assert [b["best"] for b in best] == ["sequential, unshuffled", "oracle"]
     assert "ratio_from_first" not in best[0] and len(best[1]["ratio_from_first"]) == 3
@@ -143,6 +143,14 @@ def _fake_run_arm(calls):
             "load": (0.0, 0.0),
             "category_names": names,
             "category_entries": np.array([2, 0, 7, 3]),
+            **(
+                {
+                    "pass_rate": rng.choice([0.0, 0.5, 1.0], (s, e, 6)).astype(np.float32),
+                    "probe_category": np.array([0, 0, 2, 2, 2, 3]),
+                }
+                if config.pass_rate_samples
+                else {}
+            ),
         }
 
     return run_arm
@@ -266,3 +274,33 @@ def test_running_a_subset_of_arms_keeps_the_baseline(tmp_path, fake_runs):
     with pytest.raises(SystemExit, match="--arms leaves out the baseline"):
         compare.main([*_study(tmp_path), "--arms", "oracle"])
     assert fake_runs == []
+
+
+def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fake_runs):
+    compare.main(
+        _study(tmp_path, STUDY.replace("pass_rate_samples = 2\n", "pass_rate_samples = 3\n"))
+    )
+    out = tmp_path / "out"
+    made = (out / "compare.md").read_text()
+    stored = json.loads((out / "compare.json").read_text())
+    assert "| oracle | " in made and "never / sometimes / always solved" in made
+    compare.main(["--report", str(out / "compare.json")])
+    redone = (out / "compare.md").read_text()
+    # Everything but the first line (which says how it was made) is what the run wrote.
+    assert redone.split("\n", 1)[1] == made.split("\n", 1)[1]
+    assert (
+        "tables redone from its per-seed numbers by `python -m experiments.compare --report"
+        in redone
+    )
+    assert json.loads((out / "compare.json").read_text()) == stored
+    assert fake_runs == ["sequential, unshuffled", "oracle"]  # nothing ran again
+
+
+def test_the_main_job_reads_the_hard_skew_study_through_study_result():
+    result = compare.study_result("docs/compare/hard-skew.json", "category bandit (|advantage|)")
+    assert (result.reached, result.baseline_reached, result.seeds) == (10, 5, 10)
+    assert result.ratio.bound == ">=" and result.ratio.high == np.inf  # uniform's median missed
+    assert result.paired.high == np.inf and result.ratio.low > 1 and result.paired.low > 1
+    assert result.verdict == "beat" and result.fisher_p == 6006 / 184756
+    assert "no arm 'x'" in compare.study_result("docs/compare/hard-skew.json", "x")
+    assert "is not there" in compare.study_result("nowhere.json", "x")
