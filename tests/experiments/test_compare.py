@@ -296,7 +296,8 @@ def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fak
     assert fake_runs == ["sequential, unshuffled", "oracle"]  # nothing ran again
 
 
-def test_the_main_job_reads_the_hard_skew_study_through_study_result():
+def test_the_main_job_reads_the_hard_skew_study_through_study_result(monkeypatch):
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     result = compare.study_result("docs/compare/hard-skew.json", "category bandit (|advantage|)")
     assert (result.reached, result.baseline_reached, result.seeds) == (10, 5, 10)
     assert result.ratio.bound == ">=" and result.ratio.high == np.inf  # uniform's median missed
@@ -304,3 +305,9 @@ def test_the_main_job_reads_the_hard_skew_study_through_study_result():
     assert result.verdict == "beat" and result.fisher_p == 6006 / 184756
     assert "no arm 'x'" in compare.study_result("docs/compare/hard-skew.json", "x")
     assert "is not there" in compare.study_result("nowhere.json", "x")
+    from experiments import grpo
+    from experiments._builders import GRPOExperimentConfig
+
+    text = grpo.evidence_text(GRPOExperimentConfig())  # the main job quotes the same numbers
+    assert "at least 2.86x (95% CI [1.81, inf), paired [1.82, inf)): beat" in text
+    assert "Fisher's exact p = 0.033" in text
