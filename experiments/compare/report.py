@@ -89,7 +89,19 @@ def compare_arms(base: np.ndarray, arm: np.ndarray, spend: float) -> dict:
     }
 
 
+_COMPARISON_KEYS = (
+    "ratio_to_baseline",
+    "ratio_bound",
+    "ratio_kind",
+    "ratio_paired",
+    "ratio_paired_kind",
+    "fisher_p",
+    "verdict",
+)
+
+
 def _comparison_json(cmp: dict, key: str = "ratio_to_baseline") -> dict:
+    """:func:`compare_arms`' result, JSON-safe (an open or undefined end as ``None``)."""
     r, rp = cmp["ratio"], cmp["paired"]
     return {
         key: _finite(r[:3]),
@@ -103,6 +115,7 @@ def _comparison_json(cmp: dict, key: str = "ratio_to_baseline") -> dict:
 
 
 def _comparison_text(cmp: dict) -> str:
+    """``>= 2.86x [1.81, inf); paired [1.82, inf)``."""
     text = S.fmt_ratio(cmp["ratio"])
     if cmp["paired"] is not None:
         text += f"; paired {S.fmt_ratio_interval(cmp['paired'])}"
@@ -127,9 +140,7 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
         med = S.bootstrap(hits, S.median)
         iq = S.bootstrap(hits, S.iqm)
         d.update(median=_finite(med), iqm=_finite(iq))
-        for key in ("ratio_to_baseline", "ratio_bound", "ratio_kind", "ratio_paired"):
-            d.pop(key, None)
-        for key in ("ratio_paired_kind", "fisher_p", "verdict"):
+        for key in _COMPARISON_KEYS:  # redone below (a stored study may hold older ones)
             d.pop(key, None)
         if base_reach is not None and name != config.baseline:
             cmp = compare_arms(base_reach, hits, spend)
