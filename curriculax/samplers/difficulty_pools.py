@@ -266,7 +266,8 @@ def difficulty_pools(
     after it. The ``warmup_remaining`` metric counts it down.
 
     When to use the sampler at all: it keeps the seed's banded semantics (prime-rl's
-    difficulty pools) for runs that need them. It did not win in the GRPO studies (see
+    difficulty pools) for runs that need them. With the zero-advantage gate (the old
+    default) it did not beat uniform on the balanced pool of the GRPO studies (see
     docs/studies.md); for a pool with difficulty levels or families,
     :func:`category_bandit` is the built-in the studies recommend, and for a pool where
     every level is learnable, uniform.

@@ -139,9 +139,10 @@ def learnability(
     (learning some length-3 reversals teaches the rest), and a task's pass rate stays 0 until
     the level is nearly learned, per-task scores spread the draws over the levels much as
     uniform sampling does, so they cannot move the mass to the level that needs it: it did
-    not beat uniform sampling in the GRPO studies (docs/studies.md), where the category
-    bandit over levels beat it on the skewed pools. Pools with difficulty levels or
-    families are better served by :func:`category_bandit`.
+    not beat uniform sampling on any pool of the GRPO studies (docs/studies.md), where the
+    category bandit over levels beat uniform on the hard-skew pool and reached the target on
+    more seeds on the easy-skew one. Pools with difficulty levels or families are better
+    served by :func:`category_bandit`.
 
     The Thompson draw uses hashed per-task normals and the Wilson-Hilferty approximation of
     the Gamma draws behind a Beta draw (quantiles within ~0.007 of the exact Beta's for
