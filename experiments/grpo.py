@@ -22,19 +22,18 @@ import os
 
 import jax
 
-from experiments import _cli
+from experiments import _cli, _plot
 from experiments._builders import GRPOExperimentConfig, build, held_out_report
 from experiments._stats import fmt_ratio_interval
 from experiments.compare.report import study_result
 
 
 def plot_curves(metrics_path: str, out_path: str, title: str, start: dict | None = None) -> None:
-    """``curves.png``: held-out success and admission rate against rollouts consumed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """``curves.png``: held-out success and admission rate against rollouts consumed (skipped,
+    with a note, when matplotlib is not installed)."""
+    plt = _plot.pyplot(os.path.basename(out_path))
+    if plt is None:
+        return
     with open(metrics_path) as f:
         rows = [json.loads(x) for x in f]
     evals = ([start] if start else []) + [r for r in rows if "eval/held_out_success" in r]

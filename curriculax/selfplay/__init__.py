@@ -18,7 +18,6 @@ from curriculax.selfplay._evolve import (
     EvolutionResult,
     RoundReport,
     curriculum_evolve,
-    held_out_mask,
 )
 from curriculax.selfplay._frontier import (
     Frontier,
@@ -38,7 +37,6 @@ __all__ = [
     "RoundReport",
     "curriculum_evolve",
     "frontier_sampler",
-    "held_out_mask",
     "level_direction",
     "run_challenge",
 ]

@@ -12,16 +12,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax._checks import check_unique_keys
 from curriculax._config import sampler_from_config
 from curriculax._curriculum import curriculum
 from curriculax._types import AdmissionGate, TaskSampler
 from curriculax.engine._engine import Engine, EngineConfig, EngineState
-from curriculax.engine._env import Env, _keys_from_data, check_unique_keys, content_keys
+from curriculax.engine._env import Env, _keys_from_data, content_keys
 from curriculax.engine._logging import JsonlWriter
 from curriculax.engine._loop import run
 from curriculax.engine._solver import Solver
 from curriculax.selfplay._challenger import Challenger, run_challenge
 from curriculax.selfplay._frontier import frontier_sampler
+from curriculax.tasks._keys import held_out_mask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,29 +86,6 @@ class EvolutionResult:
     held_out: tuple[float, ...]
     state: EngineState
     engine: Engine
-
-
-def _mix32(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, np.uint32).astype(np.uint64)
-    m = np.uint64(0xFFFFFFFF)
-    x ^= x >> np.uint64(16)
-    x = (x * np.uint64(0x7FEB352D)) & m
-    x ^= x >> np.uint64(15)
-    x = (x * np.uint64(0x846CA68B)) & m
-    x ^= x >> np.uint64(16)
-    return x.astype(np.uint32)
-
-
-def held_out_mask(keys: np.ndarray, fraction: float) -> np.ndarray:
-    """``bool[N]``: the tasks in the held-out split, by a stable hash of their keys.
-
-    Depends on nothing but the keys and ``fraction``: the split is the same with and without a
-    challenger, on every machine, and does not move when the pool is reordered.
-    """
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"held_out_frac must be in [0, 1), got {fraction}")
-    h = _mix32(np.asarray(keys, np.uint32) ^ np.uint32(0x5EED5EED))
-    return h.astype(np.float64) < fraction * 2.0**32
 
 
 def _take(tasks: Any, idx: np.ndarray) -> Any:
@@ -189,8 +168,8 @@ def curriculum_evolve(
       frontier_share: share of each generation batch drawn from the frontier.
       frontier_capacity: frontier buffer size (default ``4 * generated_per_round``).
       max_attempts: attempts before an unlearned frontier task is judged stuck.
-      held_out_frac: share of seed tasks held out for evaluation (default 0.2; 0 when
-        ``held_out_tasks`` is given).
+      held_out_frac: share of seed tasks held out for evaluation, in [0, 1) (default 0.2; 0
+        when ``held_out_tasks`` is given), split by :func:`curriculax.tasks.held_out_mask`.
       held_out_tasks: an explicit evaluation set (same layout as ``seed_tasks``; none of its
         keys may be a seed task's); then every seed task trains.
       key: PRNG key or int seed of the run.
@@ -263,7 +242,9 @@ def curriculum_evolve(
             raise ValueError("held_out_tasks is empty")
     else:
         frac = 0.2 if held_out_frac is None else held_out_frac
-        held = held_out_mask(keys, frac)
+        # The tasks' split (a function of the key alone): the same with and without a
+        # challenger, on every machine, whatever the pool's order. 0 holds nothing out.
+        held = np.zeros(len(keys), bool) if frac == 0 else np.asarray(held_out_mask(keys, frac))
         train_idx, held_idx = np.flatnonzero(~held), np.flatnonzero(held)
         if len(train_idx) == 0:
             raise ValueError("every seed task fell in the held-out split; lower held_out_frac")

@@ -58,3 +58,46 @@ def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
         return {"level": min(max(level, 0), spec.num_levels - 1)}
 
     return Challenger(generate, validate, propose)
+
+
+def evolve_arm(config, seed_tasks, *, self_play: bool, key: int, **options):
+    """One arm of the GRPO self-play scripts: :func:`~curriculax.selfplay.curriculum_evolve`
+    with the main job's solver and batch shape (``config.experiment``) and the rounds of
+    ``config``, the :func:`sequence_challenger` starting at ``config.start_level`` when
+    ``self_play``, none otherwise.
+
+    Args:
+      config: a config with ``experiment`` (:class:`~experiments._builders.GRPOExperimentConfig`),
+        ``rounds``, ``steps_per_round``, ``generated_per_round``, ``frontier_share``,
+        ``start_level`` and ``sampler`` (``study.StudyConfig``, ``grpo_selfplay.SelfPlayConfig``).
+      seed_tasks: the seed pool (a :class:`~curriculax.tasks.TaskSet`).
+      self_play: with the challenger (the "self-play" arm) or without ("no challenger").
+      key: the run's seed.
+      **options: the rest of ``curriculum_evolve``'s keywords (``held_out_tasks``,
+        ``held_out_frac``, ``max_attempts``, ``on_round``, ``mesh``, ...).
+
+    Returns:
+      The :class:`~curriculax.selfplay.EvolutionResult`.
+    """
+    from curriculax.selfplay import curriculum_evolve
+    from experiments._builders import family_spec, make_solver
+
+    exp = config.experiment
+    spec = family_spec(exp.task)
+    challenger = sequence_challenger(spec) if self_play else None
+    return curriculum_evolve(
+        make_solver(exp, spec),
+        seed_tasks,
+        challenger=challenger,
+        spec={"level": config.start_level} if challenger else None,
+        rounds=config.rounds,
+        steps_per_round=config.steps_per_round,
+        generated_per_round=config.generated_per_round,
+        frontier_share=config.frontier_share,
+        sampler={"type": config.sampler},
+        key=key,
+        group_size=exp.group_size,
+        batch_groups=exp.batch_groups,
+        groups_per_generation=exp.groups_per_generation,
+        **options,
+    )

@@ -31,7 +31,6 @@ import time
 import jax
 import numpy as np
 
-from curriculax.selfplay import curriculum_evolve
 from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
@@ -40,9 +39,8 @@ from experiments._builders import (
     TaskConfig,
     held_out_report,
     make_pools,
-    make_solver,
 )
-from experiments.selfplay._challengers import sequence_challenger
+from experiments.selfplay._challengers import evolve_arm
 
 ARMS = ("self-play", "no challenger")
 
@@ -70,25 +68,15 @@ def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
     """One run of one arm; returns its per-round record (JSON-able)."""
     exp = config.experiment
     pool = make_pools(exp)
-    spec, train, held_out = pool.spec, pool.train, pool.held_out
-    challenger = sequence_challenger(spec) if arm == "self-play" else None
+    train, held_out = pool.train, pool.held_out
     t0 = time.perf_counter()
-    result = curriculum_evolve(
-        make_solver(exp, spec),
+    result = evolve_arm(
+        config,
         train,
-        held_out_tasks=held_out,
-        challenger=challenger,
-        spec={"level": config.start_level} if challenger else None,
-        rounds=config.rounds,
-        steps_per_round=config.steps_per_round,
-        generated_per_round=config.generated_per_round,
-        frontier_share=config.frontier_share,
-        max_attempts=config.max_attempts,
-        sampler={"type": config.sampler},
+        self_play=arm == "self-play",
         key=seed,
-        group_size=exp.group_size,
-        batch_groups=exp.batch_groups,
-        groups_per_generation=exp.groups_per_generation,
+        held_out_tasks=held_out,
+        max_attempts=config.max_attempts,
     )
     seconds = time.perf_counter() - t0
     evaluate = jax.jit(result.engine.solver.evaluate)
