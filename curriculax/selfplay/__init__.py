@@ -7,6 +7,13 @@ pass rate against a baseline independent of the "already passed?" filter);
 evaluating on held-out tasks that neither the challenger nor ``propose`` ever sees.
 """
 
+from curriculax.selfplay._bandit import (
+    bandit_challenger,
+    bandit_spec,
+    draw_levels,
+    level_probs,
+    update_values,
+)
 from curriculax.selfplay._challenger import (
     Challenge,
     Challenger,
@@ -17,6 +24,7 @@ from curriculax.selfplay._challenger import (
 from curriculax.selfplay._evolve import (
     EvolutionResult,
     RoundReport,
+    Verdict,
     curriculum_evolve,
     held_out_mask,
 )
@@ -36,9 +44,15 @@ __all__ = [
     "InvalidTask",
     "JudgeReport",
     "RoundReport",
+    "Verdict",
+    "bandit_challenger",
+    "bandit_spec",
     "curriculum_evolve",
+    "draw_levels",
     "frontier_sampler",
     "held_out_mask",
     "level_direction",
+    "level_probs",
     "run_challenge",
+    "update_values",
 ]
