@@ -21,6 +21,14 @@ from curriculax.selfplay._challenger import (
     level_direction,
     run_challenge,
 )
+from curriculax.selfplay._compiled import (
+    CompiledResult,
+    Judged,
+    PureChallenger,
+    compiled_evolve,
+    host_challenger,
+    row_keys,
+)
 from curriculax.selfplay._evolve import (
     EvolutionResult,
     RoundReport,
@@ -38,21 +46,27 @@ from curriculax.selfplay._frontier import (
 __all__ = [
     "Challenge",
     "Challenger",
+    "CompiledResult",
     "EvolutionResult",
     "Frontier",
     "FrontierState",
     "InvalidTask",
     "JudgeReport",
+    "Judged",
+    "PureChallenger",
     "RoundReport",
     "Verdict",
     "bandit_challenger",
     "bandit_spec",
+    "compiled_evolve",
     "curriculum_evolve",
     "draw_levels",
     "frontier_sampler",
     "held_out_mask",
+    "host_challenger",
     "level_direction",
     "level_probs",
+    "row_keys",
     "run_challenge",
     "update_values",
 ]
