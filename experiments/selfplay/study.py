@@ -240,11 +240,13 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
             + " |",
             "|---|" + "---:|" * len(levels),
         ]
-        for arm in ("self-play", "no challenger"):
+        for arm in (a for a in ARMS if a in stats):  # every arm run, challengers included
             pl = stats[arm]["per_level_mean"]
             lines.append(f"| {arm} | " + " | ".join(f"{pl[k]:.2f}" for k in levels) + " |")
     pairs = [("self-play", "random generator")]
     pairs += [("bandit", other) for other in (*BASELINES, "self-play")]
+    if any(a in stats and b in stats for a, b in pairs):
+        lines.append("")
     for arm_a, arm_b in pairs:
         if arm_a not in stats or arm_b not in stats:
             continue
