@@ -6,7 +6,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,21 @@ from curriculax.engine._solver import Solver
 from curriculax.selfplay._challenger import Challenger, run_challenge
 from curriculax.selfplay._frontier import frontier_sampler
 from curriculax.tasks._keys import held_out_mask
+
+
+class Verdict(NamedTuple):
+    """The judge's verdict on one generated task (in :attr:`RoundReport.judged`).
+
+    Attributes:
+      task: the task's payload as the frontier stored it, leaves as Python lists/scalars
+        (so reports compare with ``==`` and a challenger can read e.g. its level).
+      gain: (latest - baseline) pass rate.
+      learned: whether it was judged learned (else stuck).
+    """
+
+    task: Any
+    gain: float
+    learned: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +64,9 @@ class RoundReport:
       metrics: the round's last update metrics (``solver/...``, ``batch/...``,
         ``curriculum/...``; training-side only, no wall time, so a report is a deterministic
         function of the seed).
+      judged: one :class:`Verdict` per task judged this round (in slot order), so a
+        challenger can credit its verdicts to what generated them (e.g. a level); tasks
+        dropped as easy are only counted. Not part of :attr:`EvolutionResult.history`.
     """
 
     round: int
@@ -64,6 +82,7 @@ class RoundReport:
     steps: int
     rollouts: int
     metrics: dict = dataclasses.field(default_factory=dict)
+    judged: tuple[Verdict, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +109,17 @@ class EvolutionResult:
 
 def _take(tasks: Any, idx: np.ndarray) -> Any:
     return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[idx]), tasks)
+
+
+def _verdicts(tasks: Any, rep: Any) -> tuple[Verdict, ...]:
+    """The judged slots' payloads and verdicts, as Python values (one device read)."""
+    tasks, mask, learned, gain = jax.device_get(
+        (tasks, rep.judged_mask, rep.learned_mask, rep.gain)
+    )
+    return tuple(
+        Verdict(jax.tree.map(lambda x, i=i: x[i].tolist(), tasks), float(gain[i]), bool(learned[i]))
+        for i in np.flatnonzero(mask)
+    )
 
 
 def _build_sampler(sampler: Any, num_tasks: int) -> TaskSampler:
@@ -336,12 +366,14 @@ def curriculum_evolve(
         state, summary = result.state, result.summary
         learned = stuck = dropped_easy = occupancy = 0
         r0 = 0.0
+        verdicts: tuple[Verdict, ...] = ()
         if frontier is not None:
             fstate, rep = judge(state.curricula["train"].sampler)
             state = set_frontier(state, fstate)
             learned, stuck = int(rep.learned), int(rep.stuck)
             r0, occupancy = float(rep.r0), int(rep.occupancy)
             dropped_easy = int(fstate.dropped_easy) - easy_before
+            verdicts = _verdicts(fstate.tasks, rep)
         c = jax.device_get(state.counters)
         report = RoundReport(
             round=r,
@@ -357,6 +389,7 @@ def curriculum_evolve(
             steps=int(c.updates),
             rollouts=int(c.rollouts),
             metrics={k: v for k, v in result.metrics.items() if k != "time"},
+            judged=verdicts,
         )
         # Measured after the round, recorded apart from the report: propose never sees it.
         held_reward = (
@@ -376,7 +409,11 @@ def curriculum_evolve(
             writer.close()
 
     history = [
-        {**dataclasses.asdict(rep), "held_out_reward": h} for rep, h in zip(reports, held_out)
+        {
+            **{k: v for k, v in dataclasses.asdict(rep).items() if k != "judged"},
+            "held_out_reward": h,
+        }
+        for rep, h in zip(reports, held_out)
     ]
     if run_dir is not None and jax.process_index() == 0:
         with open(os.path.join(run_dir, "summary.json"), "w") as f:

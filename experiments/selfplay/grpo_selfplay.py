@@ -90,7 +90,7 @@ def main(argv=None) -> None:
         result = evolve_arm(
             config,
             seeds,
-            self_play=name == "self-play",
+            arm=name,
             key=args.seed,
             held_out_frac=config.held_out_frac,
             on_round=on_round,

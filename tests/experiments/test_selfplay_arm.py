@@ -22,8 +22,8 @@ def _calls(monkeypatch):
 def test_both_arms_share_the_config_and_only_the_self_play_arm_has_a_challenger(monkeypatch):
     calls = _calls(monkeypatch)
     config = dataclasses.replace(study.StudyConfig(), rounds=3, start_level=4, sampler="uniform")
-    for self_play in (True, False):
-        out = evolve_arm(config, "seeds", self_play=self_play, key=7, max_attempts=2)
+    for arm in ("self-play", "no challenger"):
+        out = evolve_arm(config, "seeds", arm=arm, key=7, max_attempts=2)
         assert out == "result"
     (_, seeds_a, a), (_, seeds_b, b) = calls
     assert seeds_a == seeds_b == "seeds"
@@ -49,7 +49,7 @@ def test_both_arms_share_the_config_and_only_the_self_play_arm_has_a_challenger(
 def test_the_grpo_demo_config_builds_an_arm(monkeypatch):
     calls = _calls(monkeypatch)
     config = SelfPlayConfig()
-    evolve_arm(config, "seeds", self_play=True, key=0, held_out_frac=config.held_out_frac)
+    evolve_arm(config, "seeds", arm="self-play", key=0, held_out_frac=config.held_out_frac)
     (_, _, kwargs) = calls[0]
     assert kwargs["held_out_frac"] == config.held_out_frac
     assert kwargs["frontier_share"] == config.frontier_share == 0.25
