@@ -285,9 +285,15 @@ class HostCurriculum:
     def state_dict(self) -> dict[str, np.ndarray]:
         """The driver's whole state as numpy (copies): ``state/<path>`` for each leaf of the
         curriculum state (``state/sampler/scores``, ...), ``key`` (``u32`` key data),
-        ``sample_calls`` and ``observe_calls`` (``int64[]``), and the draws kept for the next
-        ``sample`` calls: ``kept`` (``int32[m]``; for a payload sampler ``kept/<path>`` per
-        leaf of its :class:`~curriculax.TaskDraw`, ``[m, ...]``)."""
+        ``sample_calls`` and ``observe_calls`` (``int64[]``), and, when draws are kept for the
+        next ``sample`` calls (``num_kept > 0``; Orbax cannot write empty arrays), ``kept``
+        (``int32[m]``; for a payload sampler ``kept/<path>`` per leaf of its
+        :class:`~curriculax.TaskDraw`, ``[m, ...]``)."""
+        out = self._state_dict()
+        return {name: v for name, v in out.items() if v.size or not _is_kept(name)}
+
+    def _state_dict(self) -> dict[str, np.ndarray]:
+        """:meth:`state_dict` with the kept draws' entries even when empty."""
         out = {
             f"state/{path_str(p)}": np.array(leaf)
             for p, leaf in jax.tree_util.tree_flatten_with_path(self._state)[0]
@@ -323,7 +329,7 @@ class HostCurriculum:
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"state_dict must be a mapping, got {type(state_dict).__name__}")
-        current = self.state_dict()
+        current = self._state_dict()
         given = {name: np.asarray(v) for name, v in state_dict.items()}
         kept_names = set(_kept_items(self._kept))
         if not kept_names & set(given):  # none given: none kept
@@ -565,6 +571,10 @@ def _empty_rows(draw: Any) -> Any:
 
 def _num_rows(tree: Any) -> int:
     return jax.tree.leaves(tree)[0].shape[0]
+
+
+def _is_kept(name: str) -> bool:
+    return name == KEPT or name.startswith(KEPT + "/")
 
 
 def _kept_items(kept: Any) -> dict[str, np.ndarray]:
