@@ -478,3 +478,29 @@ def test_load_state_dict_floors_come_from_the_fresh_state():
     host.load_state_dict(sd)
     sd["state/sampler/last_drawn"][4] = -2
     _refused(host, sd, "state/sampler/last_drawn: -2 is below -1")
+
+
+def test_a_payload_sampler_keeps_its_draws_as_a_task_draw(tmp_path):
+    """The frontier sampler hands out TaskDraws: kept rows of every leaf, in the state dict
+    (``kept/<path>``) and through save/restore."""
+    from curriculax.selfplay import frontier_sampler
+
+    layout = {"level": jax.ShapeDtypeStruct((), jnp.float32)}
+    fr = frontier_sampler(cx.samplers.sequential(40, shuffle=False), 40, layout, capacity=16)
+    cur = cx.curriculum(fr.sampler)
+    host = cx.HostCurriculum(cur, seed=1)
+    draw = host.sample(5)
+    assert isinstance(draw, cx.TaskDraw) and draw.ids.shape == (5,)
+    assert host.num_kept == 3
+    whole = cx.HostCurriculum(cur, seed=1).sample(8)  # the one draw of 8 it came from
+    sd = host.state_dict()
+    np.testing.assert_array_equal(np.concatenate([draw.ids, sd["kept/ids"]]), whole.ids)
+    np.testing.assert_array_equal(sd["kept/from_pool"], whole.from_pool[5:])
+    assert sd["kept/tasks/level"].shape == (3,)
+    host.save(tmp_path / "c")
+    want = host.sample(6).ids
+    for load in ("state_dict", "restore"):
+        fresh = cx.HostCurriculum(cur, seed=0)
+        fresh.load_state_dict(sd) if load == "state_dict" else fresh.restore(tmp_path / "c")
+        np.testing.assert_array_equal(fresh.sample(6).ids, want)
+    np.testing.assert_array_equal(want[:3], whole.ids[5:])
