@@ -25,6 +25,7 @@ from curriculax import _counters
 from curriculax._checks import check_unique, int_at_least
 from curriculax._curriculum import sanitize
 from curriculax._types import CurriculumState, GroupResults, TaskDraw
+from curriculax.credit import finite_rewards
 from curriculax.engine import _mesh, _mixer, _pending
 from curriculax.engine._env import Env
 from curriculax.engine._mixer import MixerState
@@ -333,14 +334,9 @@ class Engine:
                 f"env {env.name!r}: rollout must return curriculax.engine.Rollouts, "
                 f"got {type(rollouts).__name__}"
             )
-        # Credit sees only finite rewards: one NaN must not poison its group's baseline (the
-        # raw rewards still go to observe, which counts the rollout as non-finite).
-        finite = jnp.isfinite(rollouts.rewards)
-        advantages = self.solver.credit(
-            rollouts._replace(
-                rewards=jnp.where(finite, rollouts.rewards, 0.0), valid=rollouts.valid & finite
-            )
-        )
+        # Credit sees only finite rewards (the raw rewards still go to observe).
+        rewards, valid = finite_rewards(rollouts.rewards, rollouts.valid)
+        advantages = self.solver.credit(rollouts._replace(rewards=rewards, valid=valid))
         raw = GroupResults(ids, rollouts.rewards, rollouts.valid, advantages, rollouts.token_mask)
         clean, _ = sanitize(raw)
         rollouts = rollouts._replace(rewards=clean.rewards, valid=clean.valid)

@@ -57,13 +57,15 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOTrainer
 
 from curriculax._checks import int_at_least
-from curriculax.integrations._ledger import DrawLedger, split_groups
+from curriculax.integrations._ledger import (
+    GATES,
+    DrawLedger,
+    check_gates,
+    rows_to_keep,
+    split_groups,
+)
 
 __all__ = ["GATES", "CurriculumGRPOTrainer", "CurriculumReward", "CurriculumSampler"]
-
-GATES = ("zero_advantages", "log")
-"""How the trainer applies the curriculum's admission: zero the advantages of rejected groups,
-or only log the votes."""
 
 _DRAWS_FILE = "draws.json"
 
@@ -236,8 +238,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         task_field: str = "task_id",
         **kwargs,
     ):
-        if gates not in GATES:
-            raise ValueError(f"gates must be one of {GATES}, got {gates!r}")
+        check_gates(gates)
         bound = inspect.signature(GRPOTrainer.__init__).bind(None, *args, **kwargs)
         given = bound.arguments
         dataset = given.get("train_dataset")
@@ -310,15 +311,13 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             out = super()._generate_and_score_completions(inputs)
         finally:
             reward.observing = True
-        admitted = reward.last_admitted
-        if training and self.gates == "zero_advantages" and admitted is not None:
-            advantages = out["advantages"]
-            keep = np.repeat(admitted, self.num_generations)
-            if keep.shape[0] != advantages.shape[0]:
-                raise ValueError(
-                    f"{admitted.shape[0]} groups of {self.num_generations} do not match "
-                    f"{advantages.shape[0]} advantage rows"
-                )
+        if not training:
+            return out
+        advantages = out["advantages"]
+        keep = rows_to_keep(
+            self.gates, reward.last_admitted, self.num_generations, advantages.shape[0]
+        )
+        if keep is not None:
             keep = torch.as_tensor(keep, device=advantages.device).reshape(
                 (-1,) + (1,) * (advantages.dim() - 1)
             )
