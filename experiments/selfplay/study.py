@@ -38,8 +38,8 @@ from experiments._builders import (
     GRPOExperimentConfig,
     TaskConfig,
     held_out_report,
-    make_pools,
     make_solver,
+    make_study_pool,
 )
 from experiments.selfplay._challengers import sequence_challenger
 
@@ -68,7 +68,7 @@ class StudyConfig:
 def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
     """One run of one arm; returns its per-round record (JSON-able)."""
     exp = config.experiment
-    pool = make_pools(exp)
+    pool = make_study_pool(exp)
     spec, train, held_out = pool.spec, pool.train, pool.held_out
     challenger = sequence_challenger(spec) if arm == "self-play" else None
     t0 = time.perf_counter()
