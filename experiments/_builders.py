@@ -18,6 +18,7 @@ import curriculax as cx
 from curriculax import rl
 from curriculax import tasks as T
 from curriculax.engine import Engine, EngineConfig, Env
+from experiments._base import check_init, load_base
 
 # Bands scored on exact match. At the frontier length a policy passes about 1 in 8 of its
 # rollouts, below prime-rl's 0.25 floor for "hard", so the frontier band starts just above 0;
@@ -155,7 +156,8 @@ class GRPOExperimentConfig:
 
     ``model`` and ``grpo`` are the library's own configs (:func:`experiment_model`,
     :func:`experiment_grpo` give the defaults); ``model.max_len`` is set from the task family
-    (its prompt plus answer width), whatever the config says.
+    (its prompt plus answer width), whatever the config says. ``init`` says where the policy
+    starts: ``"scratch"`` or a base (built on first use and cached; ``experiments/_base.py``).
 
     ``eval_rollouts``, ``stop_at_target``, ``evidence`` and ``evidence_arm`` are the main
     job's (a study evaluates on its own schedule and never stops early).
@@ -177,8 +179,12 @@ class GRPOExperimentConfig:
     model: rl.TransformerConfig = dataclasses.field(default_factory=experiment_model)
     grpo: rl.GRPOConfig = dataclasses.field(default_factory=experiment_grpo)
     curriculum: dict = dataclasses.field(default_factory=lambda: dict(MAIN_CURRICULUM))
+    # Where the policy starts: "scratch" (random weights) or a pretrained base,
+    # {base = "NAME"} or {base = {...}} (see experiments/_base.py).
+    init: str | dict = "scratch"
 
     def __post_init__(self):
+        check_init(self.init)
         if self.model.vocab_size != T.VOCAB_SIZE:
             raise ValueError(
                 f"model.vocab_size is the tasks' vocabulary ({T.VOCAB_SIZE}); got "
@@ -204,11 +210,15 @@ def family_spec(task: TaskConfig):
 
 
 def make_solver(config: GRPOExperimentConfig, spec) -> Any:
+    """The GRPO solver of ``config``, starting from its base's params when ``config.init``
+    names one (built on first use; see ``experiments/_base.py``)."""
+    init_params = None if config.init == "scratch" else load_base(config)[0]
     return rl.grpo_solver(
         config.model,
         config.grpo,
         max_new_tokens=spec.answer_width,
         output_tokens=spec.answer_tokens(),
+        init_params=init_params,
     )
 
 
