@@ -159,8 +159,9 @@ class GRPOExperimentConfig:
     (its prompt plus answer width), whatever the config says. ``init`` says where the policy
     starts: ``"scratch"`` or a base (built on first use and cached; ``experiments/_base.py``).
 
-    ``eval_rollouts``, ``stop_at_target``, ``evidence`` and ``evidence_arm`` are the main
-    job's (a study evaluates on its own schedule and never stops early).
+    ``eval_rollouts``, ``stop_at_target``, ``evidence``, ``evidence_arm`` and
+    ``evidence_best_of`` are the main job's (a study evaluates on its own schedule and never
+    stops early).
     """
 
     steps: int = 500  # one update per generation batch without a gate: 64,000 rollouts
@@ -175,6 +176,9 @@ class GRPOExperimentConfig:
     stop_at_target: bool = True  # main job: stop at the first evaluation at the target
     evidence: str = "docs/compare/hard-skew.json"  # main job: the study quoted with the result
     evidence_arm: str = "category bandit (|advantage|)"  # ... and its arm for this curriculum
+    # main job: the study whose best-against-best comparison (each arm at its best learning
+    # rate) is quoted first, the fair one
+    evidence_best_of: str = "docs/compare/lr-hard-skew.json"
     task: TaskConfig = dataclasses.field(default_factory=lambda: HARD_SKEW)
     model: rl.TransformerConfig = dataclasses.field(default_factory=experiment_model)
     grpo: rl.GRPOConfig = dataclasses.field(default_factory=experiment_grpo)

@@ -3,11 +3,19 @@
 import dataclasses
 import os
 
+import jax
 import numpy as np
 import pytest
 
+from curriculax import rl
 from experiments import _base, pretrain
-from experiments._builders import HARD_SKEW, GRPOExperimentConfig, TaskConfig, experiment_model
+from experiments._builders import (
+    HARD_SKEW,
+    GRPOExperimentConfig,
+    TaskConfig,
+    build,
+    experiment_model,
+)
 
 TINY = GRPOExperimentConfig(
     task=TaskConfig(num_levels=3, num_symbols=4, level_mass=(1, 1, 1), pool_size=24),
@@ -130,3 +138,23 @@ def test_the_shipped_base_spreads_step0_pass_rates_on_the_hard_skew_family(
     pretrain.main(["--set", "task.pool_size=60", "--set", 'init={base="short-lengths"}'])
     out = capsys.readouterr().out
     assert "| level 6 | 24 | 1.00 | 0.00 | 0.00 |" in out and "| pool |" in out
+
+
+def test_the_rl_run_starts_from_the_base_and_scratch_is_unchanged(builds):
+    params, _ = _base.load_base(TINY, progress=False)
+    state = build(TINY).engine.init()
+    assert _checksum(state.solver.params) == _checksum(params) and len(builds) == 1
+    # From scratch: the random weights of the engine's solver key, as before bases existed.
+    scratch = dataclasses.replace(TINY, init="scratch")
+    fresh = build(scratch).engine.init()
+    k_solver = jax.random.split(jax.random.key(scratch.seed), 3)[0]
+    assert _checksum(fresh.solver.params) == _checksum(rl.init_policy(scratch.model, k_solver)[1])
+    assert len(builds) == 1
+
+
+def test_every_named_base_parses_for_the_shipped_pools():
+    names = [f[:-5] for f in os.listdir(_base.BASE_CONFIG_DIR) if f.endswith(".toml")]
+    assert "short-lengths" in names
+    for name in names:
+        spec = _base.base_spec(GRPOExperimentConfig(init={"base": name}))
+        assert spec["base"]["steps"] >= 1 and len(spec["task"]["level_mass"]) == 8
