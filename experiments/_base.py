@@ -203,7 +203,10 @@ def build_base(config, *, progress: bool = True) -> tuple[dict, dict]:
 
     base = base_config(config.init)
     task = base_task(config, base)
-    pool = make_study_pool(dataclasses.replace(config, task=task, init="scratch"))
+    try:
+        pool = make_study_pool(dataclasses.replace(config, task=task, init="scratch"))
+    except ValueError as e:
+        raise ValueError(f"base.examples={base.examples} with base.level_mass: {e}") from None
     spec = family_spec(task)
     t0 = time.perf_counter()
     params, losses = rl.pretrain(
