@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from experiments._base import base_spec, spec_hash
 from experiments.compare.config import MAIN_JOB_ONLY, CompareConfig, arm_experiment, json_default
 
 
@@ -30,6 +31,11 @@ def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
     }
     if config.pass_rate_samples:
         spec["pass_rates"] = [config.pass_rate_samples, config.pass_rate_per_category]
+    if config.step0_samples:
+        spec["step0"] = [config.step0_samples, config.pass_rate_per_category]
+    base = base_spec(arm_experiment(config, arm))
+    if base is not None:  # what the named base is made of, not only its name
+        spec["base"] = spec_hash(base)
     text = json.dumps(spec, sort_keys=True, default=json_default)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -12,7 +12,7 @@ import numpy as np
 from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
-from experiments._builders import GRPOExperimentConfig, make_pools
+from experiments._builders import GRPOExperimentConfig, make_study_pool
 from experiments._oracle import probe_rows
 from experiments.compare.config import (
     CompareConfig,
@@ -61,7 +61,54 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
         rates = _pass_rate_data(config, c)
         if rates is not None:
             data[name]["pass_rates"] = rates
+        if "step0_pass_rate" in c:
+            data[name]["step0"] = step0_data(c["step0_pass_rate"], c["step0_category"])
     return data
+
+
+def step0_data(p: np.ndarray, category: np.ndarray) -> dict:
+    """The step-0 histogram's per-seed numbers: per seed and category, the probed tasks never
+    (p = 0), sometimes (0 < p < 1) and always (p = 1) solved by the initial policy."""
+    p, category = np.asarray(p), np.asarray(category)
+    num_cat = int(category.max()) + 1 if category.size else 0
+    onehot = np.eye(num_cat, dtype=np.int64)[category]  # [R, C]
+    return {
+        "never": ((p == 0) @ onehot).tolist(),
+        "sometimes": (((p > 0) & (p < 1)) @ onehot).tolist(),
+        "always": ((p == 1) @ onehot).tolist(),
+        "probed": onehot.sum(0).tolist(),
+    }
+
+
+def step0_table(config: CompareConfig, data: dict[str, dict]) -> str:
+    """The step-0 histogram as markdown (empty when it is off). Every arm shares each seed's
+    initial policy, so the first arm that has it stands for all."""
+    d = next((d["step0"] for d in data.values() if "step0" in d), None)
+    if d is None:
+        return ""
+    names = next(iter(data.values()))["category_names"]
+    probed = np.asarray(d["probed"])
+    shown = [c for c in shown_categories(config, names) if c < probed.size and probed[c]]
+    counts = {k: np.asarray(d[k], np.float64) for k in ("never", "sometimes", "always")}
+    total = probed.sum()
+    rows = [
+        [names[c], str(probed[c]), *(f"{counts[k][:, c].mean() / probed[c]:.2f}" for k in counts)]
+        for c in shown
+    ]
+    rows.append(["pool", str(total), *(f"{counts[k].sum(1).mean() / total:.2f}" for k in counts)])
+    return (
+        f"\n\nPass rates of the initial policy ({_init_text(config.experiment.init)}; "
+        f"{config.step0_samples} rollouts per distinct task at the run's temperature, at most "
+        f"{config.pass_rate_per_category} tasks per category), share of probed tasks, mean over "
+        "seeds:\n\n" + md.table(["category", "tasks probed", "never", "sometimes", "always"], rows)
+    )
+
+
+def _init_text(init) -> str:
+    if init == "scratch":
+        return "init scratch: random weights"
+    base = init["base"]
+    return f"init base {base!r}" if isinstance(base, str) else f"init base {base}"
 
 
 def _hits(d: dict, field: str = "rollouts_to_target") -> np.ndarray:
@@ -241,7 +288,8 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
     )
     rates = pass_rate_table(config, data)
     best = best_of_text(config, data)
-    return header + "\n\n" + main + best + draws + per_level + rates + wall
+    step0 = step0_table(config, data)
+    return header + "\n\n" + main + best + draws + per_level + rates + step0 + wall
 
 
 def best_of(config: CompareConfig, data: dict[str, dict]) -> list[dict]:
@@ -345,7 +393,7 @@ def _probed_per_category(config: CompareConfig, name: str) -> np.ndarray:
     """Tasks the pass-rate probe measured per category, from the arm's pool (for a study saved
     before ``compare.json`` kept the counts)."""
     exp = arm_experiment(config, find_arm(config, name))
-    return probe_rows(make_pools(exp), config.pass_rate_per_category).probed
+    return probe_rows(make_study_pool(exp), config.pass_rate_per_category).probed
 
 
 def pass_rate_table(config: CompareConfig, data: dict[str, dict]) -> str:
@@ -414,7 +462,9 @@ def load_study(path: str) -> tuple[CompareConfig, dict[str, dict], str]:
     config it ran, its per-seed numbers per arm and the command that made it."""
     with open(path) as f:
         study = json.load(f)
-    config = _cli.from_mapping(CompareConfig, study["config"], where=f"{path}: config")
+    # Onto the defaults, key by key: a study saved before a config gained fields (the nested
+    # model and GRPO configs, init) reads back with those fields' defaults.
+    config = _cli.apply_mapping(CompareConfig(), study["config"], where=f"{path}: config")
     return config, study["arms"], study.get("command", "python -m experiments.compare")
 
 
@@ -484,6 +534,43 @@ def study_result(path: str, arm: str) -> StudyResult | str:
         verdict=None if cmp is None else cmp["verdict"],
         command=command,
     )
+
+
+class BestAgainstBest(NamedTuple):
+    """A study's best-against-best comparison, as the main job quotes it: ``first`` (the first
+    ``best_of`` group's best arm) over ``best`` (another group's best), median rollouts to
+    target. ``comparison`` is :func:`compare_arms`'s dict; ``init`` the regime the study ran in
+    (its experiment's ``init``)."""
+
+    first: str
+    best: str
+    comparison: dict
+    text: str
+    init: object
+    command: str
+
+
+def study_best_of(path: str) -> list[BestAgainstBest] | str:
+    """The best-against-best comparisons of the study saved at ``path`` (one per ``best_of``
+    group after the first), or a sentence saying why there are none."""
+    if not os.path.exists(path):
+        return f"the study {path} is not there; run it to compare"
+    config, data, command = load_study(path)
+    entries = best_of(config, data)
+    if len(entries) < 2:
+        return f"the study {path} has no two best_of groups run"
+    first = entries[0]["best"]
+    return [
+        BestAgainstBest(
+            first=first,
+            best=e["best"],
+            comparison=e["comparison"],
+            text=_comparison_text(e["comparison"]),
+            init=config.experiment.init,
+            command=command,
+        )
+        for e in entries[1:]
+    ]
 
 
 def _finite(values) -> list[float | None]:

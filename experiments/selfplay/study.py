@@ -44,7 +44,7 @@ from experiments._builders import (
     GRPOExperimentConfig,
     TaskConfig,
     held_out_report,
-    make_pools,
+    make_study_pool,
 )
 from experiments.selfplay._challengers import CHALLENGER_ARMS, evolve_arm
 
@@ -84,7 +84,7 @@ def scenario_held_out(exp: GRPOExperimentConfig, levels: tuple[int, ...]):
     full = dataclasses.replace(
         exp, task=dataclasses.replace(exp.task, level_mass=(), eval_levels=(), pool_size=0)
     )
-    held = make_pools(full).held_out
+    held = make_study_pool(full).held_out
     keep = np.flatnonzero(np.isin(np.asarray(held.level), levels))
     if keep.size == 0:
         raise ValueError(f"held_out_levels={list(levels)}: no held-out task at these levels")
@@ -94,7 +94,7 @@ def scenario_held_out(exp: GRPOExperimentConfig, levels: tuple[int, ...]):
 def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
     """One run of one arm; returns its per-round record (JSON-able)."""
     exp = config.experiment
-    pool = make_pools(exp)
+    pool = make_study_pool(exp)
     train, held_out = pool.train, pool.held_out
     if config.held_out_levels:
         held_out = scenario_held_out(exp, config.held_out_levels)

@@ -3,11 +3,12 @@ need no code change; every arm spends the same budget; per-seed numbers are kept
 
 import json
 import os
+import tomllib
 
 import numpy as np
 import pytest
 
-from experiments import _markdown, compare
+from experiments import _cli, _markdown, compare
 
 STUDY = """
 title = "tiny"
@@ -311,3 +312,36 @@ def test_the_main_job_reads_the_hard_skew_study_through_study_result(monkeypatch
     text = grpo.evidence_text(GRPOExperimentConfig())  # the main job quotes the same numbers
     assert "at least 2.86x (95% CI [1.81, inf), paired [1.82, inf)): beat" in text
     assert "Fisher's exact p = 0.033" in text
+
+
+def test_a_study_from_a_base_records_the_step0_histogram(tmp_path, monkeypatch):
+    """``init`` in the study's experiment warm-starts every arm from one cached base, and
+    ``step0_samples`` records which tasks the initial policy never, sometimes, always solves."""
+    monkeypatch.setenv("CURRICULAX_CACHE", str(tmp_path / "cache"))
+    base = "{ base = { level_mass = [4, 4, 1], examples = 32, steps = 12, batch_size = 32 } }"
+    study = (
+        STUDY.replace("pass_rate_samples = 2\n", "pass_rate_samples = 2\nstep0_samples = 16\n")
+        .replace("group_size = 4\n", f"group_size = 4\ninit = {base}\n")
+        .replace("distractors = 0.25\n", "")
+    )
+    config = tmp_path / "tiny.toml"
+    config.write_text(study)
+    out = tmp_path / "out"
+    compare.main(["--config", str(config), "--run-dir", str(out), "--no-progress"])
+    assert len(os.listdir(tmp_path / "cache" / "base")) == 1  # one base for both arms
+    table = (out / "compare.md").read_text()
+    assert "Pass rates of the initial policy (init base {" in table
+    data = json.loads((out / "compare.json").read_text())
+    s0 = {arm: data["arms"][arm]["step0"] for arm in data["arms"]}
+    assert s0["oracle"] == s0["sequential, unshuffled"]  # both arms start from the same policy
+    h = {k: np.asarray(v) for k, v in s0["oracle"].items()}
+    assert np.all(h["never"] + h["sometimes"] + h["always"] == h["probed"])
+    # 12 entries split 1:0:3: 3 distinct tasks of level 0, 9 of level 2
+    assert h["probed"].tolist() == [3, 0, 9] and data["config"]["step0_samples"] == 16
+
+    # A changed base is another base: the arms' cached runs are not reused for it.
+    def fingerprint(text):
+        cfg = _cli.apply_mapping(compare.CompareConfig(), tomllib.loads(text))
+        return compare.arm_fingerprint(cfg, cfg.arms[0])
+
+    assert fingerprint(study) != fingerprint(study.replace("steps = 12", "steps = 13"))

@@ -7,7 +7,7 @@ import tomllib
 import numpy as np
 
 from experiments import _cli
-from experiments._builders import make_pools
+from experiments._builders import make_study_pool
 from experiments.selfplay import study
 
 SCENARIOS = pathlib.Path(__file__).parents[2] / "experiments" / "configs" / "selfplay"
@@ -32,7 +32,7 @@ def test_the_scenarios_are_dated_and_run_every_arm_on_20_seeds():
 
 def test_the_bridge_pool_lacks_the_held_out_lengths():
     config = _load("bridge.toml")
-    pool = make_pools(config.experiment)
+    pool = make_study_pool(config.experiment)
     assert sorted(set(np.asarray(pool.train.level).tolist())) == [0, 1]  # lengths 1-2 only
     held = study.scenario_held_out(config.experiment, config.held_out_levels)
     assert sorted(set(np.asarray(held.level).tolist())) == [3, 4]  # lengths 4-5
