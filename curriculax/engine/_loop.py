@@ -20,6 +20,7 @@ from curriculax._checks import int_at_least
 from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
 from curriculax.engine import _restore, _rundir
 from curriculax.engine._engine import Engine, EngineState, Generation
+from curriculax.engine._env import key_ints
 from curriculax.engine._guard import CurriculumStalled, stall_message
 from curriculax.engine._logging import (
     JsonlWriter,
@@ -112,7 +113,7 @@ def _write_traces(writer: JsonlWriter, engine: Engine, gen: Generation, rate: fl
                 "step": int(gen.updates),
                 "env": env.name,
                 "task": int(gen.task_ids[i]),
-                "key": int(gen.task_keys[i]),
+                "key": int(key_ints(gen.task_keys[i])),
                 "rewards": gen.rewards[i, :k].astype(float).tolist(),
                 "valid": gen.valid[i, :k].tolist(),
                 "admitted": bool(gen.admitted[i]),
