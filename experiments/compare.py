@@ -822,4 +822,4 @@ def _json(x):
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

@@ -289,13 +289,18 @@ def run(
 ALREADY_COMPLETE = "already_complete"
 
 
-def _already_complete(run_dir: str, state: EngineState, config: dict | None) -> RunResult:
-    """A resume that finds nothing left to do: reads what the run left and writes nothing."""
+def _already_complete(
+    run_dir: str, state: EngineState, config: dict | None, writer: bool = True
+) -> RunResult:
+    """A resume that finds nothing left to train: reads what the run left, and writes only
+    what it lacks (``summary.json``, when the run was killed between its last checkpoint and
+    the summary)."""
     c = jax.device_get(state.counters)
     updates = int(c.updates)
     last = last_record(os.path.join(run_dir, "metrics.jsonl"), "step", updates)
+    path = os.path.join(run_dir, "summary.json")
     try:
-        with open(os.path.join(run_dir, "summary.json")) as f:
+        with open(path) as f:
             summary = json.load(f)
     except (OSError, json.JSONDecodeError):  # killed between the last save and the summary
         summary = {
@@ -308,7 +313,22 @@ def _already_complete(run_dir: str, state: EngineState, config: dict | None) -> 
             "final_metrics": last,
             "config": config or {},
         }
+        if writer:
+            try:
+                _write_json_atomic(path, summary)
+            except OSError as e:
+                raise _rundir.write_failure(e, updates, run_dir) from None
     return RunResult(state, last, summary, ALREADY_COMPLETE)
+
+
+def _write_json_atomic(path: str, data: dict) -> None:
+    """Writes ``path`` whole or not at all (a temporary file renamed over it)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=float)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _run(
@@ -340,6 +360,7 @@ def _run(
     updates = 0
     saved_step = None  # the step of the checkpoint that holds the current state, if any
     history: list[dict] = []  # config changes accepted on resume, oldest first
+    ended = False  # the body ran to its end (no error in flight)
 
     def save(step_state: EngineState, step: int, *, reached: bool = False) -> None:
         # ``reached``: ``until`` ended the run here; the checkpoint says so (even if this step
@@ -381,7 +402,8 @@ def _run(
         counters = jax.device_get(state.counters)
         updates = int(counters.updates)
         if saved_step is not None and (updates >= steps or meta.get("reached")):
-            return _already_complete(run_dir, state, config)
+            ended = True
+            return _already_complete(run_dir, state, config, writer)
         if store is not None:
             store.check_writable()  # fail now, not at the first save
         if run_dir is not None and writer:
@@ -485,18 +507,29 @@ def _run(
             save(state, updates, reached=stopped == "until")
         if store is not None:
             store.close()  # waits for the last save; raises if it failed
+        ended = True
     except CheckpointSaveError as e:
         raise CheckpointSaveError(
-            f"{e}\nThe run stopped at update {updates}; its logs and earlier checkpoints are "
-            "kept. Free the disk or make the directory writable, then resume (--resume)."
+            f"{e}\nThe run stopped at update {updates}; {_rundir.saved_text(run_dir)}. Free "
+            "the disk or make the directory writable, then resume (--resume)."
         ) from None
+    except OSError as e:
+        if e.errno not in _rundir.WRITE_ERRNOS:
+            raise
+        raise _rundir.write_failure(e, updates, run_dir) from None
     finally:
         if store is not None:
             with contextlib.suppress(CheckpointSaveError):  # already raised above
                 store.close()
+        close_error = None
         for w in (metrics_writer, trace_writer):
             if w is not None:
-                w.close()
+                try:
+                    w.close()
+                except OSError as e:  # the buffered tail could not be written
+                    close_error = close_error or e
+        if close_error is not None and ended:  # else the error in flight says it all
+            raise _rundir.write_failure(close_error, updates, run_dir) from None
         close_sinks(opened)
         if bar is not None:
             bar.close()
@@ -516,6 +549,8 @@ def _run(
     if history:
         summary["config_changes"] = history
     if run_dir is not None and writer:
-        with open(os.path.join(run_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True, default=float)
+        try:
+            _write_json_atomic(os.path.join(run_dir, "summary.json"), summary)
+        except OSError as e:
+            raise _rundir.write_failure(e, updates, run_dir) from None
     return RunResult(state, last, summary, stopped)
