@@ -20,6 +20,7 @@ import sys
 import tomllib
 import types
 import typing
+import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -74,6 +75,13 @@ def error_text(e: BaseException) -> str:
     return "\n".join(lines)
 
 
+def _warning_text(message, category, filename, lineno, line=None) -> str:
+    """A warning as a command shows it: ``warning: <message>``, without the file, line and
+    source line of the code that warned."""
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    return f"warning{kind}: {message}\n"
+
+
 def entry(main, argv: list[str] | None = None) -> None:
     """Runs a script's ``main(argv)`` as a command: an error ends the process with
     :func:`error_text` on stderr and exit status 1, without a traceback unless ``--debug`` or
@@ -83,6 +91,7 @@ def entry(main, argv: list[str] | None = None) -> None:
     if debug_requested(argv):
         main(argv)
         return
+    warnings.formatwarning = _warning_text
     try:
         main(argv)
     except KeyboardInterrupt:

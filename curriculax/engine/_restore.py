@@ -16,8 +16,8 @@ from curriculax.checkpoint import (
     CheckpointStore,
     assemble,
     leaf_layout,
-    one_line,
     quiet_abandoned_reads,
+    unreadable_reason,
 )
 from curriculax.engine._engine import Engine, EngineState
 from curriculax.engine._env import key_ints
@@ -384,7 +384,7 @@ def restore_latest(
         except CheckpointMismatch:
             raise
         except Exception as e:  # whatever Orbax, TensorStore or JSON raise on damaged files
-            skipped.append((step, one_line(e)))
+            skipped.append((step, unreadable_reason(e, store._step_dir(step))))
             continue
         if skipped:
             warnings.warn(
