@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import math
 import os
 import sys
@@ -75,6 +76,10 @@ def error_text(e: BaseException) -> str:
     return "\n".join(lines)
 
 
+def _no_orbax_errors(record: logging.LogRecord) -> bool:
+    return not (record.levelno >= logging.ERROR and "orbax" in record.pathname)
+
+
 def _warning_text(message, category, filename, lineno, line=None) -> str:
     """A warning as a command shows it: ``warning: <message>``, without the file, line and
     source line of the code that warned."""
@@ -92,6 +97,8 @@ def entry(main, argv: list[str] | None = None) -> None:
         main(argv)
         return
     warnings.formatwarning = _warning_text
+    # Orbax logs a failed background save on several lines; the run's error names it.
+    logging.getLogger("absl").addFilter(_no_orbax_errors)
     try:
         main(argv)
     except KeyboardInterrupt:

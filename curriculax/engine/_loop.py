@@ -289,6 +289,13 @@ def run(
 ALREADY_COMPLETE = "already_complete"
 
 
+def _settle(store: CheckpointStore | None) -> None:
+    """Waits for a save in flight, so an error can say which checkpoints were committed."""
+    if store is not None:
+        with contextlib.suppress(Exception):  # a failed save is reported by the caller
+            store.wait()
+
+
 def _already_complete(
     run_dir: str, state: EngineState, config: dict | None, writer: bool = True
 ) -> RunResult:
@@ -509,6 +516,7 @@ def _run(
             store.close()  # waits for the last save; raises if it failed
         ended = True
     except CheckpointSaveError as e:
+        _settle(store)
         raise CheckpointSaveError(
             f"{e}\nThe run stopped at update {updates}; {_rundir.saved_text(run_dir)}. Free "
             "the disk or make the directory writable, then resume (--resume)."
@@ -516,6 +524,7 @@ def _run(
     except OSError as e:
         if e.errno not in _rundir.WRITE_ERRNOS:
             raise
+        _settle(store)
         raise _rundir.write_failure(e, updates, run_dir) from None
     finally:
         if store is not None:
