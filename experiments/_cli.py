@@ -248,7 +248,10 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -
     unknown = sorted(set(data) - set(types_))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; accepted keys are {sorted(types_)}")
-    kwargs = {k: _coerce(v, types_[k], f"{where}.{k}") for k, v in data.items()}
+    kwargs = {}
+    for k, v in data.items():
+        kwargs[k] = _coerce(v, types_[k], f"{where}.{k}")
+        check_key(k, kwargs[k], f"{where}.{k}")
     return cls(**kwargs)
 
 
@@ -286,7 +289,9 @@ def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
     if head not in types_:
         raise ValueError(f"--set {full}: unknown key {head!r}; accepted keys are {sorted(types_)}")
     if len(path) == 1:
-        return dataclasses.replace(obj, **{head: _coerce(value, types_[head], full)})
+        value = _coerce(value, types_[head], full)
+        check_key(head, value, full)  # before the dataclass's own checks, which name no path
+        return dataclasses.replace(obj, **{head: value})
     return dataclasses.replace(obj, **{head: _set(getattr(obj, head), path[1:], value, full)})
 
 
@@ -370,10 +375,23 @@ LIMITS: dict[str, tuple] = {
     "start_level": (*_COUNT, "the challenger's first level"),
     "pass_rate_samples": (*_COUNT, "rollouts per task of the pass-rate probe; 0 = off"),
     "pass_rate_per_category": (*_COUNT, "tasks probed per category"),
+    "step0_samples": (*_COUNT, "rollouts per task of the step-0 pass-rate histogram; 0 = off"),
+    "pending_capacity": (*_POSITIVE_INT, "rows of the pending batch"),
+    "vocab_size": (*_POSITIVE_INT, "token ids"),
+    "max_len": (*_POSITIVE_INT, "longest sequence the position table covers"),
+    "mlp_ratio": (*_POSITIVE_INT, "MLP width as a multiple of the model width"),
+    "examples": (*_POSITIVE_INT, "pool entries the base trains on"),
+    "batch_size": (*_POSITIVE_INT, "examples per pretraining step"),
     "learning_rate": (0.0, None, True, False, "the optimizer's step size"),
     "temperature": (0.0, None, True, False, "the sampling temperature"),
     "max_grad_norm": (0.0, None, True, False, "the global gradient norm clipped to"),
     "entropy_coef": (0.0, None, False, False, "weight of the entropy bonus; 0 = off"),
+    "kl_coef": (0.0, None, False, False, "weight of the KL penalty; 0 = off"),
+    "weight_decay": (0.0, None, False, False, "AdamW's decoupled weight decay"),
+    "clip_eps": (0.0, None, True, False, "the PPO ratio clip"),
+    "std_eps": (0.0, None, True, False, "added to a group's standard deviation"),
+    "b1": (0.0, 1.0, False, True, "AdamW's first-moment decay"),
+    "b2": (0.0, 1.0, False, True, "AdamW's second-moment decay"),
     "target": (*_SHARE, "held-out exact match to reach"),
     "held_out_frac": (0.0, 1.0, True, True, "share of the task space held out"),
     "distractors": (0.0, 1.0, False, True, "share of the pool that is coin-flip tasks"),
@@ -399,11 +417,30 @@ def _check_range(value: Any, key: str, limit: tuple) -> None:
         raise ValueError(f"{key} must be {bounds}, got {value!r} ({hint})")
 
 
+def check_key(name: str, value: Any, key: str) -> None:
+    """One value, by the name of its key wherever it sits (``key`` is its full path, for the
+    message): numbers finite, ``seed`` in ``[0, 2**32)``, ``steps >= 0``,
+    ``checkpoint_every >= 0``, every other ``*_every >= 1``, the keys of :data:`LIMITS` in
+    their ranges. Run on every value set (``--config``, ``--set``) before the dataclass that
+    holds it checks it (the library's configs name no path), and again on the whole config."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{key} must be a finite number, got {value!r}")
+    if name == "seed":
+        check_seed(value, key)
+    elif name in _HINTS:
+        _check_int(value, key, 0, _HINTS[name])
+    elif name.endswith("_every"):
+        _check_int(value, key, 1, "updates between two of them")
+    elif name in LIMITS and value is not None:
+        _check_range(value, key, LIMITS[name])
+
+
 def check_values(config: Any, where: str = "") -> None:
     """Every key of the config holds a value a run can use, before anything is built: each
-    value has its field's type (numbers finite), ``seed`` is in ``[0, 2**32)``, ``steps >= 0``,
-    ``checkpoint_every >= 0``, every other ``*_every >= 1``, and the keys of :data:`LIMITS`
-    are in their ranges; a ValueError names the key otherwise."""
+    value has its field's type and passes :func:`check_key`, nested configs (``model.*``,
+    ``grpo.*``, ``task.*``, a study's ``experiment.*``) included, and an ``init`` that names a
+    base (``{base = ...}``) names one whose keys pass too; a ValueError names the key
+    otherwise."""
     types_ = _field_types(type(config))
     for f in dataclasses.fields(config):
         value, key = getattr(config, f.name), where + f.name
@@ -411,16 +448,11 @@ def check_values(config: Any, where: str = "") -> None:
             check_values(value, key + ".")
             continue
         _coerce(value, types_[f.name], key)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{key} must be a finite number, got {value!r}")
-        if f.name == "seed":
-            check_seed(value, key)
-        elif f.name in _HINTS:
-            _check_int(value, key, 0, _HINTS[f.name])
-        elif f.name.endswith("_every"):
-            _check_int(value, key, 1, "updates between two of them")
-        elif f.name in LIMITS and value is not None:
-            _check_range(value, key, LIMITS[f.name])
+        check_key(f.name, value, key)
+        if f.name == "init" and isinstance(value, Mapping):
+            from experiments._base import base_config  # reads a named base's TOML
+
+            check_values(base_config(value, key), key + ".base.")
 
 
 def available_memory() -> int:
@@ -517,6 +549,7 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
             changes[k] = apply_mapping(current, v, f"{where}.{k}")
         else:
             changes[k] = _coerce(v, types_[k], f"{where}.{k}")
+            check_key(k, changes[k], f"{where}.{k}")
     return dataclasses.replace(config, **changes)
 
 

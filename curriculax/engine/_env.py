@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax._checks import int_at_least
+from curriculax._checks import check_unique_keys, int_at_least
 from curriculax._types import Curriculum, TaskDraw
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -88,28 +88,6 @@ def key_ints(words: np.ndarray) -> np.ndarray:
     """``u32[..., 2]`` (high, low) words back to ``u64[...]`` keys (host side)."""
     words = np.asarray(words).astype(np.uint64)
     return (words[..., 0] << np.uint64(32)) | words[..., 1]
-
-
-def check_unique_keys(keys: np.ndarray, where: str) -> None:
-    """Raises a ValueError naming duplicated keys (and the rows that hold them).
-
-    One sort, ``O(N log N)``; the rows are looked up only for the (at most 5) keys shown.
-    """
-    keys = np.asarray(keys)
-    ordered = np.sort(keys)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if repeated.size == 0:
-        return
-    dups = np.unique(repeated)
-    shown = []
-    for k in dups[:5]:
-        rows = np.flatnonzero(keys == k)[:4].tolist()
-        shown.append(f"key {int(k)} at rows {rows}")
-    more = f" (and {len(dups) - 5} more)" if len(dups) > 5 else ""
-    raise ValueError(
-        f"{where}: task keys must be unique within a pool; duplicated: {'; '.join(shown)}{more}. "
-        "Remove duplicate tasks or pass distinct keys."
-    )
 
 
 def _as_keys(keys: Any, n: int, where: str) -> np.ndarray:

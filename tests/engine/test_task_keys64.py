@@ -11,7 +11,7 @@ import pytest
 from curriculax.engine import Env, content_keys
 from curriculax.engine._env import check_unique_keys, key_ints, key_words
 from experiments import _cli
-from experiments._builders import GRPOExperimentConfig, make_pools
+from experiments._builders import GRPOExperimentConfig, make_study_pool
 
 # Two distinct rows whose 32-bit FNV-1a keys collide (found by a birthday search over 300,000
 # random int32 pairs, seed 0), and their 64-bit keys.
@@ -88,7 +88,7 @@ def test_the_study_pools_split_is_unchanged(name):
     path = f"experiments/configs/compare/{name}"
     with open(path, "rb") as f:
         exp = tomllib.load(f)["experiment"]
-    pool = make_pools(_cli.apply_mapping(GRPOExperimentConfig(), exp, path))
+    pool = make_study_pool(_cli.apply_mapping(GRPOExperimentConfig(), exp, path))
     h = hashlib.sha256()
     for keys in (pool.train.key, pool.held_out.key):
         h.update(np.ascontiguousarray(np.asarray(keys), "<u4").tobytes())

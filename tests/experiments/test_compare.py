@@ -2,11 +2,13 @@
 need no code change; every arm spends the same budget; per-seed numbers are kept."""
 
 import json
+import os
+import tomllib
 
 import numpy as np
 import pytest
 
-from experiments import compare
+from experiments import _cli, _markdown, compare
 
 STUDY = """
 title = "tiny"
@@ -77,7 +79,7 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     )
     assert np.allclose(total, 1.0)  # each probed category splits into the three
     # Best against best (one arm per group here): the paragraph and its numbers in the JSON.
-    assert "Best against best (median, 95% CI): sequential, unshuffled / oracle: " in table
+    assert "Best against best (median, 95% CI; paired): sequential, unshuffled / oracle: " in table
     best = data["best_of"]
     assert [b["best"] for b in best] == ["sequential, unshuffled", "oracle"]
     assert "ratio_from_first" not in best[0] and len(best[1]["ratio_from_first"]) == 3
@@ -105,7 +107,7 @@ def test_flags_a_study_does_not_use_are_refused_by_name(tmp_path):
 
 
 def test_arm_names_with_a_pipe_do_not_split_markdown_cells():
-    row = f"| {compare._cell('bandit (|advantage|)')} | 1 |"
+    row = f"| {_markdown.cell('bandit (|advantage|)')} | 1 |"
     assert len(row.replace("\\|", "").strip("|").split("|")) == 2
 
 
@@ -114,3 +116,232 @@ def test_best_of_must_name_existing_arms(tmp_path):
     config.write_text(STUDY.replace('["oracle"]]', '["orcale"]]'))
     with pytest.raises(ValueError, match=r"best_of names arms that do not exist: \['orcale'\]"):
         compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out")])
+
+
+# A study directory that cannot be corrupted: one process at a time, arm files written whole
+# and rerun when they cannot be read, every arm checked before any runs. `run_arm` is replaced
+# by a stand-in that returns curves of the right shapes, so these tests train nothing.
+
+
+def _fake_run_arm(calls):
+    def run_arm(config, arm, mesh=None):
+        calls.append(arm["name"])
+        rng = np.random.default_rng(len(calls))
+        s, e = config.seeds, config.generations // config.eval_every
+        exp = config.experiment
+        per = exp.groups_per_generation * exp.group_size * config.eval_every
+        names = ["level 0", "level 1", "level 2", "coin flip"]
+        return {
+            "held_out": rng.random((s, e)).astype(np.float32),
+            "levels": rng.random((s, e, 3)).astype(np.float32),
+            "rollouts": np.tile(np.arange(1, e + 1) * per, (s, 1)),
+            "updates": np.tile(np.arange(1, e + 1), (s, 1)),
+            "draws": rng.integers(1, 5, (s, e, 4)),
+            "signal": np.ones((s, e), np.int32),
+            "groups": np.full((s, e), 4, np.int32),
+            "admitted": np.ones((s, e), np.int32),
+            "seconds": 1.0,
+            "load": (0.0, 0.0),
+            "category_names": names,
+            "category_entries": np.array([2, 0, 7, 3]),
+            **(
+                {
+                    "pass_rate": rng.choice([0.0, 0.5, 1.0], (s, e, 6)).astype(np.float32),
+                    "probe_category": np.array([0, 0, 2, 2, 2, 3]),
+                }
+                if config.pass_rate_samples
+                else {}
+            ),
+        }
+
+    return run_arm
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    from experiments.compare import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "run_arm", _fake_run_arm(calls))
+    return calls
+
+
+def _study(tmp_path, text=STUDY):
+    config = tmp_path / "study.toml"
+    config.write_text(text.replace("pass_rate_samples = 2\n", ""))
+    return ["--config", str(config), "--run-dir", str(tmp_path / "out")]
+
+
+def test_a_second_study_in_the_same_directory_is_refused_naming_the_first(tmp_path, fake_runs):
+    import os
+
+    from curriculax.engine._rundir import RunLock
+
+    (tmp_path / "out").mkdir()
+    first = RunLock(str(tmp_path / "out"))
+    first.acquire()  # another open file description: flock refuses it as another process
+    try:
+        with pytest.raises(SystemExit, match=rf"in use by another run \(process {os.getpid()} "):
+            compare.main(_study(tmp_path))
+    finally:
+        first.release()
+    assert fake_runs == [] and not (tmp_path / "out" / "arms").exists()
+    compare.main(_study(tmp_path))  # released: the study runs
+    assert fake_runs == ["sequential, unshuffled", "oracle"]
+
+
+@pytest.mark.parametrize("damage", [b"", b"PK\x03\x04trunc"], ids=["empty", "truncated"])
+def test_an_arm_file_that_cannot_be_read_is_run_again(tmp_path, fake_runs, capsys, damage):
+    compare.main(_study(tmp_path))
+    assert fake_runs == ["sequential, unshuffled", "oracle"]
+    config = compare.cli._cli.load_config(
+        compare.CompareConfig,
+        compare.cli._cli.base_parser("", steps=0, run_dir="").parse_args(_study(tmp_path)),
+    )
+    damaged = compare.cache.arm_path(str(tmp_path / "out"), config, config.arms[1])
+    with open(damaged, "wb") as f:
+        f.write(damage)
+    compare.main(_study(tmp_path))
+    assert fake_runs == ["sequential, unshuffled", "oracle", "oracle"]  # only the damaged one
+    assert "cannot be read" in capsys.readouterr().err
+    assert compare.load_arm(str(tmp_path / "out"), config, config.arms[1]) is not None
+
+
+def test_an_arm_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    config = compare.CompareConfig(arms=({"name": "u", "curriculum": {}},), baseline="u")
+    curves = _fake_run_arm([])(config, config.arms[0])
+    run_dir = str(tmp_path)
+
+    def killed(f, **arrays):
+        f.write(b"PK\x03\x04 half an archive")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", killed)
+    with pytest.raises(KeyboardInterrupt):
+        compare.save_arm(run_dir, config, config.arms[0], curves)
+    assert os.listdir(tmp_path / "arms") == []  # no file that looks finished, no leftover
+    monkeypatch.undo()
+    compare.save_arm(run_dir, config, config.arms[0], curves)
+    back = compare.load_arm(run_dir, config, config.arms[0])
+    assert np.array_equal(back["held_out"], curves["held_out"])
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda s: s.split("[[arms]]")[0].replace("seeds = 2\n", "seeds = 2\narms = []\n"),
+            r"arms is empty",
+        ),
+        (
+            lambda s: s.replace('baseline = "sequential, unshuffled"', 'baseline = "uniform"'),
+            r"baseline='uniform' names no arm",
+        ),
+        (
+            lambda s: s.replace('mode = "frontier"', 'mode = "frontire"'),
+            r"arm 'oracle': oracle.mode must be one of",
+        ),
+        (
+            lambda s: (
+                s + '\n[[arms]]\nname = "typo"\ncurriculum = { sampler = { type = "unifrom" } }\n'
+            ),
+            r"arm 'typo': .*unknown sampler type 'unifrom'",
+        ),
+        (
+            lambda s: (
+                s + '\n[[arms]]\nname = "bad key"\n'
+                'curriculum = { sampler = { type = "uniform", temprature = 1 } }\n'
+            ),
+            r"arm 'bad key': .*unknown key\(s\) \['temprature'\]",
+        ),
+        (
+            lambda s: (
+                s + '\n[[arms]]\nname = "bad lr"\ncurriculum = {}\n'
+                "experiment = { learning_rat = 0.1 }\n"
+            ),
+            r"arm 'bad lr': .*unknown key\(s\) \['learning_rat'\]",
+        ),
+    ],
+    ids=["no arms", "baseline", "oracle mode", "sampler", "sampler key", "experiment key"],
+)
+def test_a_malformed_study_fails_before_any_arm_runs(tmp_path, fake_runs, edit, message):
+    with pytest.raises(ValueError, match=message):
+        compare.main(_study(tmp_path, edit(STUDY)))
+    assert fake_runs == []
+    assert not (tmp_path / "out" / "arms").exists()
+
+
+def test_running_a_subset_of_arms_keeps_the_baseline(tmp_path, fake_runs):
+    with pytest.raises(SystemExit, match="--arms leaves out the baseline"):
+        compare.main([*_study(tmp_path), "--arms", "oracle"])
+    assert fake_runs == []
+
+
+def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fake_runs):
+    compare.main(
+        _study(tmp_path, STUDY.replace("pass_rate_samples = 2\n", "pass_rate_samples = 3\n"))
+    )
+    out = tmp_path / "out"
+    made = (out / "compare.md").read_text()
+    stored = json.loads((out / "compare.json").read_text())
+    assert "| oracle | " in made and "never / sometimes / always solved" in made
+    compare.main(["--report", str(out / "compare.json")])
+    redone = (out / "compare.md").read_text()
+    # Everything but the first line (which says how it was made) is what the run wrote.
+    assert redone.split("\n", 1)[1] == made.split("\n", 1)[1]
+    assert (
+        "tables redone from its per-seed numbers by `python -m experiments.compare --report"
+        in redone
+    )
+    assert json.loads((out / "compare.json").read_text()) == stored
+    assert fake_runs == ["sequential, unshuffled", "oracle"]  # nothing ran again
+
+
+def test_the_main_job_reads_the_hard_skew_study_through_study_result(monkeypatch):
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    result = compare.study_result("docs/compare/hard-skew.json", "category bandit (|advantage|)")
+    assert (result.reached, result.baseline_reached, result.seeds) == (10, 5, 10)
+    assert result.ratio.bound == ">=" and result.ratio.high == np.inf  # uniform's median missed
+    assert result.paired.high == np.inf and result.ratio.low > 1 and result.paired.low > 1
+    assert result.verdict == "beat" and result.fisher_p == 6006 / 184756
+    assert "no arm 'x'" in compare.study_result("docs/compare/hard-skew.json", "x")
+    assert "is not there" in compare.study_result("nowhere.json", "x")
+    from experiments import grpo
+    from experiments._builders import GRPOExperimentConfig
+
+    text = grpo.evidence_text(GRPOExperimentConfig())  # the main job quotes the same numbers
+    assert "at least 2.86x (95% CI [1.81, inf), paired [1.82, inf)): beat" in text
+    assert "Fisher's exact p = 0.033" in text
+
+
+def test_a_study_from_a_base_records_the_step0_histogram(tmp_path, monkeypatch):
+    """``init`` in the study's experiment warm-starts every arm from one cached base, and
+    ``step0_samples`` records which tasks the initial policy never, sometimes, always solves."""
+    monkeypatch.setenv("CURRICULAX_CACHE", str(tmp_path / "cache"))
+    base = "{ base = { level_mass = [4, 4, 1], examples = 32, steps = 12, batch_size = 32 } }"
+    study = (
+        STUDY.replace("pass_rate_samples = 2\n", "pass_rate_samples = 2\nstep0_samples = 16\n")
+        .replace("group_size = 4\n", f"group_size = 4\ninit = {base}\n")
+        .replace("distractors = 0.25\n", "")
+    )
+    config = tmp_path / "tiny.toml"
+    config.write_text(study)
+    out = tmp_path / "out"
+    compare.main(["--config", str(config), "--run-dir", str(out), "--no-progress"])
+    assert len(os.listdir(tmp_path / "cache" / "base")) == 1  # one base for both arms
+    table = (out / "compare.md").read_text()
+    assert "Pass rates of the initial policy (init base {" in table
+    data = json.loads((out / "compare.json").read_text())
+    s0 = {arm: data["arms"][arm]["step0"] for arm in data["arms"]}
+    assert s0["oracle"] == s0["sequential, unshuffled"]  # both arms start from the same policy
+    h = {k: np.asarray(v) for k, v in s0["oracle"].items()}
+    assert np.all(h["never"] + h["sometimes"] + h["always"] == h["probed"])
+    # 12 entries split 1:0:3: 3 distinct tasks of level 0, 9 of level 2
+    assert h["probed"].tolist() == [3, 0, 9] and data["config"]["step0_samples"] == 16
+
+    # A changed base is another base: the arms' cached runs are not reused for it.
+    def fingerprint(text):
+        cfg = _cli.apply_mapping(compare.CompareConfig(), tomllib.loads(text))
+        return compare.arm_fingerprint(cfg, cfg.arms[0])
+
+    assert fingerprint(study) != fingerprint(study.replace("steps = 12", "steps = 13"))

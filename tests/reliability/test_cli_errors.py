@@ -47,12 +47,30 @@ BAD = [
     (grpo, ["--set", "model.width=2.5"], r"^model\.width: expected an int, got 2\.5"),
     (grpo, ["--set", "grpo.scale_by_std=3"], r"^grpo\.scale_by_std: expected bool, got 3"),
     (grpo, ["--set", "eval_rollouts=0"], r"^eval_rollouts must be >= 1, got 0"),
+    # The nested library configs (model = rl.TransformerConfig, grpo = rl.GRPOConfig) are
+    # checked by key before their own checks, which name no path; init and its base table too.
+    (grpo, ["--set", "grpo.b1=1.5"], r"^grpo\.b1 must be in \[0\.0, 1\.0\), got 1\.5"),
+    (grpo, ["--set", "model.width=0"], r"^model\.width must be >= 1, got 0 \(model width\)"),
+    (grpo, ["--set", "init=abc"], r'^init must be "scratch", \{base = "NAME"\}'),
+    (
+        grpo,
+        ["--set", 'init={base={learning_rate="fast"}}'],
+        r"^init\.base\.learning_rate: expected a number, got 'fast'",
+    ),
+    (grpo, ["--set", "init={base={examples=0}}"], r"^init\.base\.examples must be >= 1, got 0"),
+    (grpo, ["--set", 'init={base="nope"}'], r"^init: no base named 'nope'"),
     (compare, ["--set", "seeds=many"], r"^seeds: expected an int, got 'many'"),
     (
         compare,
         ["--set", "experiment.grpo.learning_rate=fast"],
         r"^experiment\.grpo\.learning_rate: expected a number, got 'fast'",
     ),
+    (
+        compare,
+        ["--set", "experiment.grpo.temperature=0"],
+        r"^experiment\.grpo\.temperature must be > 0\.0, got 0\.0",
+    ),
+    (compare, ["--set", "step0_samples=-1"], r"^step0_samples must be >= 0, got -1"),
 ]
 
 
