@@ -10,8 +10,10 @@ sequence items by index, the same on both sides of a save.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -40,7 +42,8 @@ class CheckpointSaveError(RuntimeError):
 def one_line(error: BaseException | str, limit: int = 240) -> str:
     """A short one-line account of ``error`` (TensorStore messages carry a long JSON spec)."""
     if isinstance(error, BaseException):
-        text = str(error).split(" [tensorstore_spec")[0].strip()
+        text = str(error).split(" [tensorstore_spec")[0].split(" See full TensorStore")[0]
+        text = text.strip()
         lines = [x.strip() for x in text.splitlines() if x.strip()]
         text = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
     else:
@@ -48,6 +51,52 @@ def one_line(error: BaseException | str, limit: int = 240) -> str:
     if len(text) > limit:
         text = text[: limit // 2 - 3] + " ... " + text[-(limit // 2 - 2) :]
     return text
+
+
+# TensorStore's status codes for a data file that cannot be read, in words.
+_STATUS_WORDS = {
+    "OUT_OF_RANGE": "is shorter than the checkpoint records (a truncated file)",
+    "DATA_LOSS": "is corrupt (its bytes do not decode)",
+    "NOT_FOUND": "is missing",
+    "INVALID_ARGUMENT": "does not hold what the checkpoint records (a damaged file)",
+}
+
+
+def _chain(error: BaseException):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+# Files every committed step holds (relative to the step's directory).
+_STEP_FILES = ("meta/metadata", "state/_METADATA", "state/manifest.ocdbt")
+
+
+def unreadable_reason(error: BaseException, step_dir: str | None = None) -> str:
+    """Why a checkpoint could not be read, in words: a file of ``step_dir`` that is missing,
+    which array and data file cannot be read and what is wrong with it (TensorStore's status,
+    not its spec), or :func:`one_line`'s account when the cause is none of those."""
+    if step_dir is not None:
+        for name in _STEP_FILES:
+            if not os.path.exists(os.path.join(step_dir, name)):
+                return f"a file is missing: {os.path.join(step_dir, name)}"
+    for e in _chain(error):
+        text = str(e)
+        status = re.match(r"^([A-Z_]+): ", text)
+        if status and status.group(1) in _STATUS_WORDS:
+            array = re.search(r'Error reading "([^"/]+)/', text)
+            data = re.search(r'local file "([^"]*/d/[^"/]+)"', text)
+            what = f"array {array.group(1).replace('.', '/')}" if array else "an array"
+            where = f" (data file {os.path.basename(data.group(1))})" if data else ""
+            return f"the data of {what}{where} {_STATUS_WORDS[status.group(1)]}"
+    for e in _chain(error):
+        if isinstance(e, FileNotFoundError):
+            return f"a file is missing: {str(e).strip()}"
+        if isinstance(e, json.JSONDecodeError):
+            return f"its metadata is not valid JSON ({e.msg} at line {e.lineno})"
+    return one_line(error)
 
 
 class _NoTracebacks(logging.Filter):
@@ -95,10 +144,28 @@ def quiet_abandoned_reads() -> None:
         e = unraisable.exc_value
         if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
             return
+        if _from_orbax(unraisable):  # an abandoned read's coroutine, collected later
+            return
         previous(unraisable)
 
     hook._curriculax_quiet = True
     sys.unraisablehook = hook
+
+
+def _from_orbax(unraisable) -> bool:
+    """An unraisable exception of an Orbax coroutine (``Exception ignored in: <coroutine
+    ... _read_array_index_and_device_put>``) or raised through Orbax's code."""
+    code = getattr(unraisable.object, "cr_code", None) or getattr(
+        unraisable.object, "gi_code", None
+    )
+    if code is not None and "orbax" in code.co_filename:
+        return True
+    tb = unraisable.exc_traceback
+    while tb is not None:
+        if "orbax" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _sync(name: str) -> None:

@@ -118,6 +118,8 @@ def base_config(init: Any, where: str = "init") -> BaseConfig | None:
         with open(path, "rb") as f:
             spec = tomllib.load(f)
         where = path
+    else:
+        where = f"{where}.base"  # an inline table: its keys are init.base.KEY
     return _cli.from_mapping(BaseConfig, spec, where)
 
 

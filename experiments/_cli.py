@@ -14,11 +14,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
+import math
 import os
 import sys
 import tomllib
 import types
 import typing
+import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -36,8 +39,75 @@ def core_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     p.add_argument("--steps", type=int, default=None, help=f"updates to train (default {steps})")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (or set {DEBUG_ENV}=1)",
+    )
     p.set_defaults(default_steps=steps)
     return p
+
+
+DEBUG_ENV = "CURRICULAX_DEBUG"
+
+
+def debug_requested(argv: list[str]) -> bool:
+    """``--debug`` among the arguments, or ``CURRICULAX_DEBUG`` set to anything but 0."""
+    return "--debug" in argv or os.environ.get(DEBUG_ENV, "0") not in ("", "0")
+
+
+def error_text(e: BaseException) -> str:
+    """``error: <message>`` and, on a second line, its cause: what a script prints for an
+    error instead of a traceback. A message that does not say what kind of error it is (a
+    TypeError's, say) is prefixed with the exception's type."""
+    from curriculax.engine._rundir import os_error_text
+
+    def text(x: BaseException) -> str:
+        if isinstance(x, OSError):
+            return os_error_text(x)
+        message = str(x).strip() or type(x).__name__
+        plain = (ValueError, RuntimeError, SystemExit)
+        return message if isinstance(x, plain) else f"{type(x).__name__}: {message}"
+
+    lines = [f"error: {text(e)}"]
+    cause = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    if cause is not None:
+        lines.append(f"  cause: {text(cause).splitlines()[0][:300]}")
+    return "\n".join(lines)
+
+
+def _no_orbax_errors(record: logging.LogRecord) -> bool:
+    return not (record.levelno >= logging.ERROR and "orbax" in record.pathname)
+
+
+def _warning_text(message, category, filename, lineno, line=None) -> str:
+    """A warning as a command shows it: ``warning: <message>``, without the file, line and
+    source line of the code that warned."""
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    return f"warning{kind}: {message}\n"
+
+
+def entry(main, argv: list[str] | None = None) -> None:
+    """Runs a script's ``main(argv)`` as a command: an error ends the process with
+    :func:`error_text` on stderr and exit status 1, without a traceback unless ``--debug`` or
+    ``CURRICULAX_DEBUG=1`` asks for one. Scripts call it as
+    ``if __name__ == "__main__": _cli.entry(main)``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if debug_requested(argv):
+        main(argv)
+        return
+    warnings.formatwarning = _warning_text
+    # Orbax logs a failed background save on several lines; the run's error names it.
+    logging.getLogger("absl").addFilter(_no_orbax_errors)
+    try:
+        main(argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except Exception as e:  # every error ends in its message, not a traceback
+        print(error_text(e), file=sys.stderr)
+        print(f"(--debug or {DEBUG_ENV}=1 shows the traceback)", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
@@ -132,6 +202,7 @@ def _field_types(cls) -> dict[str, Any]:
 
 
 def _coerce(value: Any, typ: Any, where: str) -> Any:
+    """``value`` as a field of type ``typ`` holds it, or a ValueError naming ``where``."""
     origin = typing.get_origin(typ)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(typ) if a is not type(None)]
@@ -142,14 +213,32 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
         if not isinstance(value, Mapping):
             raise ValueError(f"{where}: expected a table, got {value!r}")
         return from_mapping(typ, value, where)
-    if typ is float and isinstance(value, int | float) and not isinstance(value, bool):
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if typ is float:
+        if not number:
+            raise ValueError(f"{where}: expected a number, got {value!r}")
         return float(value)
-    if typ is int and isinstance(value, bool):
+    if typ is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ValueError(f"{where}: expected an int, got {value!r}")
-    if typ in (int, str, bool) and not isinstance(value, typ):
+    if typ in (str, bool) and not isinstance(value, typ):
         raise ValueError(f"{where}: expected {typ.__name__}, got {value!r}")
-    if origin is tuple and isinstance(value, list):
-        return tuple(value)
+    if typ is dict or origin is dict:
+        if not isinstance(value, Mapping):
+            raise ValueError(
+                f"{where}: expected a table (in TOML, {{key = value, ...}}; with --set, set its "
+                f"keys one by one, e.g. --set {where.rsplit('.', 1)[-1]}.KEY=VALUE), "
+                f"got {value!r}"
+            )
+        return value
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{where}: expected a list, got {value!r}")
+        args = typing.get_args(typ)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+        if args and len(args) != len(value):
+            raise ValueError(f"{where}: expected {len(args)} entries, got {value!r}")
+        return tuple(_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(args, value)))
     return value
 
 
@@ -159,7 +248,10 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -
     unknown = sorted(set(data) - set(types_))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; accepted keys are {sorted(types_)}")
-    kwargs = {k: _coerce(v, types_[k], f"{where}.{k}") for k, v in data.items()}
+    kwargs = {}
+    for k, v in data.items():
+        kwargs[k] = _coerce(v, types_[k], f"{where}.{k}")
+        check_key(k, kwargs[k], f"{where}.{k}")
     return cls(**kwargs)
 
 
@@ -197,7 +289,9 @@ def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
     if head not in types_:
         raise ValueError(f"--set {full}: unknown key {head!r}; accepted keys are {sorted(types_)}")
     if len(path) == 1:
-        return dataclasses.replace(obj, **{head: _coerce(value, types_[head], full)})
+        value = _coerce(value, types_[head], full)
+        check_key(head, value, full)  # before the dataclass's own checks, which name no path
+        return dataclasses.replace(obj, **{head: value})
     return dataclasses.replace(obj, **{head: _set(getattr(obj, head), path[1:], value, full)})
 
 
@@ -205,8 +299,13 @@ def load_config(cls: type[T], args: argparse.Namespace) -> T:
     """The config: defaults, then ``--config`` TOML, then ``--set``, then ``--seed``/``--steps``."""
     config = cls()
     if args.config:
-        with open(args.config, "rb") as f:
-            data = tomllib.load(f)
+        try:
+            with open(args.config, "rb") as f:
+                data = tomllib.load(f)
+        except OSError as e:
+            raise ValueError(f"--config {args.config}: cannot read it ({e.strerror})") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"--config {args.config}: not valid TOML ({e})") from None
         config = apply_mapping(config, data, where=args.config)
     config = override(config, args.set)
     fields = _field_types(cls)
@@ -247,20 +346,113 @@ def _check_int(value: Any, key: str, minimum: int, hint: str) -> None:
         raise ValueError(f"{e} ({hint})") from None
 
 
+# Ranges of the experiments' config keys, by name wherever they sit: (low, high, low open,
+# high open, what the key is); None is unbounded. Checked before anything is built.
+_POSITIVE_INT = (1, None, False, False)
+_COUNT = (0, None, False, False)
+_SHARE = (0.0, 1.0, False, False)
+LIMITS: dict[str, tuple] = {
+    "batch_groups": (*_POSITIVE_INT, "groups per update"),
+    "groups_per_generation": (*_POSITIVE_INT, "groups per generation batch"),
+    "group_size": (*_POSITIVE_INT, "rollouts per task"),
+    "tasks_per_env": (*_POSITIVE_INT, "tasks in each env's pool"),
+    "stall_windows": (*_POSITIVE_INT, "batches without an admitted group before the run stops"),
+    "eval_rollouts": (*_POSITIVE_INT, "rollouts between held-out evaluations"),
+    "num_levels": (*_POSITIVE_INT, "task levels"),
+    "num_symbols": (*_POSITIVE_INT, "symbols of the task family"),
+    "train_per_level": (*_POSITIVE_INT, "pool entries per level"),
+    "held_out_per_level": (*_POSITIVE_INT, "held-out tasks per level"),
+    "pool_size": (*_COUNT, "pool entries; 0 = train_per_level per level"),
+    "width": (*_POSITIVE_INT, "model width"),
+    "depth": (*_POSITIVE_INT, "transformer blocks"),
+    "heads": (*_POSITIVE_INT, "attention heads"),
+    "seeds": (*_POSITIVE_INT, "seeds per arm"),
+    "generations": (*_POSITIVE_INT, "generation batches per run"),
+    "rounds": (*_POSITIVE_INT, "self-play rounds"),
+    "steps_per_round": (*_POSITIVE_INT, "updates per round"),
+    "generated_per_round": (*_POSITIVE_INT, "tasks the challenger proposes per round"),
+    "max_attempts": (*_POSITIVE_INT, "attempts per frontier task"),
+    "start_level": (*_COUNT, "the challenger's first level"),
+    "pass_rate_samples": (*_COUNT, "rollouts per task of the pass-rate probe; 0 = off"),
+    "pass_rate_per_category": (*_COUNT, "tasks probed per category"),
+    "step0_samples": (*_COUNT, "rollouts per task of the step-0 pass-rate histogram; 0 = off"),
+    "pending_capacity": (*_POSITIVE_INT, "rows of the pending batch"),
+    "vocab_size": (*_POSITIVE_INT, "token ids"),
+    "max_len": (*_POSITIVE_INT, "longest sequence the position table covers"),
+    "mlp_ratio": (*_POSITIVE_INT, "MLP width as a multiple of the model width"),
+    "examples": (*_POSITIVE_INT, "pool entries the base trains on"),
+    "batch_size": (*_POSITIVE_INT, "examples per pretraining step"),
+    "learning_rate": (0.0, None, True, False, "the optimizer's step size"),
+    "temperature": (0.0, None, True, False, "the sampling temperature"),
+    "max_grad_norm": (0.0, None, True, False, "the global gradient norm clipped to"),
+    "entropy_coef": (0.0, None, False, False, "weight of the entropy bonus; 0 = off"),
+    "kl_coef": (0.0, None, False, False, "weight of the KL penalty; 0 = off"),
+    "weight_decay": (0.0, None, False, False, "AdamW's decoupled weight decay"),
+    "clip_eps": (0.0, None, True, False, "the PPO ratio clip"),
+    "std_eps": (0.0, None, True, False, "added to a group's standard deviation"),
+    "b1": (0.0, 1.0, False, True, "AdamW's first-moment decay"),
+    "b2": (0.0, 1.0, False, True, "AdamW's second-moment decay"),
+    "target": (*_SHARE, "held-out exact match to reach"),
+    "held_out_frac": (0.0, 1.0, True, True, "share of the task space held out"),
+    "distractors": (0.0, 1.0, False, True, "share of the pool that is coin-flip tasks"),
+    "distractor_p": (*_SHARE, "P(reward 1) of a coin-flip task"),
+    "frontier_share": (*_SHARE, "share of each batch drawn from the frontier"),
+    "pools_weight": (0.0, None, False, False, "mixing weight of the pools env"),
+    "steady_weight": (0.0, None, False, False, "mixing weight of the steady env"),
+}
+
+
+def _check_range(value: Any, key: str, limit: tuple) -> None:
+    low, high, low_open, high_open, hint = limit
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if below or above:
+        lo = "" if low is None else ("(" if low_open else "[") + f"{low}"
+        hi = "" if high is None else f"{high}" + (")" if high_open else "]")
+        bounds = (
+            f"in {lo}, {hi}"
+            if low is not None and high is not None
+            else (f"> {low}" if low_open else f">= {low}")
+        )
+        raise ValueError(f"{key} must be {bounds}, got {value!r} ({hint})")
+
+
+def check_key(name: str, value: Any, key: str) -> None:
+    """One value, by the name of its key wherever it sits (``key`` is its full path, for the
+    message): numbers finite, ``seed`` in ``[0, 2**32)``, ``steps >= 0``,
+    ``checkpoint_every >= 0``, every other ``*_every >= 1``, the keys of :data:`LIMITS` in
+    their ranges. Run on every value set (``--config``, ``--set``) before the dataclass that
+    holds it checks it (the library's configs name no path), and again on the whole config."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{key} must be a finite number, got {value!r}")
+    if name == "seed":
+        check_seed(value, key)
+    elif name in _HINTS:
+        _check_int(value, key, 0, _HINTS[name])
+    elif name.endswith("_every"):
+        _check_int(value, key, 1, "updates between two of them")
+    elif name in LIMITS and value is not None:
+        _check_range(value, key, LIMITS[name])
+
+
 def check_values(config: Any, where: str = "") -> None:
-    """The convention's keys, wherever they sit in the config, hold values a run can use:
-    ``seed`` in ``[0, 2**32)``, ``steps >= 0``, ``checkpoint_every >= 0`` and every other
-    ``*_every >= 1``; a ValueError names the key otherwise."""
+    """Every key of the config holds a value a run can use, before anything is built: each
+    value has its field's type and passes :func:`check_key`, nested configs (``model.*``,
+    ``grpo.*``, ``task.*``, a study's ``experiment.*``) included, and an ``init`` that names a
+    base (``{base = ...}``) names one whose keys pass too; a ValueError names the key
+    otherwise."""
+    types_ = _field_types(type(config))
     for f in dataclasses.fields(config):
         value, key = getattr(config, f.name), where + f.name
         if dataclasses.is_dataclass(value):
             check_values(value, key + ".")
-        elif f.name == "seed":
-            check_seed(value, key)
-        elif f.name in _HINTS:
-            _check_int(value, key, 0, _HINTS[f.name])
-        elif f.name.endswith("_every"):
-            _check_int(value, key, 1, "updates between two of them")
+            continue
+        _coerce(value, types_[f.name], key)
+        check_key(f.name, value, key)
+        if f.name == "init" and isinstance(value, Mapping):
+            from experiments._base import base_config  # reads a named base's TOML
+
+            check_values(base_config(value, key), key + ".base.")
 
 
 def available_memory() -> int:
@@ -323,6 +515,26 @@ def check_memory(key: str, size: int, build, *, peak: float = 1.0, above: int = 
         )
 
 
+# Config keys that size the engine's state (the pending batch and its buffers).
+STATE_KEYS = ("batch_groups", "groups_per_generation", "group_size")
+
+
+def check_engine_memory(engine, config) -> None:
+    """Refuses an engine whose state cannot fit in memory before it is allocated: the bytes of
+    its pools and state (:func:`engine_bytes`, shapes only) against :func:`available_memory`,
+    naming the keys that size the state, with their values."""
+    need, available = engine_bytes(engine), available_memory()
+    if need <= available:
+        return
+    gib = 2**30
+    keys = ", ".join(f"{k}={getattr(config, k):,}" for k in STATE_KEYS if hasattr(config, k))
+    raise ValueError(
+        f"this run needs about {need / gib:.1f} GiB of memory for its engine state and task "
+        f"pools ({keys} size the state), more than the {available / gib:.1f} GiB available; "
+        "use a smaller batch_groups, groups_per_generation or group_size"
+    )
+
+
 def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> T:
     """Replaces the fields of ``config`` named in ``data``; nested dataclass fields are updated
     key by key, any other field (a free-form table, say) is replaced whole."""
@@ -337,17 +549,24 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
             changes[k] = apply_mapping(current, v, f"{where}.{k}")
         else:
             changes[k] = _coerce(v, types_[k], f"{where}.{k}")
+            check_key(k, changes[k], f"{where}.{k}")
     return dataclasses.replace(config, **changes)
 
 
-def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None, until=None):
+def run_experiment(
+    engine, args: argparse.Namespace, config, *, on_update=None, until=None, missing=None
+):
     """``curriculax.engine.run`` with the convention's flags: run dir, resume, partial
     restore, checkpoint interval (``--checkpoint-every`` or the config's), progress bar; the
     config (a dataclass with ``steps`` and ``checkpoint_every``) is saved with the run.
 
     What the run directory or its checkpoints refuse (a failed save, say) ends the process
     with ``error: <the message>`` on stderr and exit status 1, without a traceback. A resume of
-    a finished run says so and changes nothing (:func:`already_complete` is then true).
+    a finished run says so and changes nothing (:func:`already_complete` is then true), unless
+    ``missing()`` (what the script writes after training and cannot find, e.g.
+    ``["curves.png"]``) lists something: a run killed after training but before those were
+    written is not complete, so the resume says what it writes and the result is returned as
+    a finished run's (``stopped`` as the run ended), for the script to write them.
     ``on_update`` and ``until`` are passed through.
     """
     from curriculax.engine import (
@@ -376,6 +595,12 @@ def run_experiment(engine, args: argparse.Namespace, config, *, on_update=None, 
         )
     except (CheckpointMismatch, CheckpointSaveError, CheckpointUnreadable, RunDirError) as e:
         raise SystemExit(f"error: {e}") from None
+    if already_complete(result) and missing is not None and (lacking := missing()):
+        print(
+            f"{args.run_dir}: training is complete (update {result.summary['steps']}), but the "
+            f"run was stopped before it wrote {', '.join(lacking)}; writing them now."
+        )
+        return dataclasses.replace(result, stopped=result.summary.get("stopped", "completed"))
     if already_complete(result):
         why = (
             "it stopped where it was asked to (at its target)"

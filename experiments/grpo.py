@@ -19,6 +19,7 @@ command that reproduces it. Follows the experiment CLI convention
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -130,6 +131,24 @@ def _count(value) -> str:
     return "> budget" if value is None or math.isinf(value) else f"{value:,.0f}"
 
 
+def missing_outputs(run_dir: str) -> list[str]:
+    """What a finished run writes after training and ``run_dir`` lacks: ``curves.png`` (when
+    matplotlib is installed; without it the figure is never drawn) and
+    ``summary.json["final_eval"]`` (a run killed after its summary has neither)."""
+    lacking = []
+    plots = importlib.util.find_spec("matplotlib") is not None
+    if plots and not os.path.exists(os.path.join(run_dir, "curves.png")):
+        lacking.append("curves.png")
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            has_eval = "final_eval" in json.load(f)
+    except (OSError, json.JSONDecodeError):
+        has_eval = False
+    if not has_eval:
+        lacking.append('summary.json["final_eval"]')
+    return lacking
+
+
 def main(argv=None) -> None:
     parser = _cli.base_parser(__doc__.splitlines()[0], steps=500, run_dir="runs/grpo")
     args = parser.parse_args(argv)
@@ -138,6 +157,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"eval_rollouts must be >= 1, got {config.eval_rollouts}")
     mesh = _cli.setup_devices(args)
     built = build(config, mesh)
+    _cli.check_engine_memory(built.engine, config)
     engine, held_out, pool = built.engine, built.held_out, built.pool
     evaluate = jax.jit(engine.solver.evaluate)
     levels = config.task.pool_levels
@@ -158,7 +178,14 @@ def main(argv=None) -> None:
         return config.stop_at_target and record.get("eval/target", -1.0) >= config.target
 
     start = {"rollouts": 0, **report(engine.init())}
-    result = _cli.run_experiment(engine, args, config, on_update=on_update, until=until)
+    result = _cli.run_experiment(
+        engine,
+        args,
+        config,
+        on_update=on_update,
+        until=until,
+        missing=lambda: missing_outputs(args.run_dir),
+    )
     if _cli.already_complete(result):
         return
     final = report(result.state)
@@ -171,8 +198,9 @@ def main(argv=None) -> None:
         )
         s = result.summary
         stop = " (stopped at the target)" if result.stopped == "until" else ""
+        took = f" in {s['wall_seconds']:.0f}s" if "wall_seconds" in s else ""
         print(
-            f"\n{s['steps']} updates, {s['rollouts']:,} rollouts in {s['wall_seconds']:.0f}s"
+            f"\n{s['steps']} updates, {s['rollouts']:,} rollouts{took}"
             f"{stop} -> {args.run_dir}\n  held-out exact match {final['eval/target']:.3f} on "
             f"levels {list(config.task.target_levels)} (target {config.target}); per level "
             f"({level_text(final, levels)})\n  admission rate (last update) "
@@ -182,13 +210,15 @@ def main(argv=None) -> None:
         for text in (best_of_text(config), evidence_text(config)):
             if text:
                 print(text)
-        with open(os.path.join(args.run_dir, "summary.json")) as f:
+        path = os.path.join(args.run_dir, "summary.json")
+        with open(path) as f:  # the engine wrote it (a resume writes it if it was lost)
             summary = json.load(f)
         summary["final_eval"] = final
-        with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
+        with open(path + ".tmp", "w") as f:  # whole or not at all
             json.dump(summary, f, indent=2, sort_keys=True)
+        os.replace(path + ".tmp", path)
     _cli.exit_for(result.stopped)
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

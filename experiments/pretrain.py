@@ -101,8 +101,14 @@ def main(argv=None) -> None:
     p.add_argument("--samples", type=int, default=32, help="rollouts per task (default 32)")
     p.add_argument("--per-category", type=int, default=32, help="tasks per level (0: all)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
+    )
     args = p.parse_args(argv)
     config = load_experiment(args.config, args.set)
+    _cli.check_values(config)
     if base_spec(config) is None:
         raise SystemExit('init is "scratch": nothing to build (set init = {base = "NAME"})')
     if args.rebuild:
@@ -117,4 +123,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

@@ -94,6 +94,7 @@ def main(argv=None) -> None:
         peak=5,
     )
     engine, held_out = build(config, mesh)
+    _cli.check_engine_memory(engine, config)
     evaluate = jax.jit(engine.solver.evaluate)
 
     def held_out_success(state) -> float:
@@ -143,4 +144,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

@@ -27,7 +27,7 @@ from curriculax._curriculum import sanitize
 from curriculax._types import CurriculumState, GroupResults, TaskDraw
 from curriculax.credit import finite_rewards
 from curriculax.engine import _mesh, _mixer, _pending
-from curriculax.engine._env import Env
+from curriculax.engine._env import Env, key_words
 from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
@@ -136,7 +136,7 @@ class Generation(NamedTuple):
     Attributes:
       env: ``i32[]`` env index of the batch.
       task_ids: ``i32[G]``.
-      task_keys: ``u32[G]`` stable keys of the tasks.
+      task_keys: ``u32[G, 2]`` stable 64-bit keys of the tasks as (high, low) words.
       rewards: ``f32[G, K]`` raw rewards (``K`` = the run's largest group size).
       valid: ``bool[G, K]`` after non-finite values were made invalid.
       admitted: ``bool[G]``.
@@ -237,7 +237,7 @@ class Engine:
         self.max_group_size = max(e.group_size for e in self.envs)
         self.vote_names = tuple(f"{e.name}/{g}" for e in self.envs for g in e.curriculum.gates)
         self.pools = {e.name: e.tasks for e in self.envs}
-        self.pool_keys = {e.name: jnp.asarray(e.keys) for e in self.envs}
+        self.pool_keys = {e.name: jnp.asarray(key_words(e.keys)) for e in self.envs}
         self.curricula = {e.name: e.curriculum for e in self.envs}
         self.mesh, self.axis = mesh, axis
         self._check_rollout_shapes()
@@ -320,7 +320,11 @@ class Engine:
             return jnp.where(mask, x[at], payload.astype(x.dtype))
 
         tasks = jax.tree.map(pick, pool, drawn.tasks)
-        keys = jnp.where(use, pool_keys[at], drawn.keys.astype(jnp.uint32))
+        # A payload's own key is 32 bits (the frontier's): its high word is 0.
+        payload_keys = jnp.stack(
+            [jnp.zeros_like(drawn.keys, jnp.uint32), drawn.keys.astype(jnp.uint32)], axis=-1
+        )
+        keys = jnp.where(use[:, None], pool_keys[at], payload_keys)
         return ids, tasks, keys
 
     def _env_rows(self, i: int, solver_state, tasks, ids, key):

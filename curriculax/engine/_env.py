@@ -17,30 +17,89 @@ from curriculax._types import Curriculum, TaskDraw
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
-def content_keys(tasks: Any) -> np.ndarray:
-    """Stable ``u32[N]`` keys from the content of each task (FNV-1a over the row bytes).
+_FNV32_BASIS, _FNV32_PRIME = 0x811C9DC5, 0x01000193
+_FNV64_BASIS, _FNV64_PRIME = 0xCBF29CE484222325, 0x100000001B3
+_LOW = np.uint64(0xFFFFFFFF)
+
+
+def _fmix64(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's ``fmix64`` finalizer on ``u64[N]`` (numpy's uint64 arrays wrap mod 2**64)."""
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xFF51AFD7ED558CCD)
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xC4CEB9FE1A85EC53)
+    return h ^ (h >> np.uint64(33))
+
+
+def content_keys(tasks: Any, *, bits: int = 64) -> np.ndarray:
+    """Stable keys from the content of each task: ``u64[N]`` (``bits=64``) or ``u32[N]``.
 
     The hash covers every leaf of the pool pytree in flattening order, each row's bytes in
     little-endian order with the leaf's dtype and shape, so equal tasks get equal keys on every
-    machine and jax version.
+    machine and jax version. The low 32 bits of a 64-bit key are FNV-1a-32 over those bytes
+    (the whole key before 64-bit keys, and still what ``bits=32`` returns); the high 32 bits
+    are the top of ``fmix64(FNV-1a-64)`` over the same bytes. Distinct tasks then collide with
+    probability about ``N**2 / 2**65`` (1e-5 for a pool of 1e7) instead of ``N**2 / 2**33``,
+    and a checkpoint written with 32-bit keys maps onto the low words.
+
+    Args:
+      tasks: a pytree of arrays with a leading task axis ``N``.
+      bits: 64 (the engine's keys) or 32 (the low word alone: the self-play frontier's keys).
+
+    Returns:
+      ``u64[N]`` or ``u32[N]`` keys.
     """
+    if bits not in (32, 64):
+        raise ValueError(f"bits must be 32 or 64, got {bits!r}")
     leaves = jax.tree.leaves(tasks)
     if not leaves:
         raise ValueError("a task pool must have at least one array leaf")
     n = np.shape(leaves[0])[0]
-    h = np.full((n,), 0x811C9DC5, np.uint64)
-    prime = np.uint64(0x01000193)
-    mask = np.uint64(0xFFFFFFFF)
-    for leaf in leaves:
-        arr = np.asarray(leaf)
-        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
-        tag = f"{arr.dtype.str}{arr.shape[1:]}".encode()
-        rows = np.ascontiguousarray(arr).reshape(n, -1).view(np.uint8).reshape(n, -1)
-        for byte in tag:
-            h = ((h ^ np.uint64(byte)) * prime) & mask
-        for j in range(rows.shape[1]):  # a loop over bytes per task, vectorized over tasks
-            h = ((h ^ rows[:, j].astype(np.uint64)) * prime) & mask
-    return h.astype(np.uint32)
+    h32 = np.full((n,), _FNV32_BASIS, np.uint64)
+    h64 = np.full((n,), _FNV64_BASIS, np.uint64)
+    p32, p64 = np.uint64(_FNV32_PRIME), np.uint64(_FNV64_PRIME)
+    with np.errstate(over="ignore"):
+        for leaf in leaves:
+            arr = np.asarray(leaf)
+            arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+            tag = f"{arr.dtype.str}{arr.shape[1:]}".encode()
+            rows = np.ascontiguousarray(arr).reshape(n, -1).view(np.uint8).reshape(n, -1)
+            for byte in tag:
+                h32 = ((h32 ^ np.uint64(byte)) * p32) & _LOW
+                if bits == 64:
+                    h64 = (h64 ^ np.uint64(byte)) * p64
+            for j in range(rows.shape[1]):  # a loop over bytes per task, vectorized over tasks
+                col = rows[:, j].astype(np.uint64)
+                h32 = ((h32 ^ col) * p32) & _LOW
+                if bits == 64:
+                    h64 = (h64 ^ col) * p64
+        if bits == 32:
+            return h32.astype(np.uint32)
+        return (_fmix64(h64) & ~_LOW) | h32
+
+
+def key_words(keys: np.ndarray) -> np.ndarray:
+    """``u64[N]`` keys as ``u32[N, 2]`` (high word, low word): JAX runs without 64-bit ints."""
+    keys = np.asarray(keys, np.uint64)
+    return np.stack([keys >> np.uint64(32), keys & _LOW], axis=-1).astype(np.uint32)
+
+
+def key_ints(words: np.ndarray) -> np.ndarray:
+    """``u32[..., 2]`` (high, low) words back to ``u64[...]`` keys (host side)."""
+    words = np.asarray(words).astype(np.uint64)
+    return (words[..., 0] << np.uint64(32)) | words[..., 1]
+
+
+def _as_keys(keys: Any, n: int, where: str) -> np.ndarray:
+    """User-given keys (any non-negative integers below 2**64) as ``u64[N]``."""
+    keys = np.asarray(keys)
+    if keys.shape != (n,):
+        raise ValueError(f"{where}: keys must be integers of shape (N={n},), got {keys.shape}")
+    if not np.issubdtype(keys.dtype, np.integer):
+        raise TypeError(f"{where}: keys must be integers, got {keys.dtype}")
+    if np.issubdtype(keys.dtype, np.signedinteger) and n and keys.min() < 0:
+        raise ValueError(f"{where}: keys must be >= 0, got {int(keys.min())}")
+    return keys.astype(np.uint64)
 
 
 def _keys_from_data(tasks: Any) -> np.ndarray | None:
@@ -62,9 +121,11 @@ class Env:
         epoch-shuffled :func:`~curriculax.samplers.sequential` sampler with no gates.
       group_size: rollouts per task (``K``).
       weight: mixing weight (relative share of generation batches; 0: never sampled).
-      keys: stable ``u32[N]`` task keys; default: the pool's own ``key`` field when it has
-        one (a NamedTuple attribute or dict entry), else a content hash of each task (see
-        :func:`content_keys`). Per-task curriculum state is checkpointed with these keys.
+      keys: stable task keys, unique within the pool, held as ``u64[N]`` (given keys: any
+        non-negative integers below 2**64, kept as they are); default: the pool's own ``key``
+        field when it has one (a NamedTuple attribute or dict entry), else a 64-bit content
+        hash of each task (see :func:`content_keys`). Per-task curriculum state is
+        checkpointed with these keys; on the device they travel as ``u32[N, 2]`` words.
       rollout: optional ``(solver_state, tasks, key, group_size) -> Rollouts`` used instead of
         the solver's own ``rollout`` for this env (e.g. a different verifier).
       shard_tasks: with an engine mesh, split this env's per-task curriculum state along the
@@ -128,13 +189,9 @@ class Env:
         keys = self.keys
         if keys is None:
             keys = _keys_from_data(self.tasks)
-        keys = content_keys(self.tasks) if keys is None else np.asarray(keys)
-        if keys.shape != (n,):
-            raise ValueError(f"env {self.name!r}: keys must be u32[N={n}], got shape {keys.shape}")
-        if not np.issubdtype(keys.dtype, np.integer):
-            raise TypeError(f"env {self.name!r}: keys must be integers, got {keys.dtype}")
-        keys = keys.astype(np.uint32)
-        check_unique_keys(keys, f"env {self.name!r}")
+        where = f"env {self.name!r}"
+        keys = content_keys(self.tasks) if keys is None else _as_keys(keys, n, where)
+        check_unique_keys(keys, where)
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "group_size", k)
         object.__setattr__(self, "tasks", jax.tree.map(jnp.asarray, self.tasks))

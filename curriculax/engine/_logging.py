@@ -3,6 +3,7 @@ as TensorBoard and W&B live in :mod:`curriculax.engine._sinks`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -85,27 +86,43 @@ def last_record(path: str, field: str, limit: int) -> dict:
 
 
 class JsonlWriter:
-    """Appends one JSON object per line (buffered; :meth:`flush` or :meth:`sync` to write)."""
+    """Appends one JSON object per line (buffered; :meth:`flush` or :meth:`sync` to write).
+
+    A failed write (a full disk, say) raises an ``OSError`` naming this file (a write to an
+    open file names none)."""
 
     def __init__(self, path: str):
         self.path = path
         self._file = open(path, "a")  # noqa: SIM115 (kept open for the run)
 
     def write(self, record: Mapping[str, Any]) -> None:
-        self._file.write(json.dumps(_clean(dict(record)), separators=(",", ":")) + "\n")
+        with self._naming():
+            self._file.write(json.dumps(_clean(dict(record)), separators=(",", ":")) + "\n")
 
     def flush(self) -> None:
-        self._file.flush()
+        with self._naming():
+            self._file.flush()
 
     def sync(self) -> int:
         """Flushes to disk (``fsync``) and returns the file's length in bytes: every line
         written so far survives a crash from here on."""
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        return self._file.tell()
+        with self._naming():
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            return self._file.tell()
 
     def close(self) -> None:
-        self._file.close()
+        with self._naming():
+            self._file.close()
+
+    @contextlib.contextmanager
+    def _naming(self):
+        try:
+            yield
+        except OSError as e:
+            if e.filename is not None:
+                raise
+            raise OSError(e.errno, e.strerror, self.path) from e
 
 
 class ProgressBar:

@@ -20,6 +20,7 @@ from curriculax._checks import int_at_least
 from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
 from curriculax.engine import _restore, _rundir
 from curriculax.engine._engine import Engine, EngineState, Generation
+from curriculax.engine._env import key_ints
 from curriculax.engine._guard import CurriculumStalled, stall_message
 from curriculax.engine._logging import (
     JsonlWriter,
@@ -46,8 +47,8 @@ class RunResult:
       stopped: ``"completed"``; ``"until"`` (the ``until`` callback ended it); the signal
         that stopped the run (``"SIGTERM"``, ``"SIGINT"``) after it saved a checkpoint; or
         ``"already_complete"``: a resume found the run already at ``steps`` updates (or more),
-        or ended by ``until``, and changed nothing (``metrics`` is then the last logged
-        update's, ``summary`` the one on disk).
+        or ended by ``until``, and trained no more (``metrics`` is then the last logged
+        update's, ``summary`` the one on disk, written first if the run was killed before it).
     """
 
     state: EngineState
@@ -114,7 +115,7 @@ def _write_traces(writer: JsonlWriter, engine: Engine, gen: Generation, rate: fl
                 "step": int(gen.updates),
                 "env": env.name,
                 "task": int(gen.task_ids[i]),
-                "key": int(gen.task_keys[i]),
+                "key": int(key_ints(gen.task_keys[i])),
                 "rewards": gen.rewards[i, :k].astype(float).tolist(),
                 "valid": gen.valid[i, :k].tolist(),
                 "admitted": bool(gen.admitted[i]),
@@ -342,17 +343,37 @@ def _summary(
     return summary
 
 
-def _already_complete(run_dir: str, state: EngineState, config: dict | None) -> RunResult:
-    """A resume that finds nothing left to do: reads what the run left and writes nothing."""
+def _already_complete(
+    run_dir: str, state: EngineState, config: dict | None, process_zero: bool = True
+) -> RunResult:
+    """A resume that finds nothing left to train: reads what the run left, and writes only
+    what it lacks (``summary.json``, when the run was killed between its last checkpoint and
+    the summary)."""
     c = jax.device_get(state.counters)
     updates = int(c.updates)
     last = last_record(os.path.join(run_dir, "metrics.jsonl"), "step", updates)
+    path = os.path.join(run_dir, "summary.json")
     try:
-        with open(os.path.join(run_dir, "summary.json")) as f:
+        with open(path) as f:
             summary = json.load(f)
     except (OSError, json.JSONDecodeError):  # killed between the last save and the summary
         summary = _summary(c, stopped="completed", updates=updates, last=last, config=config)
+        if process_zero:
+            try:
+                _write_json_atomic(path, summary)
+            except OSError as e:
+                raise _rundir.write_failure(e, updates, run_dir) from None
     return RunResult(state, last, summary, ALREADY_COMPLETE)
+
+
+def _write_json_atomic(path: str, data: dict) -> None:
+    """Writes ``path`` whole or not at all (a temporary file renamed over it)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=float)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 class _Checkpoints:
@@ -413,6 +434,12 @@ class _Checkpoints:
         """Raises :class:`CheckpointSaveError` if a background save failed."""
         if self.store is not None:
             self.store.check()
+
+    def settle(self) -> None:
+        """Waits for a save in flight, so an error can say which checkpoints were committed."""
+        if self.store is not None:
+            with contextlib.suppress(Exception):  # a failed save is reported by the caller
+                self.store.wait()
 
     def close(self, *, quiet: bool = False) -> None:
         """Waits for the last save; raises if it failed, unless ``quiet`` (already raised)."""
@@ -499,13 +526,19 @@ class _Outputs:
             "traces.jsonl": None if self.traces is None else self.traces.sync(),
         }
 
-    def close(self) -> None:
+    def close(self) -> OSError | None:
+        """Closes everything; returns the first error writing a log's buffered tail."""
+        error = None
         for w in (self.metrics, self.traces):
             if w is not None:
-                w.close()
+                try:
+                    w.close()
+                except OSError as e:  # the buffered tail could not be written
+                    error = error or e
         close_sinks(self.sinks)
         if self.bar is not None:
             self.bar.close()
+        return error
 
 
 class _StallGuard:
@@ -550,6 +583,7 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
     checkpoints = _Checkpoints(plan)
     outputs = _Outputs()
     updates = 0
+    ended = False  # the body ran to its end (no error in flight)
     try:
         restored = checkpoints.restore(engine)
         fresh = state is None and restored is None
@@ -561,7 +595,8 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         if checkpoints.saved_step is not None and (
             updates >= plan.steps or checkpoints.meta.get("reached")
         ):
-            return _already_complete(plan.run_dir, state, plan.config)
+            ended = True
+            return _already_complete(plan.run_dir, state, plan.config, plan.process_zero)
         if checkpoints.store is not None:
             checkpoints.store.check_writable()  # fail now, not at the first save
         logs = checkpoints.meta.get("logs") or {}
@@ -575,14 +610,23 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
             reached = progress.stopped == "until"
             checkpoints.save(engine, progress.state, updates, outputs, reached=reached)
         checkpoints.close()  # waits for the last save; raises if it failed
+        ended = True
     except CheckpointSaveError as e:
+        checkpoints.settle()
         raise CheckpointSaveError(
-            f"{e}\nThe run stopped at update {updates}; its logs and earlier checkpoints are "
-            "kept. Free the disk or make the directory writable, then resume (--resume)."
+            f"{e}\nThe run stopped at update {updates}; {_rundir.saved_text(plan.run_dir)}. "
+            "Free the disk or make the directory writable, then resume (--resume)."
         ) from None
+    except OSError as e:
+        if e.errno not in _rundir.WRITE_ERRNOS:
+            raise
+        checkpoints.settle()
+        raise _rundir.write_failure(e, updates, plan.run_dir) from None
     finally:
         checkpoints.close(quiet=True)
-        outputs.close()
+        close_error = outputs.close()
+        if close_error is not None and ended:  # else the error in flight says it all
+            raise _rundir.write_failure(close_error, updates, plan.run_dir) from None
 
     summary = _summary(
         jax.device_get(progress.state.counters),
@@ -594,8 +638,10 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         history=checkpoints.history,
     )
     if plan.run_dir is not None and plan.process_zero:
-        with open(os.path.join(plan.run_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True, default=float)
+        try:
+            _write_json_atomic(os.path.join(plan.run_dir, "summary.json"), summary)
+        except OSError as e:
+            raise _rundir.write_failure(e, progress.updates, plan.run_dir) from None
     return RunResult(progress.state, progress.last, summary, progress.stopped)
 
 

@@ -16,12 +16,17 @@ from curriculax.checkpoint import (
     CheckpointStore,
     assemble,
     leaf_layout,
-    one_line,
     quiet_abandoned_reads,
+    unreadable_reason,
 )
 from curriculax.engine._engine import Engine, EngineState
+from curriculax.engine._env import key_ints
 
 FORMAT = 1
+# Bits of the task keys saved with a checkpoint (meta "key_bits"). Checkpoints written before
+# 64-bit keys have no such entry and hold u32[N] keys: the low words of today's keys.
+KEY_BITS = 64
+_LOW32 = np.uint64(0xFFFFFFFF)
 # Leaves renamed since format 1 was introduced: {old path: new path} (engine-relative). A
 # checkpoint holding the old path (and not the new) restores with the leaf moved over.
 RENAMED = {"since_progress": "since_progress_by_env"}
@@ -56,6 +61,7 @@ def engine_meta(engine: Engine, state: EngineState, extra: dict | None = None) -
         "groups_per_generation": engine.config.generation,
         "layout": {p: [list(shape), dtype] for p, (shape, dtype) in layout.items()},
         "pool_fingerprints": {e.name: _fingerprint(e.keys) for e in engine.envs},
+        "key_bits": KEY_BITS,
         "versions": {
             "curriculax": curriculax.__version__,
             "jax": jax.__version__,
@@ -193,8 +199,31 @@ def _per_task_fields(state: Any, prefix: str) -> list[str]:
     return out
 
 
-def _fingerprint(keys: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(keys, np.uint32).tobytes()).hexdigest()[:24]
+def _fingerprint(keys: np.ndarray, bits: int = KEY_BITS) -> str:
+    dtype = "<u8" if bits == 64 else "<u4"
+    return hashlib.sha256(np.ascontiguousarray(keys, dtype).tobytes()).hexdigest()[:24]
+
+
+def _keys_as_saved(engine: Engine, bits: int) -> dict[str, np.ndarray]:
+    """Each env's keys as a checkpoint with ``bits``-bit keys holds them: ``u64[N]``, or for
+    a checkpoint from before 64-bit keys the low 32-bit words (its keys were exactly those)."""
+    if bits == 64:
+        return {e.name: e.keys for e in engine.envs}
+    if bits != 32:
+        raise CheckpointMismatch(
+            f"the checkpoint's task keys have {bits} bits; this version reads 32 and 64: "
+            "resume it with the curriculax version that wrote it"
+        )
+    return {e.name: (e.keys & _LOW32).astype(np.uint32) for e in engine.envs}
+
+
+def _positions(old: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``new``'s keys its row in ``old`` (one sort, ``O(N log N)``), and which of
+    ``new``'s keys ``old`` lacks."""
+    order = np.argsort(old, kind="stable")
+    at = np.clip(np.searchsorted(old[order], new), 0, len(old) - 1)
+    pos = order[at]
+    return pos.astype(np.int64), old[pos] != new
 
 
 def restore(
@@ -245,11 +274,14 @@ def restore(
     )
 
     # Pool keys: the same set in another order is remapped; a different set is a mismatch.
+    bits = int(meta.get("key_bits", 32))
+    now_keys = _keys_as_saved(engine, bits)
     saved_prints = meta.get("pool_fingerprints", {})
     reordered = [
         e.name
         for e in engine.envs
-        if e.name not in fresh_envs and saved_prints.get(e.name) != _fingerprint(e.keys)
+        if e.name not in fresh_envs
+        and saved_prints.get(e.name) != _fingerprint(now_keys[e.name], bits)
     ]
     saved = store.restore_leaves(step) if reordered or lines or renamed else None
     perms: dict[str, np.ndarray] = {}
@@ -257,17 +289,25 @@ def restore(
         if e.name not in reordered:
             continue
         old = np.asarray(saved[f"pool_keys/{e.name}"])
-        pos = {int(k): i for i, k in enumerate(old.tolist())}
-        missing = [int(k) for k in e.keys.tolist() if int(k) not in pos]
-        if missing:
+        old = key_ints(old) if bits == 64 else old.astype(np.uint64)
+        pos, absent = _positions(old, now_keys[e.name].astype(np.uint64))
+        if bits == 32 and np.unique(now_keys[e.name]).size < e.num_tasks:
             lines.append(
-                f"env {e.name!r}: {len(missing)} of {e.num_tasks} task keys are not in the "
-                f"checkpoint's pool (e.g. {missing[:3]}): a different task set (its curriculum "
-                "starts fresh)"
+                f"env {e.name!r}: tasks of this pool share their low 32 key bits, which is all a "
+                "checkpoint from before 64-bit keys holds (its curriculum starts fresh)"
             )
             fresh_envs.add(e.name)
             continue
-        perms[e.name] = np.array([pos[int(k)] for k in e.keys.tolist()], np.int64)
+        if absent.any():
+            missing = now_keys[e.name][absent]
+            lines.append(
+                f"env {e.name!r}: {int(absent.sum())} of {e.num_tasks} task keys are not in the "
+                f"checkpoint's pool (e.g. {[int(k) for k in missing[:3]]}): a different task "
+                "set (its curriculum starts fresh)"
+            )
+            fresh_envs.add(e.name)
+            continue
+        perms[e.name] = pos
 
     # Leaf-level layout changes that the env-level diff did not explain.
     skip = {f"curricula/{n}" for n in fresh_envs}
@@ -297,8 +337,9 @@ def restore(
         )
 
     if not lines and not perms and not renamed:
+        shape = (lambda n: (n, 2)) if bits == 64 else (lambda n: (n,))
         keys = {
-            e.name: jax.ShapeDtypeStruct((e.num_tasks,), np.uint32, sharding=keys_sharding)
+            e.name: jax.ShapeDtypeStruct(shape(e.num_tasks), np.uint32, sharding=keys_sharding)
             for e in engine.envs
         }
         return store.restore(step, {"engine": abstract, "pool_keys": keys})["engine"]
@@ -351,7 +392,7 @@ def restore_latest(
         except CheckpointMismatch:
             raise
         except Exception as e:  # whatever Orbax, TensorStore or JSON raise on damaged files
-            skipped.append((step, one_line(e)))
+            skipped.append((step, unreadable_reason(e, store._step_dir(step))))
             continue
         if skipped:
             warnings.warn(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
 import json
 import os
 import shutil
@@ -32,6 +33,62 @@ except ImportError:  # no advisory locks (Windows): runs are not protected from 
 
 class RunDirError(RuntimeError):
     """The run directory cannot be used as asked; the message says why and what to do."""
+
+
+_REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "the operation is not permitted (an immutable or protected directory?)",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOTDIR: "a file stands where a directory is needed",
+    errno.EEXIST: "a file stands where a directory is needed",
+}
+
+
+# What a run that cannot write its directory meets (other OSErrors are not the directory's).
+WRITE_ERRNOS = frozenset(_REASONS) | {errno.EIO, errno.EFBIG}
+
+
+def os_error_text(e: OSError) -> str:
+    """``<file>: <what went wrong, in words>`` for an OSError."""
+    reason = _REASONS.get(e.errno) or e.strerror or str(e)
+    return f"{e.filename}: {reason}" if e.filename else reason
+
+
+def committed_steps(run_dir: str | None) -> list[int]:
+    """The checkpoints committed in ``run_dir`` (Orbax renames a step's directory to its bare
+    number only once the step is complete), oldest first."""
+    try:
+        names = os.listdir(os.path.join(run_dir, CHECKPOINTS)) if run_dir else []
+    except OSError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def saved_text(run_dir: str | None) -> str:
+    """What a run stopped by a failed write leaves to resume from, in words."""
+    steps = committed_steps(run_dir)
+    if not steps:
+        return "no checkpoint had been saved yet (a resume starts over)"
+    return (
+        f"checkpoint {steps[-1]} holds the newest saved state, and the logs are kept up to it "
+        "(a resume continues from there)"
+    )
+
+
+def write_failure(e: OSError, updates: int, run_dir: str | None) -> RunDirError:
+    """The error a run stopped by a failed write ends with: which file, why, what was saved,
+    and what to do."""
+    fix = (
+        "free space on the disk"
+        if e.errno in (errno.ENOSPC, errno.EDQUOT)
+        else "make the run directory writable"
+    )
+    return RunDirError(
+        f"writing {os_error_text(e)}. The run stopped at update {updates}; "
+        f"{saved_text(run_dir)}. To continue, {fix}, then resume (--resume)."
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,14 +229,19 @@ def prepare(
     """
     lock, error = None, None
     if process_zero:
-        os.makedirs(run_dir, exist_ok=True)
         lock = RunLock(run_dir)
         try:
+            os.makedirs(run_dir, exist_ok=True)
             lock.acquire()
             _apply_rules(run_dir, resume=resume, overwrite=overwrite, fresh=fresh)
         except Exception as e:  # every process must reach the broadcast below
             lock.release()
             error = e
+            if isinstance(e, OSError):
+                error = RunDirError(
+                    f"cannot use {run_dir} as a run directory: {os_error_text(e)}; make it "
+                    "writable or choose another run directory (--run-dir)"
+                )
     if agree(error is not None):
         raise error or RunDirError(
             f"process 0 refused the run directory {run_dir}; its error says why"

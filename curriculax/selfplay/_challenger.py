@@ -139,7 +139,7 @@ def run_challenge(
         nonlocal collisions, duplicates
         one = jax.tree.map(lambda x: np.asarray(x)[None], task)
         own = _keys_from_data(one)  # the family's own key field, as the seed pool's keys
-        k = int((own if own is not None else content_keys(one))[0])
+        k = int((own if own is not None else content_keys(one, bits=32))[0])
         if k in forbidden_set:
             collisions += 1
         elif k in seen:

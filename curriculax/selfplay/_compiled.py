@@ -63,8 +63,9 @@ class PureChallenger(NamedTuple):
 
 
 def row_keys(tasks: Any) -> jax.Array:
-    """``u32[P]``: the tasks' own ``key`` field, else :func:`~curriculax.engine.content_keys`
-    computed in JAX (the same FNV-1a over each row's little-endian bytes)."""
+    """``u32[P]``: the tasks' own ``key`` field, else the 32-bit
+    :func:`~curriculax.engine.content_keys` (``bits=32``, self-play's keys) computed in JAX
+    (the same FNV-1a over each row's little-endian bytes)."""
     own = tasks.get("key") if isinstance(tasks, dict) else getattr(tasks, "key", None)
     if own is not None and not callable(own):
         return jnp.asarray(own).astype(jnp.uint32)
@@ -203,10 +204,12 @@ def compiled_evolve(
     """
     held_keys = _keys_from_data(held_out_tasks)
     held_keys = np.asarray(
-        content_keys(held_out_tasks) if held_keys is None else held_keys, np.uint32
+        content_keys(held_out_tasks, bits=32) if held_keys is None else held_keys, np.uint32
     )
     keys_np = _keys_from_data(seed_tasks)
-    keys_np = content_keys(seed_tasks) if keys_np is None else np.asarray(keys_np, np.uint32)
+    keys_np = (
+        content_keys(seed_tasks, bits=32) if keys_np is None else np.asarray(keys_np, np.uint32)
+    )
     check_unique_keys(keys_np, "seed_tasks")
     if np.intersect1d(keys_np, held_keys).size:
         raise ValueError("held_out_tasks share keys with seed_tasks; they must be disjoint")

@@ -246,7 +246,7 @@ def curriculum_evolve(
         key = jax.random.key(key)
 
     keys = seed_keys if seed_keys is not None else _keys_from_data(seed_tasks)
-    keys = content_keys(seed_tasks) if keys is None else np.asarray(keys, np.uint32)
+    keys = content_keys(seed_tasks, bits=32) if keys is None else np.asarray(keys, np.uint32)
     check_unique_keys(keys, "seed_tasks")
     if held_out_tasks is not None:
         if held_out_frac:
@@ -256,7 +256,7 @@ def curriculum_evolve(
             )
         held_keys = _keys_from_data(held_out_tasks)
         held_keys = np.asarray(
-            content_keys(held_out_tasks) if held_keys is None else held_keys, np.uint32
+            content_keys(held_out_tasks, bits=32) if held_keys is None else held_keys, np.uint32
         )
         check_unique_keys(held_keys, "held_out_tasks")
         shared = np.intersect1d(keys, held_keys)

@@ -1,5 +1,6 @@
 """``python -m experiments.compare``."""
 
+from experiments import _cli
 from experiments.compare.cli import main
 
-main()
+_cli.entry(main)

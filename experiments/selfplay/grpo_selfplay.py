@@ -51,6 +51,7 @@ def main(argv=None) -> None:
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="updates per round")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = p.parse_args(argv)
     args.steps_override, args.steps = args.steps, None
     config = _cli.load_config(SelfPlayConfig, args)
@@ -116,4 +117,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

@@ -365,4 +365,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

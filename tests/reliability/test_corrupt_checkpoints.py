@@ -1,9 +1,13 @@
-"""A damaged newest checkpoint is skipped for the newest one that restores, with a few lines
-naming the step and the cause, and the resumed run is still exact; if none restores, the error
-lists every step and why, without a traceback from the storage layers."""
+"""A damaged newest checkpoint is skipped for the newest one that restores, with two lines
+naming the step and the cause in words, and the resumed run is still exact; if none restores,
+the error lists every step and why, without a traceback from the storage layers; the reads a
+failed restore abandons never reach stderr."""
 
 import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +37,15 @@ def damage(step_dir: Path, how: str) -> None:
 
 
 HOW = ["truncated data", "garbage data", "missing metadata", "missing array metadata"]
+# What the skipped step's line says for each damage, in words (no TensorStore spec).
+REASON = {
+    "truncated data": r"the data of array [\w/]+ \(data file \w+\) is shorter than the "
+    r"checkpoint records \(a truncated file\)$",
+    "garbage data": r"the data of array [\w/]+ \(data file \w+\) is corrupt \(its bytes do not "
+    r"decode\)$",
+    "missing metadata": r"a file is missing: \S+/checkpoints/4/meta/metadata$",
+    "missing array metadata": r"a file is missing: \S+/checkpoints/4/state/_METADATA$",
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +77,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
     assert message.startswith(f"resuming from checkpoint step 2 in {run_dir / 'checkpoints'}: ")
     assert "\n  - step 4: " in message
     assert len(message.splitlines()) == 2 and len(message) < 600, message
+    assert re.search(REASON[how], message.splitlines()[1][len("  - step 4: ") :]), message
     assert result.stopped == "completed"
     # Still exact: the logs are cut back to update 2 and replayed from there.
     assert without_time(read_jsonl(run_dir / "metrics.jsonl")) == without_time(
@@ -94,4 +108,71 @@ def test_the_cli_reports_a_skipped_checkpoint_in_a_few_lines(tmp_path, quickstar
     assert "resuming from checkpoint step 2 in" in resumed.stderr
     assert "  - step 4: " in resumed.stderr
     assert "Traceback" not in resumed.stderr
-    assert len(resumed.stderr.splitlines()) <= 6, resumed.stderr
+    assert len(resumed.stderr.splitlines()) == 2, resumed.stderr
+
+
+def test_a_checkpoint_with_a_data_file_cut_to_10_bytes_falls_back_in_two_lines(
+    tmp_path, quickstart
+):
+    """The README's promise, on the damage that flooded stderr with the abandoned reads'
+    ``Exception ignored in: <coroutine ...>`` (the largest data file of the newest checkpoint
+    cut to 10 bytes), resumed three times: two lines each time, the reason in words."""
+    base = tmp_path / "base"
+    first = quickstart(base, "--steps", 30, "--checkpoint-every", 10)
+    assert first.returncode == 0, first.stderr
+    for i in range(3):
+        run_dir = tmp_path / f"resume{i}"
+        shutil.copytree(base, run_dir)
+        data = (run_dir / "checkpoints/30/state/ocdbt.process_0/d").iterdir()
+        os.truncate(max(data, key=lambda p: p.stat().st_size), 10)
+        resumed = quickstart(run_dir, "--steps", 40, "--checkpoint-every", 10, "--resume")
+        assert resumed.returncode == 0, resumed.stderr
+        lines = resumed.stderr.splitlines()
+        assert len(lines) == 2, resumed.stderr
+        assert lines[0] == (
+            f"warning: resuming from checkpoint step 20 in {run_dir / 'checkpoints'}: newer "
+            "checkpoints could not be restored and were skipped:"
+        )
+        assert re.fullmatch(
+            r"  - step 30: the data of array [\w/]+ is shorter than the checkpoint records "
+            r"\(a truncated file\)",
+            lines[1],
+        ), lines[1]
+
+
+# Fires the unraisable exceptions a failed restore's abandoned reads end in: one from an Orbax
+# coroutine (dropped), one from another coroutine (reported as usual).
+ABANDONED = """
+import sys
+from curriculax.checkpoint import quiet_abandoned_reads
+from orbax.checkpoint._src.serialization import serialization
+seen = []
+sys.unraisablehook = seen.append  # catch one real UnraisableHookArgs for its type
+class Bad:
+    def __del__(self):
+        raise ValueError
+Bad()
+args_type = type(seen[0])
+sys.unraisablehook = sys.__unraisablehook__
+quiet_abandoned_reads()
+async def other():
+    pass
+reader = serialization._read_array_index_and_device_put(
+    None, None, None, global_shape=None, new_shard_shape=None, dtype=None,
+    byte_limiter=None, strict=None, dll=None, memory_kind=None)
+for coro in (reader, other()):
+    try:
+        raise ValueError("OUT_OF_RANGE: Error reading")
+    except ValueError as e:
+        sys.unraisablehook(args_type((ValueError, e, e.__traceback__, None, coro)))
+    coro.close()
+"""
+
+
+def test_an_abandoned_orbax_read_is_not_reported():
+    out = subprocess.run(
+        [sys.executable, "-c", ABANDONED], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "_read_array_index_and_device_put" not in out.stderr
+    assert "Exception ignored in: <coroutine object other" in out.stderr
