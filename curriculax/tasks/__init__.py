@@ -16,7 +16,14 @@ from curriculax.tasks._generate import generate, num_tasks_per_level
 from curriculax.tasks._keys import content_key, held_out_mask, mix32
 from curriculax.tasks._pools import check_unique_keys, make_pools, per_level_mean, split_by_key
 from curriculax.tasks._sequences import CopySpec, ReversalSpec
-from curriculax.tasks._taskset import TaskSet, concat_tasksets, num_tasks, pad_tasks, take
+from curriculax.tasks._taskset import (
+    TaskSet,
+    concat_tasksets,
+    distinct_tasks,
+    num_tasks,
+    pad_tasks,
+    take,
+)
 from curriculax.tasks._verify import verify
 from curriculax.tasks._vocab import (
     BOS,
@@ -59,6 +66,7 @@ __all__ = [
     "concat_tasksets",
     "content_key",
     "decode",
+    "distinct_tasks",
     "generate",
     "held_out_mask",
     "make_pools",

@@ -21,6 +21,10 @@ from curriculax.testing import synthetic_results
 N, NUM, STEPS = 64, 8, 12
 SAMPLERS = {
     "learnability": lambda axis: cx.samplers.learnability(N, axis_name=axis),
+    # Copies spread over the devices: entry i holds task i % 12, its state at entry i % 12.
+    "learnability_repeated_entries": lambda axis: cx.samplers.learnability(
+        N, entry_task=np.arange(N) % 12, axis_name=axis
+    ),
     "floor": lambda axis: cx.samplers.floor(
         N,
         cx.samplers.learnability(N, draw="mean", uniform_share=0.3, axis_name=axis),
