@@ -190,8 +190,9 @@ def family_spec(task: TaskConfig):
     raise ValueError(f"task.family must be reversal, copy or addition, got {task.family!r}")
 
 
-def make_solver(config: GRPOExperimentConfig, spec) -> Any:
-    model = rl.TransformerConfig(
+def model_config(config: GRPOExperimentConfig, spec) -> rl.TransformerConfig:
+    """The policy's shape for ``config`` on the family ``spec``."""
+    return rl.TransformerConfig(
         T.VOCAB_SIZE,
         width=config.model.width,
         depth=config.model.depth,
@@ -199,6 +200,9 @@ def make_solver(config: GRPOExperimentConfig, spec) -> Any:
         max_len=spec.prompt_width + spec.answer_width,
         positions=config.model.positions,
     )
+
+
+def make_solver(config: GRPOExperimentConfig, spec) -> Any:
     g = config.grpo
     grpo = rl.GRPOConfig(
         learning_rate=g.learning_rate,
@@ -209,7 +213,10 @@ def make_solver(config: GRPOExperimentConfig, spec) -> Any:
         max_grad_norm=g.max_grad_norm,
     )
     return rl.grpo_solver(
-        model, grpo, max_new_tokens=spec.answer_width, output_tokens=spec.answer_tokens()
+        model_config(config, spec),
+        grpo,
+        max_new_tokens=spec.answer_width,
+        output_tokens=spec.answer_tokens(),
     )
 
 
@@ -244,13 +251,17 @@ class Pool(NamedTuple):
 
 
 class Built(NamedTuple):
-    """What :func:`build` returns: the engine, its held-out set and pool, and the rollout
-    function the env uses (the solver's, with coin flips for distractors)."""
+    """What :func:`build` returns: the engine, its held-out set and pool, the rollout
+    function the env uses (the solver's, with coin flips for distractors), and
+    ``pass_probability(solver_state, tasks) -> f32[M]``, each task's exact probability of a
+    reward of 1 in one rollout (:func:`make_pass_probability`; None when the reward is not
+    exact match)."""
 
     engine: Engine
     held_out: T.TaskSet
     pool: Pool
     rollout: Callable
+    pass_probability: Callable | None = None
 
 
 def shares_to_counts(shares: np.ndarray, total: int) -> np.ndarray:
@@ -354,6 +365,44 @@ def coin_flip_rollout(rollout: Callable, coin_level: int, p: float) -> Callable:
     return wrapped
 
 
+def make_pass_probability(config: GRPOExperimentConfig, pool: Pool) -> Callable:
+    """``pass_probability(solver_state, tasks) -> f32[M]``: each task's exact probability of
+    a reward of 1 in one rollout of the run's policy (:func:`curriculax.rl.answer_probability`
+    at the run's temperature and output tokens); a coin-flip task's is ``distractor_p``,
+    whatever the policy. Pure, jit-able.
+
+    Raises:
+      ValueError: the run's reward is not ``"exact"`` (a partial-credit reward's mean has no
+        teacher-forced closed form; sample rollouts instead).
+    """
+    if config.grpo.reward != "exact":
+        raise ValueError(
+            f"exact pass rates need grpo.reward = 'exact', got {config.grpo.reward!r}; "
+            "measure by sampled rollouts instead (oracle exact = false)"
+        )
+    spec = pool.spec
+    graphdef = rl.policy_graphdef(model_config(config, spec))
+    output_tokens = spec.answer_tokens()
+    temperature = config.grpo.temperature
+    coin_level, coin_p = pool.coin_level, config.task.distractor_p
+
+    def pass_probability(solver_state, tasks: T.TaskSet) -> jax.Array:
+        p = rl.answer_probability(
+            graphdef,
+            solver_state.params,
+            tasks.prompt,
+            tasks.answer,
+            tasks.answer_len,
+            temperature=temperature,
+            output_tokens=output_tokens,
+        )
+        if coin_level is not None:
+            p = jnp.where(tasks.level == coin_level, jnp.float32(coin_p), p)
+        return p
+
+    return pass_probability
+
+
 def build(
     config: GRPOExperimentConfig,
     mesh=None,
@@ -395,7 +444,8 @@ def build(
         ),
         mesh=mesh,
     )
-    return Built(engine, pool.held_out, pool, rollout)
+    exact = make_pass_probability(config, pool) if config.grpo.reward == "exact" else None
+    return Built(engine, pool.held_out, pool, rollout, exact)
 
 
 def held_out_report(
