@@ -49,6 +49,7 @@ import numpy as np
 
 import curriculax as cx
 from benchmarks import _host_baseline, _numpy_baseline
+from experiments import _markdown as md
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 QUICK_SIZES = (500, 2_000)
@@ -386,68 +387,82 @@ def format_tables(rows: Sequence[dict], num: int, group_size: int) -> str:
     """The markdown tables: the step four ways, the driver, and where the time goes."""
     python = all("host_ms" in r for r in rows)
     extrapolated = python and any(r["host_draws"] < num for r in rows)
-    head = "| N | jitted step ms | driver ms | driver / step | numpy ms | numpy / step |"
-    rule = "|---:|---:|---:|---:|---:|---:|"
+    head = ["N", "jitted step ms", "driver ms", "driver / step", "numpy ms", "numpy / step"]
     if python:
-        head += " pure Python ms | pure Python / step |"
-        rule += "---:|---:|"
+        head += ["pure Python ms", "pure Python / step"]
+    step_rows = []
+    for r in rows:
+        cells = [
+            f"{r['n']:,}",
+            _fmt(r["cx_ms"]),
+            _fmt(r["drv_ms"]),
+            _ratio(r["drv_ratio"]),
+            _fmt(r["np_ms"]),
+            _ratio(r["np_ratio"]),
+        ]
+        if python:
+            star = "*" if r["host_draws"] < num else ""
+            cells += [f"{_fmt(r['host_ms'])}{star}", _ratio(r["speedup"])]
+        step_rows.append(cells)
     lines = [
         f"One step: sample {num} task ids + observe {num} groups of {group_size} "
         "(difficulty_pools + zero-advantage gate)",
         "",
-        head,
-        rule,
-    ]
-    for r in rows:
-        line = (
-            f"| {r['n']:,} | {_fmt(r['cx_ms'])} | {_fmt(r['drv_ms'])} | {_ratio(r['drv_ratio'])} "
-            f"| {_fmt(r['np_ms'])} | {_ratio(r['np_ratio'])} |"
-        )
-        if python:
-            star = "*" if r["host_draws"] < num else ""
-            line += f" {_fmt(r['host_ms'])}{star} | {_ratio(r['speedup'])} |"
-        lines.append(line)
-    lines += [
+        md.table(head, step_rows, "r" * len(head)),
         "",
         "The driver (`cx.HostCurriculum`: numpy in and out, credit computed in its program)",
         "",
-        "| N | driver sample ms | driver observe ms | its compiled programs ms "
-        "| host overhead ms | overhead / step |",
-        "|---:|---:|---:|---:|---:|---:|",
+        md.table(
+            [
+                "N",
+                "driver sample ms",
+                "driver observe ms",
+                "its compiled programs ms",
+                "host overhead ms",
+                "overhead / step",
+            ],
+            (
+                [
+                    f"{r['n']:,}",
+                    _fmt(r["drv_sample_ms"]),
+                    _fmt(r["drv_observe_ms"]),
+                    _fmt(r["drv_compiled_ms"]),
+                    _fmt(r["drv_overhead_ms"]),
+                    f"{r['drv_overhead_ms'] / r['cx_ms']:.2f}x",
+                ]
+                for r in rows
+            ),
+            "r" * 6,
+        ),
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['n']:,} | {_fmt(r['drv_sample_ms'])} | {_fmt(r['drv_observe_ms'])} "
-            f"| {_fmt(r['drv_compiled_ms'])} | {_fmt(r['drv_overhead_ms'])} "
-            f"| {r['drv_overhead_ms'] / r['cx_ms']:.2f}x |"
-        )
-    head = "| N | jitted sample ms | jitted observe ms | numpy sample ms | numpy observe ms |"
-    rule = "|---:|---:|---:|---:|---:|"
+    head = ["N", "jitted sample ms", "jitted observe ms", "numpy sample ms", "numpy observe ms"]
     if python:
-        head += " pure Python sample ms | pure Python observe ms | pure Python draws timed |"
-        rule += "---:|---:|---:|"
-    head += " memory pass ms | elementwise pass ms | jitted step compile s |"
-    rule += "---:|---:|---:|"
+        head += ["pure Python sample ms", "pure Python observe ms", "pure Python draws timed"]
+    head += ["memory pass ms", "elementwise pass ms", "jitted step compile s"]
+    parts_rows = []
+    for r in rows:
+        cells = [
+            f"{r['n']:,}",
+            _fmt(r["cx_sample_ms"]),
+            _fmt(r["cx_observe_ms"]),
+            _fmt(r["np_sample_ms"]),
+            _fmt(r["np_observe_ms"]),
+        ]
+        if python:
+            star = "*" if r["host_draws"] < num else ""
+            cells += [
+                f"{_fmt(r['host_sample_ms'])}{star}",
+                _fmt(r["host_observe_ms"]),
+                f"{r['host_draws']} of {num}",
+            ]
+        cells += [_fmt(r["mem_ms"]), _fmt(r["stream_ms"]), f"{r['cx_compile_s']:.1f}"]
+        parts_rows.append(cells)
     lines += [
         "",
         "Where the time goes (each part jitted and timed on its own for the jitted columns)",
         "",
-        head,
-        rule,
+        md.table(head, parts_rows, "r" * len(head)),
     ]
-    for r in rows:
-        line = (
-            f"| {r['n']:,} | {_fmt(r['cx_sample_ms'])} | {_fmt(r['cx_observe_ms'])} "
-            f"| {_fmt(r['np_sample_ms'])} | {_fmt(r['np_observe_ms'])} |"
-        )
-        if python:
-            star = "*" if r["host_draws"] < num else ""
-            line += (
-                f" {_fmt(r['host_sample_ms'])}{star} | {_fmt(r['host_observe_ms'])} "
-                f"| {r['host_draws']} of {num} |"
-            )
-        line += f" {_fmt(r['mem_ms'])} | {_fmt(r['stream_ms'])} | {r['cx_compile_s']:.1f} |"
-        lines.append(line)
     lines += [
         "",
         "Memory pass: one jitted `jnp.cumsum` of f32[N]; elementwise pass: one jitted `2 * x` "

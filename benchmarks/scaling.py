@@ -25,6 +25,8 @@ import platform
 import statistics
 import time
 
+from experiments import _markdown as md
+
 
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -113,8 +115,8 @@ def main() -> None:
         f"{args.group_size}"
     )
     print("\n## step time against pool size (1 device)\n")
-    print("| N | step ms | memory pass ms | step / memory pass | ms per 1e6 tasks |")
-    print("|---:|---:|---:|---:|---:|")
+    print(md.row(["N", "step ms", "memory pass ms", "step / memory pass", "ms per 1e6 tasks"]))
+    print(md.rule("rrrrr"))
     cumsum = jax.jit(jnp.cumsum)
     for size in args.sizes:
         n = int(size)
@@ -123,12 +125,22 @@ def main() -> None:
         t = timed(step, warm_state(cur, n), args.repeats)
         x = jnp.ones((n,), jnp.float32)
         m = timed(lambda a, k: cumsum(a), x, args.repeats)
-        print(f"| {n:,} | {t * 1e3:.2f} | {m * 1e3:.2f} | {t / m:.1f} | {t * 1e3 / n * 1e6:.2f} |")
+        print(
+            md.row(
+                [
+                    f"{n:,}",
+                    f"{t * 1e3:.2f}",
+                    f"{m * 1e3:.2f}",
+                    f"{t / m:.1f}",
+                    f"{t * 1e3 / n * 1e6:.2f}",
+                ]
+            )
+        )
 
     n = int(args.device_pool)
     print(f"\n## step time against device count (N = {n:,}, per-task state split)\n")
-    print("| devices | tasks per device | step ms |")
-    print("|---:|---:|---:|")
+    print(md.row(["devices", "tasks per device", "step ms"]))
+    print(md.rule("rrr"))
     for d in args.devices:
         if d > jax.device_count() or n % d:
             continue
@@ -147,7 +159,7 @@ def main() -> None:
         )
         t = timed(step, state, args.repeats)
         per = n // d
-        print(f"| {d} | {per:,} | {t * 1e3:.2f} |")
+        print(md.row([d, f"{per:,}", f"{t * 1e3:.2f}"]))
 
 
 if __name__ == "__main__":

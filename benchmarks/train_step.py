@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from curriculax.testing import synthetic_results
+from experiments import _markdown as md
 from experiments._builders import GRPOExperimentConfig, build
 
 
@@ -93,20 +94,24 @@ def main() -> None:
         f"# reversal {config.task.num_levels} levels, pool {env.num_tasks} tasks, "
         f"{g} groups x {k} rollouts per generation batch, {config.batch_groups} groups per update"
     )
-    print("\n| part | ms | share of generate + train |")
-    print("|---|---:|---:|")
-    print(
-        f"| generate (sample, roll out, credit, observe, append) | {t_gen * 1e3:.2f} "
-        f"| {t_gen / step:.1%} |"
-    )
-    print(
-        f"| train (one GRPO update on {config.batch_groups} groups) | {t_train * 1e3:.2f} "
-        f"| {t_train / step:.1%} |"
-    )
-    print(
-        f"| curriculum alone (sample + observe, inside generate) | {t_cur * 1e3:.3f} "
-        f"| {t_cur / step:.2%} |"
-    )
+    rows = [
+        [
+            "generate (sample, roll out, credit, observe, append)",
+            f"{t_gen * 1e3:.2f}",
+            f"{t_gen / step:.1%}",
+        ],
+        [
+            f"train (one GRPO update on {config.batch_groups} groups)",
+            f"{t_train * 1e3:.2f}",
+            f"{t_train / step:.1%}",
+        ],
+        [
+            "curriculum alone (sample + observe, inside generate)",
+            f"{t_cur * 1e3:.3f}",
+            f"{t_cur / step:.2%}",
+        ],
+    ]
+    print("\n" + md.table(["part", "ms", "share of generate + train"], rows))
     print(f"\nrollouts/s with an update every generation batch: {g * k / step:,.0f}")
 
 

@@ -24,6 +24,7 @@ import jax
 
 from experiments import _cli
 from experiments._builders import GRPOExperimentConfig, build, held_out_report
+from experiments.compare.report import study_result
 
 
 def plot_curves(metrics_path: str, out_path: str, title: str, start: dict | None = None) -> None:
@@ -63,32 +64,23 @@ def evidence_text(config: GRPOExperimentConfig) -> str | None:
     """What the study named by ``config.evidence`` measured for ``config.evidence_arm``."""
     if not config.evidence:
         return None
-    if not os.path.exists(config.evidence):
-        return f"  (the study {config.evidence} is not there; run it to compare)"
-    with open(config.evidence) as f:
-        study = json.load(f)
-    arm = study["arms"].get(config.evidence_arm)
-    if arm is None:
-        return f"  (the study {config.evidence} has no arm {config.evidence_arm!r})"
-    base = study["config"]["baseline"]
-    ratio = arm.get("ratio_to_baseline")
-    reached = sum(x is not None for x in arm["rollouts_to_target"])
-    seeds = len(arm["rollouts_to_target"])
-    med = arm["median"][0]
-    base_med = study["arms"][base]["median"][0] if base in study["arms"] else None
+    result = study_result(config.evidence, config.evidence_arm)
+    if isinstance(result, str):
+        return f"  ({result})"
+    base = result.baseline
     text = (
-        f"  study ({config.evidence}, {seeds} seeds): '{config.evidence_arm}' reached the "
-        f"target on {reached}/{seeds} seeds, median {_count(med)} rollouts ({base}: "
-        f"{_count(base_med)})"
+        f"  study ({config.evidence}, {result.seeds} seeds): '{result.arm}' reached the "
+        f"target on {result.reached}/{result.seeds} seeds, median {_count(result.median)} "
+        f"rollouts ({base}: {_count(result.baseline_median)})"
     )
-    if ratio is not None and ratio[0] is not None:
-        point, lo, hi = (float("inf") if x is None else x for x in ratio)
-        bound = {">=": "at least ", "<=": "at most "}.get(arm.get("ratio_kind"), "")
+    if result.ratio is not None:
+        point, lo, hi = result.ratio
+        bound = {">=": "at least ", "<=": "at most "}.get(result.ratio_kind, "")
         text += (
             f";\n  {base} / this curriculum, median rollouts to target: {bound}{point:.2f}x "
             f"(95% CI [{lo:.2f}, {hi:.2f}])"
         )
-    return text + f"\n  reproduce: {study.get('command', 'python -m experiments.compare')}"
+    return text + f"\n  reproduce: {result.command}"
 
 
 def _count(value) -> str:

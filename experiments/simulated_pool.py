@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from experiments import _markdown as md
 from experiments import _stats
 
 
@@ -76,10 +77,18 @@ def main() -> None:
     )
     print()
     print(
-        "| sampler | informative share | before switch | steps to find half (median [95%]) "
-        "| emerging share, last quarter | s |"
+        md.row(
+            [
+                "sampler",
+                "informative share",
+                "before switch",
+                "steps to find half (median [95%])",
+                "emerging share, last quarter",
+                "s",
+            ]
+        )
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print(md.rule("lrrrrr"))
     for name, sampler in arms(args.tasks).items():
         t0 = time.perf_counter()
         trace = sp.run(
@@ -94,12 +103,15 @@ def main() -> None:
         def mean_sd(x):
             return f"{np.mean(x):.3f} ± {np.std(x):.3f}"
 
-        print(
-            f"| {name} | {mean_sd(m['informative_share'])} | "
-            f"{mean_sd(m['informative_share_before'])} | {found} | "
-            f"{mean_sd(m['emerging_share_late'])} | {time.perf_counter() - t0:.1f} |",
-            flush=True,
-        )
+        cells = [
+            name,
+            mean_sd(m["informative_share"]),
+            mean_sd(m["informative_share_before"]),
+            found,
+            mean_sd(m["emerging_share_late"]),
+            f"{time.perf_counter() - t0:.1f}",
+        ]
+        print(md.row(cells), flush=True)
 
 
 if __name__ == "__main__":

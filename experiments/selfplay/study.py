@@ -33,6 +33,7 @@ import numpy as np
 
 from curriculax.selfplay import curriculum_evolve
 from experiments import _cli
+from experiments import _markdown as md
 from experiments import _stats as S
 from experiments._builders import (
     GRPOExperimentConfig,
@@ -139,9 +140,13 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
             "per_level_mean": per_level,
         }
         rows.append(
-            f"| {arm} | {m[0]:.3f} [{m[1]:.3f}, {m[2]:.3f}] | "
-            + " ".join(f"{x:.2f}" for x in final)
-            + f" | {S.fmt_interval(*t, bound=budget)} | {int(np.isfinite(hits).sum())}/{len(rs)} |"
+            [
+                arm,
+                f"{m[0]:.3f} [{m[1]:.3f}, {m[2]:.3f}]",
+                " ".join(f"{x:.2f}" for x in final),
+                S.fmt_interval(*t, bound=budget),
+                f"{int(np.isfinite(hits).sum())}/{len(rs)}",
+            ]
         )
     lines = [
         f"Reversal, 4 symbols, lengths 1-{exp.task.num_levels}; seed pool "
@@ -151,10 +156,17 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
         f"{exp.group_size} rollouts = {budget:,} rollouts per run; self-play: frontier share "
         f"{config.frontier_share}, {config.generated_per_round} tasks generated per round.",
         "",
-        "| arm | final held-out exact match, mean [95% CI] | per seed | rollouts to "
-        f"{config.target} (median [95% CI]) | seeds reaching {config.target} |",
-        "|---|---:|---|---:|---:|",
-        *rows,
+        md.table(
+            [
+                "arm",
+                "final held-out exact match, mean [95% CI]",
+                "per seed",
+                f"rollouts to {config.target} (median [95% CI])",
+                f"seeds reaching {config.target}",
+            ],
+            rows,
+            "lrlrr",
+        ),
     ]
     sp = stats.get("self-play")
     nc = stats.get("no challenger")
@@ -174,14 +186,14 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
         levels = sorted(set(sp["per_level_mean"]) | set(nc["per_level_mean"]))
         lines += [
             "",
-            "| final held-out by length | "
-            + " | ".join(str(int(k[11:]) + 1) for k in levels)
-            + " |",
-            "|---|" + "---:|" * len(levels),
+            md.table(
+                ["final held-out by length", *(str(int(k[11:]) + 1) for k in levels)],
+                (
+                    [arm, *(f"{stats[arm]['per_level_mean'][k]:.2f}" for k in levels)]
+                    for arm in ("self-play", "no challenger")
+                ),
+            ),
         ]
-        for arm in ("self-play", "no challenger"):
-            pl = stats[arm]["per_level_mean"]
-            lines.append(f"| {arm} | " + " | ".join(f"{pl[k]:.2f}" for k in levels) + " |")
     if by_arm.get("self-play"):
         rs = by_arm["self-play"]
         lines += [

@@ -2,11 +2,12 @@
 need no code change; every arm spends the same budget; per-seed numbers are kept."""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
-from experiments import compare
+from experiments import _markdown, compare
 
 STUDY = """
 title = "tiny"
@@ -105,7 +106,7 @@ def test_flags_a_study_does_not_use_are_refused_by_name(tmp_path):
 
 
 def test_arm_names_with_a_pipe_do_not_split_markdown_cells():
-    row = f"| {compare._cell('bandit (|advantage|)')} | 1 |"
+    row = f"| {_markdown.cell('bandit (|advantage|)')} | 1 |"
     assert len(row.replace("\\|", "").strip("|").split("|")) == 2
 
 
@@ -114,3 +115,154 @@ def test_best_of_must_name_existing_arms(tmp_path):
     config.write_text(STUDY.replace('["oracle"]]', '["orcale"]]'))
     with pytest.raises(ValueError, match=r"best_of names arms that do not exist: \['orcale'\]"):
         compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out")])
+
+
+# A study directory that cannot be corrupted: one process at a time, arm files written whole
+# and rerun when they cannot be read, every arm checked before any runs. `run_arm` is replaced
+# by a stand-in that returns curves of the right shapes, so these tests train nothing.
+
+
+def _fake_run_arm(calls):
+    def run_arm(config, arm, mesh=None):
+        calls.append(arm["name"])
+        rng = np.random.default_rng(len(calls))
+        s, e = config.seeds, config.generations // config.eval_every
+        exp = config.experiment
+        per = exp.groups_per_generation * exp.group_size * config.eval_every
+        names = ["level 0", "level 1", "level 2", "coin flip"]
+        return {
+            "held_out": rng.random((s, e)).astype(np.float32),
+            "levels": rng.random((s, e, 3)).astype(np.float32),
+            "rollouts": np.tile(np.arange(1, e + 1) * per, (s, 1)),
+            "updates": np.tile(np.arange(1, e + 1), (s, 1)),
+            "draws": rng.integers(1, 5, (s, e, 4)),
+            "signal": np.ones((s, e), np.int32),
+            "groups": np.full((s, e), 4, np.int32),
+            "admitted": np.ones((s, e), np.int32),
+            "seconds": 1.0,
+            "load": (0.0, 0.0),
+            "category_names": names,
+            "category_entries": np.array([2, 0, 7, 3]),
+        }
+
+    return run_arm
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    from experiments.compare import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "run_arm", _fake_run_arm(calls))
+    return calls
+
+
+def _study(tmp_path, text=STUDY):
+    config = tmp_path / "study.toml"
+    config.write_text(text.replace("pass_rate_samples = 2\n", ""))
+    return ["--config", str(config), "--run-dir", str(tmp_path / "out")]
+
+
+def test_a_second_study_in_the_same_directory_is_refused_naming_the_first(tmp_path, fake_runs):
+    import os
+
+    from curriculax.engine._rundir import RunLock
+
+    (tmp_path / "out").mkdir()
+    first = RunLock(str(tmp_path / "out"))
+    first.acquire()  # another open file description: flock refuses it as another process
+    try:
+        with pytest.raises(SystemExit, match=rf"in use by another run \(process {os.getpid()} "):
+            compare.main(_study(tmp_path))
+    finally:
+        first.release()
+    assert fake_runs == [] and not (tmp_path / "out" / "arms").exists()
+    compare.main(_study(tmp_path))  # released: the study runs
+    assert fake_runs == ["sequential, unshuffled", "oracle"]
+
+
+@pytest.mark.parametrize("damage", [b"", b"PK\x03\x04trunc"], ids=["empty", "truncated"])
+def test_an_arm_file_that_cannot_be_read_is_run_again(tmp_path, fake_runs, capsys, damage):
+    compare.main(_study(tmp_path))
+    assert fake_runs == ["sequential, unshuffled", "oracle"]
+    config = compare.cli._cli.load_config(
+        compare.CompareConfig,
+        compare.cli._cli.base_parser("", steps=0, run_dir="").parse_args(_study(tmp_path)),
+    )
+    damaged = compare.cache.arm_path(str(tmp_path / "out"), config, config.arms[1])
+    with open(damaged, "wb") as f:
+        f.write(damage)
+    compare.main(_study(tmp_path))
+    assert fake_runs == ["sequential, unshuffled", "oracle", "oracle"]  # only the damaged one
+    assert "cannot be read" in capsys.readouterr().err
+    assert compare.load_arm(str(tmp_path / "out"), config, config.arms[1]) is not None
+
+
+def test_an_arm_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    config = compare.CompareConfig(arms=({"name": "u", "curriculum": {}},), baseline="u")
+    curves = _fake_run_arm([])(config, config.arms[0])
+    run_dir = str(tmp_path)
+
+    def killed(f, **arrays):
+        f.write(b"PK\x03\x04 half an archive")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", killed)
+    with pytest.raises(KeyboardInterrupt):
+        compare.save_arm(run_dir, config, config.arms[0], curves)
+    assert os.listdir(tmp_path / "arms") == []  # no file that looks finished, no leftover
+    monkeypatch.undo()
+    compare.save_arm(run_dir, config, config.arms[0], curves)
+    back = compare.load_arm(run_dir, config, config.arms[0])
+    assert np.array_equal(back["held_out"], curves["held_out"])
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda s: s.split("[[arms]]")[0].replace("seeds = 2\n", "seeds = 2\narms = []\n"),
+            r"arms is empty",
+        ),
+        (
+            lambda s: s.replace('baseline = "sequential, unshuffled"', 'baseline = "uniform"'),
+            r"baseline='uniform' names no arm",
+        ),
+        (
+            lambda s: s.replace('mode = "frontier"', 'mode = "frontire"'),
+            r"arm 'oracle': oracle.mode must be one of",
+        ),
+        (
+            lambda s: (
+                s + '\n[[arms]]\nname = "typo"\ncurriculum = { sampler = { type = "unifrom" } }\n'
+            ),
+            r"arm 'typo': .*unknown sampler type 'unifrom'",
+        ),
+        (
+            lambda s: (
+                s + '\n[[arms]]\nname = "bad key"\n'
+                'curriculum = { sampler = { type = "uniform", temprature = 1 } }\n'
+            ),
+            r"arm 'bad key': .*unknown key\(s\) \['temprature'\]",
+        ),
+        (
+            lambda s: (
+                s + '\n[[arms]]\nname = "bad lr"\ncurriculum = {}\n'
+                "experiment = { learning_rat = 0.1 }\n"
+            ),
+            r"arm 'bad lr': .*unknown key\(s\) \['learning_rat'\]",
+        ),
+    ],
+    ids=["no arms", "baseline", "oracle mode", "sampler", "sampler key", "experiment key"],
+)
+def test_a_malformed_study_fails_before_any_arm_runs(tmp_path, fake_runs, edit, message):
+    with pytest.raises(ValueError, match=message):
+        compare.main(_study(tmp_path, edit(STUDY)))
+    assert fake_runs == []
+    assert not (tmp_path / "out" / "arms").exists()
+
+
+def test_running_a_subset_of_arms_keeps_the_baseline(tmp_path, fake_runs):
+    with pytest.raises(SystemExit, match="--arms leaves out the baseline"):
+        compare.main([*_study(tmp_path), "--arms", "oracle"])
+    assert fake_runs == []

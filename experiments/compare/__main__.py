@@ -1,0 +1,5 @@
+"""``python -m experiments.compare``."""
+
+from experiments.compare.cli import main
+
+main()

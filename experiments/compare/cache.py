@@ -1,0 +1,85 @@
+"""Finished arms kept in ``RUN_DIR/arms/``, keyed by what their curves depend on."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import zipfile
+from collections.abc import Mapping
+
+import numpy as np
+
+from experiments.compare.config import MAIN_JOB_ONLY, CompareConfig, arm_experiment, json_default
+
+
+def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
+    """What an arm's curves depend on: its experiment, curriculum or oracle, the seeds and
+    the schedule (not its name, nor the other arms)."""
+    exp = dataclasses.asdict(arm_experiment(config, arm))
+    for key in MAIN_JOB_ONLY:
+        exp.pop(key)
+    spec = {
+        "experiment": exp,
+        "arm": {k: v for k, v in arm.items() if k not in ("name", "experiment")},
+        "seeds": config.seeds,
+        "generations": config.generations,
+        "eval_every": config.eval_every,
+    }
+    if config.pass_rate_samples:
+        spec["pass_rates"] = [config.pass_rate_samples, config.pass_rate_per_category]
+    text = json.dumps(spec, sort_keys=True, default=json_default)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def arm_path(run_dir: str, config: CompareConfig, arm: Mapping) -> str:
+    """Where :func:`save_arm` keeps this arm's curves."""
+    return os.path.join(run_dir, "arms", f"{arm_fingerprint(config, arm)}.npz")
+
+
+def save_arm(run_dir: str, config: CompareConfig, arm: Mapping, curves: dict) -> None:
+    """Keeps a finished arm's curves, so a rerun of the study (after a crash, or with arms
+    added) reuses them instead of running them again. Written to a temporary file and renamed
+    into place, so a kill mid-write leaves no arm file that looks finished."""
+    path = arm_path(run_dir, config, arm)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    extra = {k: np.asarray(curves[k]) for k in ("seconds", "load", "category_names")}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **{k: v for k, v in curves.items() if k not in extra}, **extra)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+# What numpy raises on an arm file cut short or emptied (a kill mid-write before writes were
+# atomic, a full disk, a copy gone wrong): such a file is a miss, and the arm runs again.
+UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError)
+
+
+def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
+    """The curves ``save_arm`` kept for this arm with these settings, or None (none kept, or
+    the file cannot be read: a note on stderr says so, and the caller runs the arm again)."""
+    path = arm_path(run_dir, config, arm)
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path) as f:
+            curves = {k: f[k] for k in f.files}
+        curves["seconds"] = float(curves["seconds"])
+        curves["load"] = tuple(curves["load"].tolist())
+        curves["category_names"] = curves["category_names"].tolist()
+    except UNREADABLE as e:
+        print(
+            f"note: {path} cannot be read ({type(e).__name__}: {e}); running arm "
+            f"{arm['name']!r} again",
+            file=sys.stderr,
+        )
+        return None
+    return curves

@@ -1,0 +1,137 @@
+"""``python -m experiments.compare``: run a study's arms (reusing finished ones), then write
+its tables, numbers and figure."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+
+import numpy as np
+
+from curriculax.engine import RunDirError
+from curriculax.engine._rundir import RunLock
+from experiments import _cli
+from experiments.compare.cache import load_arm, save_arm
+from experiments.compare.config import CompareConfig, json_default
+from experiments.compare.diversity import diversity
+from experiments.compare.plot import plot
+from experiments.compare.report import best_of, best_of_json, reach, summarize
+from experiments.compare.run import check_arms, run_arm
+
+DESCRIPTION = (
+    "Curricula against uniform sampling: rollouts to a held-out target at an equal budget."
+)
+
+
+def main(argv=None) -> None:
+    parser = _cli.base_parser(DESCRIPTION, steps=0, run_dir="runs/compare")
+    parser.prog = "python -m experiments.compare"
+    parser.add_argument("--arms", nargs="+", default=None, help="run only these arms (by name)")
+    parser.add_argument(
+        "--diversity",
+        metavar="ARM",
+        default=None,
+        help="instead of the study: how varied one seed's answers stay while ARM trains",
+    )
+    parser.add_argument("--seed-index", type=int, default=0, help="the seed for --diversity")
+    args = parser.parse_args(argv)
+    _cli.refuse_unused(
+        parser,
+        args,
+        [
+            "--steps",
+            "--resume",
+            "--overwrite",
+            "--allow-partial",
+            "--checkpoint-every",
+            "--tensorboard",
+            "--wandb",
+        ],
+        "a study's budget is its TOML's generations, finished arms in RUN_DIR/arms are reused "
+        "(delete that folder to rerun them), and it writes compare.md, compare.json and "
+        "compare.png",
+    )
+    config = _cli.load_config(CompareConfig, args)
+    if args.seed is not None:
+        config = dataclasses.replace(
+            config, experiment=dataclasses.replace(config.experiment, seed=args.seed)
+        )
+    if args.arms:
+        names = [a["name"] for a in config.arms]
+        unknown = sorted(set(args.arms) - set(names))
+        if unknown:
+            raise SystemExit(f"unknown arms {unknown}; choose from {names}")
+        if config.baseline not in args.arms:
+            raise SystemExit(
+                f"--arms leaves out the baseline {config.baseline!r}, which every ratio is taken "
+                "against; add it (a finished run of it is reused)"
+            )
+        config = dataclasses.replace(
+            config, arms=tuple(a for a in config.arms if a["name"] in args.arms)
+        )
+    if args.diversity is not None:
+        arm = next((a for a in config.arms if a["name"] == args.diversity), None)
+        if arm is None:
+            raise SystemExit(
+                f"no arm {args.diversity!r}; choose from {[a['name'] for a in config.arms]}"
+            )
+        print(diversity(config, arm, args.seed_index))
+        return
+    mesh = _cli.setup_devices(args)
+    if mesh is not None and config.seeds % args.devices:
+        raise SystemExit(f"--devices {args.devices} must divide the {config.seeds} seeds")
+    check_arms(config)  # every arm, before any runs
+    os.makedirs(args.run_dir, exist_ok=True)
+    lock = RunLock(args.run_dir)
+    try:
+        lock.acquire()
+    except RunDirError as e:
+        raise SystemExit(f"error: {e}") from None
+    try:
+        _run_study(config, args, argv, mesh)
+    finally:
+        lock.release()
+
+
+def _run_study(config: CompareConfig, args, argv, mesh) -> None:
+    """Runs the arms not kept in ``RUN_DIR/arms`` yet, then writes the tables, numbers and
+    figure (under the study directory's lock)."""
+    curves = {}
+    for arm in config.arms:
+        name = arm["name"]
+        c = load_arm(args.run_dir, config, arm)
+        if c is not None:
+            print(f"== {name}: reusing the finished run in {args.run_dir}", file=sys.stderr)
+            curves[name] = c
+            continue
+        print(f"== {name}: {config.seeds} seeds ...", file=sys.stderr, flush=True)
+        curves[name] = c = run_arm(config, arm, mesh)
+        save_arm(args.run_dir, config, arm, c)
+        hits = reach(c, config.experiment.target)
+        print(
+            f"   {c['seconds']:.0f}s (load {c['load'][0]:.1f}-{c['load'][1]:.1f}); "
+            f"{np.isfinite(hits).sum()}/{hits.size} at target; final held-out "
+            f"{c['held_out'][:, -1].round(2).tolist()}",
+            file=sys.stderr,
+            flush=True,
+        )
+    table, data = summarize(config, curves)
+    print(table)
+    command = "python -m experiments.compare " + " ".join(sys.argv[1:] if argv is None else argv)
+    with open(os.path.join(args.run_dir, "compare.md"), "w") as f:
+        f.write(f"Made by `{command}`.\n\n{table}")
+    with open(os.path.join(args.run_dir, "compare.json"), "w") as f:
+        json.dump(
+            {
+                "config": dataclasses.asdict(config),
+                "command": command,
+                "arms": data,
+                "best_of": [best_of_json(e) for e in best_of(config, curves)],
+            },
+            f,
+            indent=2,
+            default=json_default,
+        )
+    plot(config, curves, os.path.join(args.run_dir, "compare.png"))

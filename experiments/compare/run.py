@@ -1,0 +1,183 @@
+"""Running one arm: all its seeds as one ``vmap``-ped, scanned program."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import curriculax as cx
+from curriculax.tasks import per_level_mean
+from experiments import _cli
+from experiments._builders import build, make_pools
+from experiments._oracle import MODES, make_measure, make_probe, oracle, probe_rows
+from experiments.compare.config import CompareConfig, arm_experiment, arm_oracle
+
+# The random-key salts, folded into each seed's key: the oracle arm's probe and the free
+# pass-rate measurement draw from streams of their own, apart from the engine's.
+PROBE_SALT = 0x0AC1E
+MEASURE_SALT = 0x9A55
+
+
+def seed_keys(config: CompareConfig) -> jax.Array:
+    """``key[S]``: one key per seed, the same for every arm (seed ``i`` of every arm starts
+    from the same initial policy)."""
+    return jax.random.split(jax.random.key(config.experiment.seed), config.seeds)
+
+
+def probe_key(key: jax.Array, generations) -> jax.Array:
+    """The oracle probe's key at ``generations`` generation batches into the run of ``key``."""
+    return jax.random.fold_in(jax.random.fold_in(key, PROBE_SALT), generations)
+
+
+def measure_key(key: jax.Array, generations) -> jax.Array:
+    """The pass-rate probe's key at ``generations`` generation batches into the run of ``key``."""
+    return jax.random.fold_in(jax.random.fold_in(key, MEASURE_SALT), generations)
+
+
+def check_arms(config: CompareConfig) -> None:
+    """Builds what every arm is made of (its experiment, pool, curriculum or oracle settings)
+    without running anything, so a bad arm is refused before the first one runs.
+
+    Raises:
+      ValueError: naming the arm and what is wrong with it.
+    """
+    pools = {}
+    for arm in config.arms:
+        try:
+            exp = arm_experiment(config, arm)
+            _cli.check_values(exp, "experiment.")
+            key = repr(dataclasses.asdict(exp))
+            pool = pools[key] = pools.get(key) or make_pools(exp)
+            n = exp.task.size
+            orc = arm_oracle(arm)
+            if orc is None:
+                cx.curriculum_from_config(arm["curriculum"], n, categories=pool.category)
+                continue
+            cx.curriculum_from_config({"gates": arm["oracle"].get("gates", {})}, n)
+            oracle(n, floor=orc["floor"])
+            if orc["mode"] not in MODES:
+                raise ValueError(f"oracle.mode must be one of {list(MODES)}, got {orc['mode']!r}")
+            if not isinstance(orc["samples"], int) or orc["samples"] < 1:
+                raise ValueError(f"oracle.samples must be an int >= 1, got {orc['samples']!r}")
+            probe_rows(pool, orc["per_category"])
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"arm {arm['name']!r}: {e}") from None
+
+
+def build_arm(config: CompareConfig, arm: Mapping, mesh=None):
+    """``(built, every, probe)``: one arm's engine and pool, and for an oracle arm its probe
+    (``probe(engine_state, key) -> engine_state``) and the generation batches between probes
+    (``probe`` None and ``every = eval_every`` otherwise)."""
+    exp = arm_experiment(config, arm)
+    orc = arm_oracle(arm)
+    if orc is None:
+        return build(exp, mesh, curriculum=arm["curriculum"]), config.eval_every, None
+    sampler = oracle(exp.task.size, floor=orc["floor"])
+    built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
+    probe = make_probe(
+        built,
+        per_category=orc["per_category"],
+        samples=orc["samples"],
+        mode=orc["mode"],
+        mastered=orc["mastered"],
+    )
+    return built, orc["every"] or config.eval_every, probe
+
+
+def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
+    """All seeds of one arm as one program. Returns per-seed curves (numpy), one point per
+    evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
+    ``updates``, ``draws`` (per category, in the chunk), ``signal`` (groups whose rewards
+    differ, in the chunk), ``groups``, ``admitted``; with pass-rate diagnostics on, also
+    ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
+    and ``probe_category`` (each probed task's category)."""
+    exp = arm_experiment(config, arm)
+    built, every, probe = build_arm(config, arm, mesh)
+    engine, pool = built.engine, built.pool
+    held_out = pool.held_out
+    target = jnp.asarray(pool.target, jnp.float32)
+    levels = jnp.asarray(held_out.level)
+    num_levels = exp.task.num_levels
+    category = jnp.asarray(pool.category)
+    num_cat = pool.num_categories
+    blocks = config.eval_every // every
+    chunks = config.generations // config.eval_every
+    measure, rows = None, None
+    if config.pass_rate_samples:
+        measure, rows = make_measure(
+            built, per_category=config.pass_rate_per_category, samples=config.pass_rate_samples
+        )
+
+    def gen_stats(report):
+        gen = report.generation
+        r, v = gen.rewards, gen.valid
+        hi = jnp.max(jnp.where(v, r, -jnp.inf), axis=1)
+        lo = jnp.min(jnp.where(v, r, jnp.inf), axis=1)
+        draws = jnp.zeros((num_cat,), jnp.int32).at[category[gen.task_ids]].add(1)
+        return {
+            "draws": draws,
+            "signal": jnp.sum(hi > lo, dtype=jnp.int32),
+            "groups": jnp.int32(gen.task_ids.shape[0]),
+            "admitted": jnp.sum(gen.admitted, dtype=jnp.int32),
+        }
+
+    def one_seed(key):
+        def block(state, _):
+            if probe is not None:
+                state = probe(state, probe_key(key, state.counters.generations))
+
+            def step(s, _):
+                s, report = engine.step(s)
+                return s, gen_stats(report)
+
+            state, stats = jax.lax.scan(step, state, None, length=every)
+            return state, jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
+
+        def chunk(state, _):
+            state, stats = jax.lax.scan(block, state, None, length=blocks)
+            stats = jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
+            scores = engine.solver.evaluate(state.solver, held_out, key)
+            out = {
+                "held_out": jnp.sum(scores * target) / jnp.sum(target),
+                "levels": per_level_mean(scores, levels, num_levels),
+                "rollouts": state.counters.rollouts,
+                "updates": state.counters.updates,
+                **stats,
+            }
+            if measure is not None:
+                out["pass_rate"] = measure(
+                    state.solver, measure_key(key, state.counters.generations)
+                )
+            return state, out
+
+        _, curve = jax.lax.scan(chunk, engine.init(key), None, length=chunks)
+        return curve
+
+    keys = seed_keys(config)
+    fn = jax.vmap(one_seed)
+    if mesh is not None:
+        from jax.sharding import NamedSharding
+        from jax.sharding import PartitionSpec as P
+
+        split = NamedSharding(mesh, P(mesh.axis_names[0]))
+        fn = jax.jit(fn, in_shardings=split, out_shardings=split)
+        keys = jax.device_put(keys, split)
+    else:
+        fn = jax.jit(fn)
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    curves = jax.device_get(fn(keys))
+    curves = {k: np.asarray(v) for k, v in curves.items()}
+    curves["seconds"] = time.perf_counter() - t0
+    curves["load"] = (load0, os.getloadavg()[0])
+    curves["category_names"] = list(pool.category_names)
+    curves["category_entries"] = np.bincount(pool.category, minlength=num_cat)
+    if rows is not None:
+        curves["probe_category"] = rows.category
+    return curves
