@@ -10,7 +10,7 @@ Example:
   >>> exact, partial = tasks.verify(train.answer, train.answer_len, completions)
 """
 
-from curriculax.tasks._addition import AdditionSpec
+from curriculax.tasks._addition import AdditionSpec, carries
 from curriculax.tasks._family import TaskFamily
 from curriculax.tasks._generate import generate, num_tasks_per_level
 from curriculax.tasks._keys import content_key, held_out_mask, mix32
@@ -62,6 +62,7 @@ __all__ = [
     "ReversalSpec",
     "TaskFamily",
     "TaskSet",
+    "carries",
     "check_unique_keys",
     "concat_tasksets",
     "content_key",
