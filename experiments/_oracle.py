@@ -20,7 +20,7 @@ per category) and writes it into the oracle sampler's state. Two rules (see
   category with more than ``per_category`` distinct tasks) gets the mean ``p (1 - p)`` of its
   category's probed tasks. Probe cost: one teacher-forced sequence per distinct task per
   probe, i.e. ``R / (every * groups_per_generation * group_size)`` sequences per training
-  rollout for ``R`` distinct tasks (hard-skew: 224 / 128 = 1.75), free by design.
+  rollout for ``R`` distinct tasks (hard-skew: 286 / 128 = 2.2), free by design.
 - ``"frontier"``: every draw from the lowest level the policy has not mastered (mean pass rate
   of its probed tasks below ``mastered``), never from coin-flip tasks; uniform over the real
   levels once all are mastered. The curriculum a teacher who knows the prerequisite chain would
@@ -110,15 +110,15 @@ def oracle_settings(table: Mapping) -> dict:
         raise ValueError(f"unknown oracle key(s) {bad}; accepted keys are {[*SETTINGS, 'gates']}")
     mode = table.get("mode", "learnability")
     if mode not in MODES:
-        raise ValueError(f"oracle mode must be one of {list(MODES)}, got {mode!r}")
+        raise ValueError(f"oracle.mode must be one of {list(MODES)}, got {mode!r}")
     out = {"mode": mode, **DEFAULTS[mode], **table}
     if out["draw"] not in DRAWS:
-        raise ValueError(f"oracle draw must be one of {list(DRAWS)}, got {out['draw']!r}")
+        raise ValueError(f"oracle.draw must be one of {list(DRAWS)}, got {out['draw']!r}")
     if not 0.0 <= out["uniform_share"] <= 1.0:
-        raise ValueError(f"oracle uniform_share must lie in [0, 1], got {out['uniform_share']}")
+        raise ValueError(f"oracle.uniform_share must lie in [0, 1], got {out['uniform_share']}")
     if out["every"] < 0 or out["samples"] < 1 or out["per_category"] < 0:
         raise ValueError(
-            "oracle every and per_category must be >= 0 and samples >= 1, got "
+            "oracle.every and oracle.per_category must be >= 0 and oracle.samples >= 1, got "
             f"{out['every']}, {out['per_category']}, {out['samples']}"
         )
     return out

@@ -138,7 +138,7 @@ def test_oracle_settings_fill_each_modes_defaults_and_name_bad_keys():
     assert frontier["draw"] == "proportional" and frontier["every"] == 0
     with pytest.raises(ValueError, match=r"unknown oracle key\(s\) \['sample'\]"):
         oracle_settings({"sample": 8})
-    with pytest.raises(ValueError, match=r"oracle draw must be one of"):
+    with pytest.raises(ValueError, match=r"oracle.draw must be one of"):
         oracle_settings({"draw": "greedy"})
 
 
