@@ -143,7 +143,8 @@ def oracle(
       uniformly, without repeats). With ``entry_task`` (``int[N]``, equal values: the same
       task; :func:`curriculax.tasks.distinct_tasks`) copies of a task count once. Only a call
       larger than the pool's distinct tasks repeats one (the best cycling). One task with all
-      the weight gets one position per call, never the whole call.
+      the weight gets one position per call, never the whole call. Weights rank on a log
+      scale, so tasks far below the best (``p`` near 0 or 1) are still ordered, not tied.
     - ``"proportional"``: systematic draws in proportion to ``weight + floor`` (one uniform
       offset, ``num`` evenly spaced points on the cumulative weights): a call spreads its
       draws like the weights. The frontier rule's draw (equal weights over one level).
@@ -186,8 +187,12 @@ def oracle(
         num_best = num - num_floor
         floor_ids = _permute.permute(pos % n, n, _permute.round_keys(words[1]))
         rep = jnp.asarray(ent.rep)
-        # Scores relative to the best weight, so the 15 ranking bits resolve small weights.
-        score = state.weight / jnp.maximum(jnp.max(state.weight), jnp.float32(1e-30))
+        # Log-scaled scores relative to the best weight: the 15 ranking bits then order
+        # weights from the best down to 1e-30 of it (0.2% apart), where linear scores would
+        # tie every task below 3e-5 of the best (most of a pool whose tasks sit at p ~ 0 or 1)
+        # and hand those draws out at random.
+        rel = state.weight / jnp.maximum(jnp.max(state.weight), jnp.float32(1e-30))
+        score = 1.0 + jnp.log(jnp.maximum(rel, jnp.float32(1e-30))) / jnp.float32(69.1)
         keys = _topk.ranking_key(score, words[0], jnp.arange(n, dtype=jnp.int32), 0)
         keys = jnp.where(jnp.asarray(ent.is_rep), keys, 0.0)
         taken = jnp.where(pos >= num_best, rep[floor_ids[jnp.maximum(pos - num_best, 0)]], n)
