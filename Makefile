@@ -7,7 +7,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# The trainer adapters' tests, each client in its own venv (make test skips them):
+# The trainer adapters' tests, each client in its own venv (make test skips them; these
+# steps allow no skip: a missing dependency of tunix or TRL fails them):
 #               make test-tunix  (.venv-tunix: curriculax[tunix])
 #               make test-trl    (.venv-trl: CPU torch, then curriculax[trl])
 VENV_TUNIX ?= .venv-tunix
@@ -28,8 +29,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m experiments.grpo $(RUN_ARGS) $(ARGS)
 
+# -rs lists every skip's reason; --skips=allowed fails the run on a skip not listed in
+# tests/skip_policy.py (the adapters' tests, whose clients this venv does not install).
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -rs --skips=allowed $(ARGS)
 
 $(VENV_TUNIX)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_TUNIX)
@@ -38,7 +41,7 @@ $(VENV_TUNIX)/.installed: pyproject.toml
 	touch $@
 
 test-tunix: $(VENV_TUNIX)/.installed
-	$(VENV_TUNIX)/bin/python -m pytest tests/integrations/test_grain.py tests/integrations/test_tunix.py $(ARGS)
+	$(VENV_TUNIX)/bin/python -m pytest -rs --skips=none tests/integrations/test_grain.py tests/integrations/test_tunix.py $(ARGS)
 
 # torch first, so that trl does not pull the default (CUDA) build; $(TORCH) is the CPU wheel
 # this machine's pip finds.
@@ -50,7 +53,7 @@ $(VENV_TRL)/.installed: pyproject.toml
 	touch $@
 
 test-trl: $(VENV_TRL)/.installed
-	$(VENV_TRL)/bin/python -m pytest tests/integrations/test_trl.py $(ARGS)
+	$(VENV_TRL)/bin/python -m pytest -rs --skips=none tests/integrations/test_trl.py $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check curriculax experiments tests benchmarks

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 
 def int_at_least(value: object, name: str, minimum: int = 1) -> int:
     """``value`` as a Python int ``>= minimum``; a TypeError or ValueError naming ``name`` and
@@ -41,3 +43,42 @@ def check_num(num: object) -> int:
     if n < 0:
         raise ValueError(f"num must be >= 0, got {n}")
     return n
+
+
+def repeated(values) -> list:
+    """The values that occur more than once in ``values``, sorted (each listed once)."""
+    seen: set = set()
+    twice: set = set()
+    for v in values:
+        (twice if v in seen else seen).add(v)
+    return sorted(twice)
+
+
+def check_unique(values, what: str) -> None:
+    """Raises ``ValueError("<what> must be unique, duplicated: [...]")`` naming each repeat."""
+    dups = repeated(values)
+    if dups:
+        raise ValueError(f"{what} must be unique, duplicated: {dups}")
+
+
+def check_unique_keys(
+    keys, where: str, fix: str = "Remove duplicate tasks or pass distinct keys."
+) -> None:
+    """Raises a ValueError naming duplicated task keys and the rows that hold them.
+
+    Args:
+      keys: ``u32[N]`` task keys (host array).
+      where: what holds them, for the message (``"env 'math'"``, ``"the pool"``).
+      fix: what to do about it, appended to the message.
+    """
+    keys = np.asarray(keys)
+    uniq, counts = np.unique(keys, return_counts=True)
+    if np.all(counts == 1):
+        return
+    dups = uniq[counts > 1]
+    shown = [f"key {int(k)} at rows {np.flatnonzero(keys == k)[:4].tolist()}" for k in dups[:5]]
+    more = f" (and {len(dups) - 5} more)" if len(dups) > 5 else ""
+    raise ValueError(
+        f"{where}: task keys must be unique within a pool, {len(dups)} of {keys.size} appear "
+        f"more than once; duplicated: {'; '.join(shown)}{more}. {fix}"
+    )

@@ -12,16 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax._hash import lowbias32
+
 NUM_ROUNDS = 8
-
-
-def _mix32(x: jax.Array) -> jax.Array:
-    """A 32-bit integer hash with good avalanche (lowbias32). ``u32[...] -> u32[...]``."""
-    x = x ^ (x >> 16)
-    x = x * jnp.uint32(0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = x * jnp.uint32(0x846CA68B)
-    return x ^ (x >> 16)
 
 
 def seed_bits(seed: int) -> np.uint32:
@@ -37,9 +30,9 @@ def round_keys(seed: jax.Array | np.uint32, *salt: jax.Array | int) -> jax.Array
     """
     h = jnp.asarray(seed, jnp.uint32)
     for s in salt:
-        h = _mix32(h ^ _mix32(jnp.asarray(s).astype(jnp.uint32) + jnp.uint32(0x9E3779B9)))
+        h = lowbias32(h ^ lowbias32(jnp.asarray(s).astype(jnp.uint32) + jnp.uint32(0x9E3779B9)))
     rounds = jnp.arange(NUM_ROUNDS, dtype=jnp.uint32)
-    return _mix32(h[..., None] ^ (rounds * jnp.uint32(0x85EBCA6B) + jnp.uint32(0xC2B2AE35)))
+    return lowbias32(h[..., None] ^ (rounds * jnp.uint32(0x85EBCA6B) + jnp.uint32(0xC2B2AE35)))
 
 
 def key_bits(key: jax.Array) -> jax.Array:
@@ -60,7 +53,7 @@ def _feistel(x: jax.Array, half: jax.Array, keys: jax.Array) -> jax.Array:
     def round_(r, lr):
         left, right = lr
         k = jax.lax.dynamic_index_in_dim(keys, r, axis=keys.ndim - 1, keepdims=False)
-        return right, left ^ (_mix32(right ^ k) & mask)
+        return right, left ^ (lowbias32(right ^ k) & mask)
 
     # A rolled loop: the round body is compiled once (unrolling 8 rounds at every call site
     # made XLA's CPU compile several times slower).

@@ -12,15 +12,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from curriculax._permute import _mix32
+from curriculax._hash import lowbias32
 
 
 def bits(word: jax.Array, ids: jax.Array, salt: int) -> jax.Array:
     """``u32[...]`` hashed bits of ``(word, ids, salt)``; independent across salts."""
-    salted = _mix32(
+    salted = lowbias32(
         jnp.asarray(word, jnp.uint32) ^ jnp.uint32((0x9E3779B9 * (salt + 1)) & 0xFFFFFFFF)
     )
-    return _mix32(_mix32(ids.astype(jnp.uint32) + jnp.uint32(0x632BE5AB)) ^ salted)
+    return lowbias32(lowbias32(ids.astype(jnp.uint32) + jnp.uint32(0x632BE5AB)) ^ salted)
 
 
 def unit(word: jax.Array, ids: jax.Array, salt: int) -> jax.Array:

@@ -2,12 +2,12 @@
 
 Scores become ``f32`` ranking keys in ``[1, 2)`` (15 bits of score, 8 hashed random bits
 that break ties at random, not by pool order); ``0`` marks a task that must not be chosen.
-``jax.lax.top_k`` over the keys is the fastest exact selection measured on CPU (2026-12-01,
-2-core CPU, k = 1024: 0.5 ms at N = 1e5 and 2-4 ms at N = 1e6, against 1-7 ms for a radix
-histogram plus rank-select and 60-620 ms for a sort; ``top_k`` over ``int32`` keys fell back
-to ~470 ms at N = 1e6, hence float keys). Split over devices, each device takes its local top
-``k`` and one all-gather of ``D * k`` candidates decides the global top ``k``: the same ids as
-the unsplit selection, ties included (equal keys go to the lower global id in both).
+``jax.lax.top_k`` over the keys is the fastest exact selection measured on CPU, against a
+radix histogram plus rank-select and a sort; ``top_k`` over ``int32`` keys was far slower
+than over float keys, hence float keys (the timings: docs/studies.md). Split over devices,
+each device takes its local top ``k`` and one all-gather of ``D * k`` candidates decides the
+global top ``k``: the same ids as the unsplit selection, ties included (equal keys go to
+the lower global id in both).
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ def grpo_advantages(
     all equal gets exactly 0 (nothing to prefer): this is decided by comparing the group's
     largest and smallest valid reward, not by subtracting the mean, whose rounding would leave
     a residue that dividing by ``std + eps`` amplifies (0.7 repeated 8 times has a float32
-    mean one step away from 0.7). A group with no valid rollout gets 0 too.
+    mean one step away from 0.7). A group with no valid rollout gets 0 too. Finite rewards of
+    any magnitude are safe: the sums are taken over rewards scaled by a power of two (exact),
+    so rewards of 1e20 do not overflow the standard deviation.
 
     Args:
       rewards: ``f32[G, K]`` one reward per rollout.
@@ -39,18 +41,38 @@ def grpo_advantages(
       >>> grpo_advantages(jnp.array([[1.0, 0.0, 0.0, 0.0]]), jnp.ones((1, 4), bool))
       Array([[ 1.7320468 , -0.57734895, -0.57734895, -0.57734895]], dtype=float32)
     """
-    rewards = jnp.asarray(rewards, jnp.float32)
-    valid = jnp.asarray(valid, bool) & jnp.isfinite(rewards)
-    rewards = jnp.where(valid, rewards, 0.0)
+    rewards, valid = finite_rewards(rewards, valid)
+    # Work on rewards divided by a power of two near the group's largest |reward| (when above
+    # 1): exact, since a power-of-two scale changes only exponents, so ordinary rewards give
+    # the same bits, and finite rewards of any size (1e20, 3e38) overflow neither the sum nor
+    # the squares. Between 2**0 and 2**126, so neither the scale nor its inverse is subnormal
+    # (XLA:CPU flushes those to zero, and divides by multiplying with the inverse).
+    magnitude = jnp.max(jnp.abs(rewards), axis=-1, keepdims=True)
+    _, exponent = jnp.frexp(magnitude)
+    power = jnp.clip(exponent - 1, 0, 126)
+    scale = jnp.ldexp(jnp.float32(1.0), power)
+    scaled = rewards * jnp.ldexp(jnp.float32(1.0), -power)  # |scaled| < 4
     count = jnp.maximum(jnp.sum(valid, axis=-1, keepdims=True), 1)
-    mean = jnp.sum(rewards, axis=-1, keepdims=True) / count
-    high = jnp.max(jnp.where(valid, rewards, -jnp.inf), axis=-1, keepdims=True)
-    low = jnp.min(jnp.where(valid, rewards, jnp.inf), axis=-1, keepdims=True)
-    centred = jnp.where(valid & (high > low), rewards - mean, 0.0)
+    mean = jnp.sum(scaled, axis=-1, keepdims=True) / count
+    high = jnp.max(jnp.where(valid, scaled, -jnp.inf), axis=-1, keepdims=True)
+    low = jnp.min(jnp.where(valid, scaled, jnp.inf), axis=-1, keepdims=True)
+    centred = jnp.where(valid & (high > low), scaled - mean, 0.0)
     if scale_by_std:
         std = jnp.sqrt(jnp.sum(centred**2, axis=-1, keepdims=True) / count)
-        centred = centred / (std + eps)
-    return centred
+        # = (r - mean) / (std(r) + eps); a group with std 0 is all zeros (eps / scale may
+        # flush to 0 for huge rewards, and 0 / 0 must not give NaN)
+        return jnp.where(std > 0, centred / (std + eps / scale), 0.0)
+    return centred * scale
+
+
+def finite_rewards(rewards: Array, valid: Array) -> tuple[Array, Array]:
+    """``(f32[G, K] rewards, bool[G, K] valid)`` with every non-finite reward replaced by 0 and
+    its rollout made invalid: what credit may see, so that one NaN or inf does not poison its
+    group's baseline (the engine and the host driver pass this to any solver's credit; the
+    raw rewards still go to ``observe``, which counts such rollouts as non-finite)."""
+    rewards = jnp.asarray(rewards, jnp.float32)
+    valid = jnp.asarray(valid, bool) & jnp.isfinite(rewards)
+    return jnp.where(valid, rewards, 0.0), valid
 
 
 def per_token(advantages: Array, token_mask: Array, valid: Array) -> Array:

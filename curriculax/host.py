@@ -3,7 +3,7 @@
 Inside your own jitted loop you call a curriculum's pure functions directly (``sample``,
 ``observe``, ``metrics``). A trainer whose loop is host Python (tunix, TRL, verl, your own)
 calls :class:`HostCurriculum` between its rollout and update steps instead: it keeps the state
-and the key, compiles each call once, and takes and returns numpy.
+and the key, compiles each call once per power-of-two size, and takes and returns numpy.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax._checks import int_at_least
-from curriculax._types import Curriculum, GroupResults, TaskDraw, TaskSampler
+from curriculax._types import Curriculum, GroupResults, TaskSampler
 from curriculax.checkpoint import CheckpointStore, layout_diff, leaf_layout, path_str
 from curriculax.credit import grpo_advantages
 
@@ -26,6 +26,7 @@ __all__ = ["HostCurriculum", "IncompatibleKeys"]
 MIN_BUCKET = 8
 FORMAT = "curriculax.HostCurriculum/1"
 _COUNTERS = ("sample_calls", "observe_calls")
+KEPT = "kept"  # state-dict prefix of the draws made but not yet handed out
 
 
 class IncompatibleKeys(NamedTuple):
@@ -49,20 +50,30 @@ def bucket(n: int) -> int:
 class HostCurriculum:
     """A curriculum driven from host Python: it keeps the state and key, numpy in and out.
 
-    ``sample(n)`` and ``observe(...)`` each run one compiled XLA program with the state
-    donated (updated in place). ``observe`` pads the groups to a power-of-two batch (at least
-    8) with padding rows that no component sees as groups (see
-    :func:`curriculax.curriculum`'s ``rows``), so varying batch sizes within a bucket share one
-    compiled program; it computes group-relative credit
+    ``sample(n)`` and ``observe(...)`` each run at most one compiled XLA program with the
+    state donated (updated in place), compiled once per power-of-two size (:func:`bucket`),
+    so a trainer that asks for a different ``n`` each time (backfilling rejected groups)
+    does not recompile.
+
+    ``observe`` pads the groups to ``bucket(G)`` with padding rows that no component sees as
+    groups (see :func:`curriculax.curriculum`'s ``rows``); it computes group-relative credit
     (:func:`curriculax.credit.grpo_advantages`, as the engine does) when no advantages are
-    given. ``sample`` compiles once per distinct ``n``: a sampler records what it hands out
-    (warm-up progress, tasks seen), so drawing a padded number and discarding the surplus
-    would change its state. A training loop uses one or two values of ``n``.
+    given.
+
+    ``sample(n)`` hands out draws the sampler has made and the driver kept, oldest first;
+    when fewer than ``n`` are kept it first draws ``bucket(n)`` more in one call of the
+    sampler. Nothing drawn is discarded: every id the sampler counted as handed out (warm-up
+    progress, tasks seen, ``sequential``'s cursor, ``floor``'s staleness clock) is handed out,
+    in the order drawn, so ``sequential`` hands out the same stream whatever the ``n``. The
+    kept draws (fewer than ``bucket(n)``; :attr:`num_kept`) were chosen from the state at
+    the call that drew them, before the observations made since; with ``n`` a power of two
+    (>= 8) nothing is kept and every call draws exactly ``n``. The kept draws are part of
+    :meth:`state_dict` and of :meth:`save`.
 
     Keys: ``jax.random.key(seed)`` is split into ``(init_key, key)``; the state is
-    ``curriculum.init(init_key)``, and each ``sample`` call splits ``key, sub =
+    ``curriculum.init(init_key)``, and each draw from the sampler splits ``key, sub =
     jax.random.split(key)`` and draws with ``sub``. The same curriculum driven by hand with
-    that key sequence gives the same draws and admissions.
+    that key sequence (and those draw sizes) gives the same draws and admissions.
 
     Args:
       curriculum: a :class:`~curriculax.Curriculum` from :func:`curriculax.curriculum`.
@@ -75,6 +86,7 @@ class HostCurriculum:
       num_tasks: ``int | None``: task ids lie in ``[0, num_tasks)`` (the sampler's
         ``num_tasks``; ``None``: unknown, not checked on the host).
       sample_calls: ``int`` sample calls so far.
+      num_kept: ``int`` draws made but not yet handed out.
       observe_calls: ``int`` observe calls so far.
       trace_counts: ``{"sample", "observe", "metrics"}``: how many times each was traced
         (one per compiled shape).
@@ -118,6 +130,10 @@ class HostCurriculum:
         self._state = jax.jit(curriculum.init)(init_key)
         # The key travels as raw u32 data: typed key arrays leave jit's fast dispatch path.
         self._key = jax.random.key_data(key)
+        # One draw's structure (ids, or a TaskDraw of payloads), rows along axis 0.
+        self._draw = jax.eval_shape(lambda st, k: curriculum.sample(st, k, 1)[0], self._state, key)
+        self._kept = _empty_rows(self._draw)  # drawn, not yet handed out
+        self._floors: dict[str, int] | None = None  # see _value_problems
 
     # -- compiled bodies (traced once per shape) --------------------------------------------
 
@@ -133,12 +149,9 @@ class HostCurriculum:
         if valid is None:  # every given rollout (padding rows are masked by `count` below)
             valid = jnp.ones(rewards.shape, bool)
         if advantages is None:
-            # Credit sees only finite rewards (as in the engine): one NaN must not poison its
-            # group's baseline; observe still sees the raw reward and counts it non-finite.
-            finite = jnp.isfinite(rewards)
-            adv = grpo_advantages(
-                jnp.where(finite, rewards, 0.0), valid & finite, scale_by_std=self.scale_by_std
-            )
+            # Credit sees only finite rewards (grpo_advantages applies finite_rewards, as the
+            # engine does); observe still sees the raw reward and counts it non-finite.
+            adv = grpo_advantages(rewards, valid, scale_by_std=self.scale_by_std)
             advantages = adv[:, :, None]
         elif advantages.ndim == 2:
             advantages = advantages[:, :, None]
@@ -155,22 +168,30 @@ class HostCurriculum:
 
     # -- the API -----------------------------------------------------------------------------
 
+    @property
+    def num_kept(self) -> int:
+        return _num_rows(self._kept)
+
     def sample(self, n: int) -> np.ndarray:
-        """Draws ``n`` task ids.
+        """Hands out ``n`` task ids: kept draws first, then (if they are fewer than ``n``) one
+        fresh draw of ``bucket(n)``, keeping what is left for the next calls.
 
         Args:
           n: how many (an int >= 0).
 
         Returns:
           ``np.int32[n]``; for a sampler that hands out payloads (the frontier sampler), a
-          :class:`~curriculax.TaskDraw` of numpy arrays.
+          :class:`~curriculax.TaskDraw` of numpy arrays with ``n`` rows.
         """
         n = int_at_least(n, "n", 0)
-        drawn, self._state, self._key = self._sample(self._state, self._key, n)
+        pool = self._kept
+        if _num_rows(pool) < n:
+            drawn, self._state, self._key = self._sample(self._state, self._key, bucket(n))
+            pool = jax.tree.map(lambda a, b: np.concatenate([a, np.asarray(b)]), pool, drawn)
+        out = jax.tree.map(lambda a: a[:n].copy(), pool)
+        self._kept = jax.tree.map(lambda a: a[n:].copy(), pool)
         self.sample_calls += 1
-        if isinstance(drawn, TaskDraw):
-            return jax.tree.map(np.array, drawn)
-        return np.array(drawn)
+        return out
 
     def observe(
         self,
@@ -209,6 +230,8 @@ class HostCurriculum:
             raise TypeError(f"task_ids must be integers, got {ids.dtype}")
         g = ids.shape[0]
         rewards, lengths = _groups(rewards, "rewards", g, np.float32)
+        if rewards.ndim != 2:
+            raise ValueError(f"rewards must be float[G={g}, K], got shape {rewards.shape}")
         k = rewards.shape[1]
         if valid is not None:
             valid, v_lengths = _groups(valid, "valid", g, bool, k)
@@ -262,7 +285,15 @@ class HostCurriculum:
     def state_dict(self) -> dict[str, np.ndarray]:
         """The driver's whole state as numpy (copies): ``state/<path>`` for each leaf of the
         curriculum state (``state/sampler/scores``, ...), ``key`` (``u32`` key data),
-        ``sample_calls`` and ``observe_calls`` (``int64[]``)."""
+        ``sample_calls`` and ``observe_calls`` (``int64[]``), and, when draws are kept for the
+        next ``sample`` calls (``num_kept > 0``; Orbax cannot write empty arrays), ``kept``
+        (``int32[m]``; for a payload sampler ``kept/<path>`` per leaf of its
+        :class:`~curriculax.TaskDraw`, ``[m, ...]``)."""
+        out = self._state_dict()
+        return {name: v for name, v in out.items() if v.size or not _is_kept(name)}
+
+    def _state_dict(self) -> dict[str, np.ndarray]:
+        """:meth:`state_dict` with the kept draws' entries even when empty."""
         out = {
             f"state/{path_str(p)}": np.array(leaf)
             for p, leaf in jax.tree_util.tree_flatten_with_path(self._state)[0]
@@ -270,12 +301,16 @@ class HostCurriculum:
         out["key"] = np.array(self._key)
         for name in _COUNTERS:
             out[name] = np.asarray(getattr(self, name), np.int64)
+        out.update({name: leaf.copy() for name, leaf in _kept_items(self._kept).items()})
         return out
 
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True
     ) -> IncompatibleKeys:
-        """Loads a :meth:`state_dict` (torch-style).
+        """Loads a :meth:`state_dict` (torch-style), after checking every entry.
+
+        The kept draws (``kept...``) are optional: a state dict without them (written before
+        the driver kept draws) loads with none kept.
 
         Args:
           state_dict: ``{name: array}`` as from :meth:`state_dict` (numpy, jax or lists).
@@ -286,25 +321,46 @@ class HostCurriculum:
           :class:`IncompatibleKeys` (empty lists after a strict load).
 
         Raises:
-          ValueError: naming each missing or unexpected entry (strict) and each entry whose
-            shape or dtype does not fit (always), with what was expected.
+          ValueError: naming each missing or unexpected entry (strict), each entry whose
+            shape or dtype does not fit (always), with what was expected, and each entry
+            holding a value no run can reach: a NaN, a negative count or index (below what
+            the component starts from), an integer outside its dtype, a kept task id outside
+            the pool. Nothing is loaded then.
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"state_dict must be a mapping, got {type(state_dict).__name__}")
-        current = self.state_dict()
+        current = self._state_dict()
         given = {name: np.asarray(v) for name, v in state_dict.items()}
+        kept_names = set(_kept_items(self._kept))
+        if not kept_names & set(given):  # none given: none kept
+            given.update({name: current[name][:0] for name in kept_names})
         missing = sorted(set(current) - set(given))
         unexpected = sorted(set(given) - set(current))
         lines = [] if not strict else [f"{m}: missing" for m in missing]
         lines += (
             [] if not strict else [f"{u}: unexpected (not in this curriculum)" for u in unexpected]
         )
+        if not strict:  # the kept draws go together with the state they were drawn from
+            lines += [
+                f"{m}: missing (the kept draws come as a whole)" for m in missing if m in kept_names
+            ]
         for name in sorted(set(current) & set(given)):
             want, got = current[name], given[name]
-            if got.shape != want.shape or not np.can_cast(got.dtype, want.dtype, "same_kind"):
+            fits = (
+                got.shape[1:] == want.shape[1:] if name in kept_names else got.shape == want.shape
+            )
+            if (
+                got.ndim != want.ndim
+                or not fits
+                or not np.can_cast(got.dtype, want.dtype, "same_kind")
+            ):
+                shape = (
+                    "[m" + "".join(f", {d}" for d in want.shape[1:]) + "]"
+                    if name in kept_names
+                    else list(want.shape)
+                )
                 lines.append(
-                    f"{name}: {got.dtype}{list(got.shape)} given, "
-                    f"{want.dtype}{list(want.shape)} expected"
+                    f"{name}: {got.dtype}{list(got.shape)} given, {want.dtype}{shape} expected"
                 )
         if lines:
             raise ValueError(
@@ -314,8 +370,57 @@ class HostCurriculum:
                 + (" Pass strict=False to skip missing and unexpected entries." if strict else "")
             )
         merged = {name: given.get(name, current[name]) for name in current}
+        lines = self._value_problems(merged, current)
+        if lines:
+            raise ValueError(
+                "load_state_dict: the state dict holds values no run reaches (damaged or "
+                "edited?); nothing was loaded:\n  - " + "\n  - ".join(lines)
+            )
         self._set({name: np.array(v, dtype=current[name].dtype) for name, v in merged.items()})
         return IncompatibleKeys(missing, unexpected)
+
+    def _value_problems(
+        self, values: Mapping[str, np.ndarray], current: Mapping[str, np.ndarray]
+    ) -> list[str]:
+        """One line per entry of a shape-checked state dict holding a value no run reaches."""
+        if self._floors is None:
+            # A signed integer leaf counts or indexes: it never goes below the smallest value it
+            # starts from (0, or -1 for "never", as in floor's last_drawn). Task payloads (a
+            # frontier's ``tasks``) may hold anything.
+            fresh = jax.jit(self.curriculum.init)(jax.random.key(0))
+            self._floors = {
+                f"state/{path_str(p)}": min(0, int(jnp.min(leaf)))
+                for p, leaf in jax.tree_util.tree_flatten_with_path(fresh)[0]
+                if jnp.issubdtype(leaf.dtype, jnp.signedinteger)
+                and leaf.size
+                and "tasks" not in path_str(p).split("/")
+            }
+        floors = {**self._floors, **{name: 0 for name in _COUNTERS}}
+        if self.num_tasks is not None and KEPT in values:
+            floors[KEPT] = 0
+        lines = []
+        for name in sorted(values):
+            got, dtype = np.asarray(values[name]), current[name].dtype
+            if got.size == 0:
+                continue
+            if got.dtype.kind == "f" and np.isnan(got).any():
+                bad = np.flatnonzero(np.isnan(got.reshape(-1)))
+                lines.append(
+                    f"{name}: NaN in {bad.size} of {got.size} entries (the first at flat "
+                    f"index {int(bad[0])})"
+                )
+            elif np.issubdtype(dtype, np.integer):
+                info = np.iinfo(dtype)
+                low, high = int(got.min()), int(got.max())
+                if low < info.min or high > info.max:
+                    lines.append(
+                        f"{name}: values in [{low}, {high}] do not fit {np.dtype(dtype).name}"
+                    )
+                elif name in floors and low < floors[name]:
+                    lines.append(f"{name}: {low} is below {floors[name]}, the least it can hold")
+                elif name == KEPT and self.num_tasks is not None and high >= self.num_tasks:
+                    lines.append(f"{name}: task id {high} outside [0, {self.num_tasks})")
+        return lines
 
     def _set(self, values: Mapping[str, np.ndarray]) -> None:
         """Installs fresh device copies of a complete, checked state dict."""
@@ -325,9 +430,10 @@ class HostCurriculum:
         self._key = jnp.array(values["key"])
         for name in _COUNTERS:
             setattr(self, name, int(values[name]))
+        self._kept = _kept_from_items(self._draw, values)
 
     def _item(self) -> dict[str, Any]:
-        """The Orbax array item (the counters go in the JSON item)."""
+        """The Orbax array item (the counters and the kept draws go in the JSON item)."""
         return {"state": self._state, "key": self._key}
 
     def save(self, path: str | os.PathLike) -> None:
@@ -341,6 +447,7 @@ class HostCurriculum:
                 "num_tasks": self.num_tasks,
                 "layout": {p: [list(s), d] for p, (s, d) in leaf_layout(item).items()},
                 **{name: getattr(self, name) for name in _COUNTERS},
+                KEPT: {name: v.tolist() for name, v in _kept_items(self._kept).items()},
             }
             # A new step each time: the previous checkpoint goes only once this one is written.
             latest = store.latest_step()
@@ -382,6 +489,8 @@ class HostCurriculum:
         self._key = jnp.array(item["key"])
         for name in _COUNTERS:
             setattr(self, name, int(meta[name]))
+        # Checkpoints written before the driver kept draws have none.
+        self._kept = _kept_from_items(self._draw, meta.get(KEPT, {}))
 
     def _check_ids(self, ids: np.ndarray) -> None:
         if self.num_tasks is None or ids.size == 0:
@@ -453,3 +562,40 @@ def _same_lengths(lengths: np.ndarray | None, other: np.ndarray | None, name: st
             f"{name} is ragged but does not match rewards' group sizes "
             f"({None if lengths is None else lengths.tolist()[:8]} vs {other.tolist()[:8]})"
         )
+
+
+def _empty_rows(draw: Any) -> Any:
+    """Numpy arrays shaped like one draw's leaves with no rows: ``[0, ...]``."""
+    return jax.tree.map(lambda a: np.zeros((0, *a.shape[1:]), a.dtype), draw)
+
+
+def _num_rows(tree: Any) -> int:
+    return jax.tree.leaves(tree)[0].shape[0]
+
+
+def _is_kept(name: str) -> bool:
+    return name == KEPT or name.startswith(KEPT + "/")
+
+
+def _kept_items(kept: Any) -> dict[str, np.ndarray]:
+    """``{"kept": ids}``, or ``{"kept/<path>": leaf}`` for a payload draw."""
+    flat = jax.tree_util.tree_flatten_with_path(kept)[0]
+    return {"/".join(filter(None, (KEPT, path_str(p)))): leaf for p, leaf in flat}
+
+
+def _kept_from_items(draw: Any, values: Mapping[str, Any]) -> Any:
+    """Kept draws shaped like ``draw`` from :func:`_kept_items`-named entries (none: empty)."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(draw)
+    names = list(_kept_items(draw))
+    if not any(name in values for name in names):
+        return _empty_rows(draw)
+    leaves = [
+        np.asarray(values[name], leaf.dtype).reshape(-1, *leaf.shape[1:])
+        for name, (_, leaf) in zip(names, flat)
+    ]
+    if len({leaf.shape[0] for leaf in leaves}) > 1:
+        raise ValueError(
+            "the kept draws' entries hold different numbers of rows: "
+            + ", ".join(f"{n} {v.shape[0]}" for n, v in zip(names, leaves))
+        )
+    return jax.tree_util.tree_unflatten(treedef, leaves)

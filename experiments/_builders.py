@@ -18,6 +18,7 @@ import curriculax as cx
 from curriculax import rl
 from curriculax import tasks as T
 from curriculax.engine import Engine, EngineConfig, Env
+from experiments._base import check_init, load_base
 
 # Bands scored on exact match. At the frontier length a policy passes about 1 in 8 of its
 # rollouts, below prime-rl's 0.25 floor for "hard", so the frontier band starts just above 0;
@@ -169,30 +170,32 @@ HARD_SKEW = TaskConfig(
 MAIN_CURRICULUM = {"sampler": {"type": "category_bandit", "reward": "advantage"}}
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    width: int = 64
-    depth: int = 2
-    heads: int = 4
-    positions: str = "column"
+def experiment_model(**overrides) -> rl.TransformerConfig:
+    """The experiments' policy shape: :class:`curriculax.rl.TransformerConfig` with
+    ``positions="column"`` (one attention rule for every length) and the library's other
+    defaults; ``vocab_size`` and ``max_len`` follow the task family (see
+    :class:`GRPOExperimentConfig`)."""
+    return rl.TransformerConfig(**{"vocab_size": T.VOCAB_SIZE, "positions": "column", **overrides})
 
 
-@dataclasses.dataclass(frozen=True)
-class GRPOSettings:
-    learning_rate: float = 2e-3
-    entropy_coef: float = 0.01
-    temperature: float = 1.0
-    scale_by_std: bool = True
-    reward: str = "exact"
-    max_grad_norm: float = 1.0
+def experiment_grpo(**overrides) -> rl.GRPOConfig:
+    """The experiments' GRPO settings: :class:`curriculax.rl.GRPOConfig` with an entropy bonus
+    of 0.01 (the library's default is 0): every study and the main job so far ran with 0.01."""
+    return rl.GRPOConfig(**{"entropy_coef": 0.01, **overrides})
 
 
 @dataclasses.dataclass(frozen=True)
 class GRPOExperimentConfig:
     """One GRPO run: the main job's config, and each arm's experiment in a study.
 
-    ``eval_rollouts``, ``stop_at_target``, ``evidence`` and ``evidence_arm`` are the main
-    job's (a study evaluates on its own schedule and never stops early).
+    ``model`` and ``grpo`` are the library's own configs (:func:`experiment_model`,
+    :func:`experiment_grpo` give the defaults); ``model.max_len`` is set from the task family
+    (its prompt plus answer width), whatever the config says. ``init`` says where the policy
+    starts: ``"scratch"`` or a base (built on first use and cached; ``experiments/_base.py``).
+
+    ``eval_rollouts``, ``stop_at_target``, ``evidence``, ``evidence_arm`` and
+    ``evidence_best_of`` are the main job's (a study evaluates on its own schedule and never
+    stops early).
     """
 
     steps: int = 500  # one update per generation batch without a gate: 64,000 rollouts
@@ -207,10 +210,30 @@ class GRPOExperimentConfig:
     stop_at_target: bool = True  # main job: stop at the first evaluation at the target
     evidence: str = "docs/compare/hard-skew.json"  # main job: the study quoted with the result
     evidence_arm: str = "category bandit (|advantage|)"  # ... and its arm for this curriculum
+    # main job: the study whose best-against-best comparison (each arm at its best learning
+    # rate) is quoted first, the fair one
+    evidence_best_of: str = "docs/compare/lr-hard-skew.json"
     task: TaskConfig = dataclasses.field(default_factory=lambda: HARD_SKEW)
-    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
-    grpo: GRPOSettings = dataclasses.field(default_factory=GRPOSettings)
+    model: rl.TransformerConfig = dataclasses.field(default_factory=experiment_model)
+    grpo: rl.GRPOConfig = dataclasses.field(default_factory=experiment_grpo)
     curriculum: dict = dataclasses.field(default_factory=lambda: dict(MAIN_CURRICULUM))
+    # Where the policy starts: "scratch" (random weights) or a pretrained base,
+    # {base = "NAME"} or {base = {...}} (see experiments/_base.py).
+    init: str | dict = "scratch"
+
+    def __post_init__(self):
+        check_init(self.init)
+        if self.model.vocab_size != T.VOCAB_SIZE:
+            raise ValueError(
+                f"model.vocab_size is the tasks' vocabulary ({T.VOCAB_SIZE}); got "
+                f"{self.model.vocab_size}: leave it out of the config"
+            )
+        # The position table covers exactly the family's prompt plus answer: its size is part
+        # of the initial weights, so a run's init does not depend on a free max_len.
+        spec = family_spec(self.task)
+        width = spec.prompt_width + spec.answer_width
+        if self.model.max_len != width:
+            object.__setattr__(self, "model", dataclasses.replace(self.model, max_len=width))
 
 
 def family_spec(task: TaskConfig):
@@ -224,33 +247,16 @@ def family_spec(task: TaskConfig):
     raise ValueError(f"task.family must be reversal, copy or addition, got {task.family!r}")
 
 
-def model_config(config: GRPOExperimentConfig, spec) -> rl.TransformerConfig:
-    """The policy's shape for ``config`` on the family ``spec``."""
-    return rl.TransformerConfig(
-        T.VOCAB_SIZE,
-        width=config.model.width,
-        depth=config.model.depth,
-        heads=config.model.heads,
-        max_len=spec.prompt_width + spec.answer_width,
-        positions=config.model.positions,
-    )
-
-
 def make_solver(config: GRPOExperimentConfig, spec) -> Any:
-    g = config.grpo
-    grpo = rl.GRPOConfig(
-        learning_rate=g.learning_rate,
-        entropy_coef=g.entropy_coef,
-        temperature=g.temperature,
-        scale_by_std=g.scale_by_std,
-        reward=g.reward,
-        max_grad_norm=g.max_grad_norm,
-    )
+    """The GRPO solver of ``config``, starting from its base's params when ``config.init``
+    names one (built on first use; see ``experiments/_base.py``)."""
+    init_params = None if config.init == "scratch" else load_base(config)[0]
     return rl.grpo_solver(
-        model_config(config, spec),
-        grpo,
+        config.model,
+        config.grpo,
         max_new_tokens=spec.answer_width,
         output_tokens=spec.answer_tokens(),
+        init_params=init_params,
     )
 
 
@@ -314,7 +320,7 @@ def _distractor_spec(task: TaskConfig):
     return family_spec(dataclasses.replace(task, family=other))
 
 
-def make_pools(config: GRPOExperimentConfig) -> Pool:
+def make_study_pool(config: GRPOExperimentConfig) -> Pool:
     """The training pool and held-out set of ``config.task`` (see :class:`TaskConfig`).
 
     Tasks come from data seed 0 (distractors from seed 1), independent of the run's seed, so
@@ -445,7 +451,7 @@ def make_pass_probability(config: GRPOExperimentConfig, pool: Pool) -> Callable:
             "measure by sampled rollouts instead (oracle exact = false)"
         )
     spec = pool.spec
-    graphdef = rl.policy_graphdef(model_config(config, spec))
+    graphdef = rl.policy_graphdef(config.model)
     output_tokens = spec.answer_tokens()
     temperature = config.grpo.temperature
     coin_level, coin_p = pool.coin_level, config.task.distractor_p
@@ -486,7 +492,7 @@ def build(
         (e.g. ``category_bandit``, ``learnability``), as config context.
       sampler: a ready sampler instead of the config's (its gates still come from the config).
     """
-    pool = make_pools(config)
+    pool = make_study_pool(config)
     n = T.num_tasks(pool.train)
     spec = curriculum or config.curriculum
     if sampler is not None:

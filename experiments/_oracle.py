@@ -50,7 +50,7 @@ import numpy as np
 from curriculax import TaskSampler, _entries, _permute, _random, _topk
 from curriculax import tasks as T
 from curriculax._checks import check_num, check_num_tasks
-from experiments._builders import build, make_pools
+from experiments._builders import build, make_study_pool
 
 
 class OracleState(NamedTuple):
@@ -380,7 +380,7 @@ def build_oracle(experiment, settings: Mapping, gates: Mapping | None = None, me
       gates: the arm's gates config (``{name: {type: ...}}``).
       mesh: optional device mesh.
     """
-    entry_task = T.distinct_tasks(make_pools(experiment).train)
+    entry_task = T.distinct_tasks(make_study_pool(experiment).train)
     sampler = oracle(
         experiment.task.size,
         draw=settings["draw"],

@@ -17,7 +17,9 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -171,38 +173,137 @@ def ratio_bootstrap(
     return (_ratio(stat(b), stat(a)), *_quantiles(samples, level))
 
 
+class Ratio(NamedTuple):
+    """``stat(base) / stat(arm)`` from censored runs (above 1 favours ``arm``).
+
+    Attributes:
+      point: the ratio, or its bound when a median over the runs is a miss (``nan``: unknown).
+      low: the interval's lower end; ``0`` is an open end (resamples where the arm's statistic
+        is a miss bound the ratio only from above).
+      high: the interval's upper end; ``inf`` is an open end (resamples where the base's
+        statistic is a miss bound the ratio only from below).
+      bound: what ``point`` is: ``""`` the ratio, ``">="`` a lower bound (the base's statistic
+        missed), ``"<="`` an upper bound (the arm's did), ``"?"`` unknown (both did).
+      kind: the interval's direction: ``">="`` open above only (the data bound the ratio from
+        below), ``"<="`` open below only, ``"?"`` open at both ends, ``""`` closed.
+    """
+
+    point: float
+    low: float
+    high: float
+    bound: str
+    kind: str
+
+
 def censored_ratio(
     base: np.ndarray,
     arm: np.ndarray,
     budget: float,
     stat: Stat = median,
     *,
+    paired: bool = False,
     reps: int = 4000,
     level: float = 0.95,
     seed: int = 0,
-) -> tuple[float, float, float, str]:
-    """:func:`ratio_bootstrap` with every miss counted as the ``budget`` it was censored at,
-    and which way the result bounds the true ratio.
+) -> Ratio:
+    """``stat(base) / stat(arm)`` with a percentile bootstrap interval that stays open where
+    misses leave it open.
 
-    A statistic over runs that includes a miss is only known to be at least what the budget
-    gives it, so: the base's statistic censored (and not the arm's) makes the ratio a lower
-    bound (``">="``); the arm's censored makes it an upper bound (``"<="``); both censored
-    leaves it unknown (``"?"``, the point is ``nan``); neither gives the ratio (``""``). The
-    interval resamples the censored values the same way.
+    A miss (``inf``) is only known to lie beyond the ``budget``, so a statistic over runs is
+    only known to lie between its value with every miss at the budget and its value with
+    misses as ``inf``. Each resample's ratio is therefore a range, from the base's lowest
+    statistic over the arm's highest to the base's highest over the arm's lowest; the interval
+    runs from the ``(1 - level) / 2`` quantile of the lower ends to the ``(1 + level) / 2``
+    quantile of the upper ends. Where the resamples at a quantile miss, that end is open
+    (``inf`` above, ``0`` below): the budget never stands in for a miss where it would invent a
+    finite end.
+
+    Args:
+      base: ``f[S]`` rollouts to target per run of the baseline (``inf``: a miss).
+      arm: ``f[S]`` (paired) or ``f[S']`` the same for the arm.
+      budget: the rollouts every run was given (where misses were censored).
+      stat: the statistic of each arm (default :func:`median`).
+      paired: resample seeds jointly (run ``i`` of both arms shares seed ``i``'s initial
+        policy, so what a seed does to both arms cancels); ``False`` resamples each arm on its
+        own.
+      reps: bootstrap resamples.
+      level: interval coverage.
+      seed: resampling seed (results are deterministic).
 
     Returns:
-      ``(point, low, high, kind)``.
+      A :class:`Ratio`.
     """
     b, a = np.asarray(base, np.float64), np.asarray(arm, np.float64)
-    censored_b, censored_a = np.isinf(stat(b)), np.isinf(stat(a))
+    if paired and a.shape != b.shape:
+        raise ValueError(
+            f"a paired ratio needs one value per seed in each arm, got {b.shape} and {a.shape}; "
+            "pass paired=False for independent runs"
+        )
+
+    def ends(bv: np.ndarray, av: np.ndarray) -> tuple[float, float]:
+        low = _ratio(stat(np.minimum(bv, budget)), stat(av))
+        high = _ratio(stat(bv), stat(np.minimum(av, budget)))
+        return low, high
+
+    rng = np.random.default_rng(seed)
+    ib = rng.integers(0, b.size, size=(reps, b.size))
+    ia = ib if paired else rng.integers(0, a.size, size=(reps, a.size))
+    samples = np.array([ends(b[i], a[j]) for i, j in zip(ib, ia)])
+    alpha = (1.0 - level) / 2.0
+    low = float(np.quantile(samples[:, 0], alpha, method="inverted_cdf"))
+    high = float(np.quantile(samples[:, 1], 1.0 - alpha, method="inverted_cdf"))
+    p_low, p_high = ends(b, a)
+    if p_low == p_high:
+        point, bound = p_low, ""
+    elif np.isinf(p_high) and p_low > 0:
+        point, bound = p_low, ">="
+    elif p_low == 0 and np.isfinite(p_high):
+        point, bound = p_high, "<="
+    else:
+        point, bound = float("nan"), "?"
     kind = {(False, False): "", (True, False): ">=", (False, True): "<=", (True, True): "?"}[
-        (bool(censored_b), bool(censored_a))
+        (bool(np.isinf(high)), bool(low == 0))
     ]
-    cb, ca = np.minimum(b, budget), np.minimum(a, budget)
-    point, lo, hi = ratio_bootstrap(cb, ca, stat, reps=reps, level=level, seed=seed)
-    if kind == "?":
-        point = float("nan")
-    return point, lo, hi, kind
+    return Ratio(point, low, high, bound, kind)
+
+
+def verdict(*ratios: Ratio) -> str:
+    """``"beat"`` where every interval lies above 1, ``"lost"`` where every one lies below 1,
+    ``"did not beat"`` otherwise (an interval that holds 1 claims neither)."""
+    if ratios and all(r.low > 1 for r in ratios):
+        return "beat"
+    if ratios and all(r.high < 1 for r in ratios):
+        return "lost"
+    return "did not beat"
+
+
+def fisher_exact(table) -> float:
+    """Fisher's exact test on a 2x2 table of counts, two-sided p-value.
+
+    With the margins fixed, the top-left count is hypergeometric; the p-value sums the
+    probabilities of every table no more likely than the one observed (computed on exact
+    integers, so ties are ties).
+
+    Args:
+      table: ``[[a, b], [c, d]]``, e.g. seeds at target and seeds missing for two arms.
+
+    Example:
+      >>> round(fisher_exact([[3, 1], [1, 3]]), 4)  # Fisher's tea tasting: 34 / 70
+      0.4857
+    """
+    (a, b), (c, d) = ((int(x) for x in row) for row in table)
+    if min(a, b, c, d) < 0:
+        raise ValueError(f"a 2x2 table holds counts >= 0, got {table!r}")
+    row, col, n = a + b, a + c, a + b + c + d
+
+    def weight(x: int) -> int:  # tables with top-left x, times C(n, row)
+        return math.comb(col, x) * math.comb(n - col, row - x)
+
+    observed = weight(a)
+    tail = sum(
+        w for x in range(max(0, row + col - n), min(row, col) + 1) if (w := weight(x)) <= observed
+    )
+    return tail / math.comb(n, row)
 
 
 def reached_curve(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -237,19 +338,25 @@ def fmt_difference(point: float, lo: float, hi: float) -> str:
     return f"{point:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
-def fmt_ratio(point: float, lo: float, hi: float, kind: str = "") -> str:
-    """``2.10x [1.40, 3.05]``; an unbounded end prints as ``inf``, an undefined one as ``-``
-    (an undefined ratio, both arms missing, prints as ``-``); ``kind`` (see
-    :func:`censored_ratio`) prefixes a bound: ``>= 2.10x [...]``."""
-
-    def one(x: float) -> str:
-        if np.isnan(x):
-            return "-"
-        if np.isinf(x):
-            return "inf"
-        return f"{x:.2f}"
-
-    if np.isnan(point):
+def _one(x: float) -> str:
+    if np.isnan(x):
         return "-"
-    prefix = f"{kind} " if kind in (">=", "<=") else ""
-    return f"{prefix}{one(point)}x [{one(lo)}, {one(hi)}]"
+    if np.isinf(x):
+        return "inf"
+    return f"{x:.2f}"
+
+
+def fmt_ratio_interval(r: Ratio) -> str:
+    """``[1.40, 3.05]``, with an open end written open: ``[1.81, inf)``, ``(0, 0.41]``."""
+    low = "(0" if r.low == 0 else f"[{_one(r.low)}"
+    high = "inf)" if np.isinf(r.high) else f"{_one(r.high)}]"
+    return f"{low}, {high}"
+
+
+def fmt_ratio(r: Ratio) -> str:
+    """``2.10x [1.40, 3.05]``; a point that is only a bound carries its direction
+    (``>= 2.86x [1.81, inf)``), an unknown one prints as ``-``, open ends as in
+    :func:`fmt_ratio_interval`."""
+    prefix = f"{r.bound} " if r.bound in (">=", "<=") else ""
+    point = "-" if np.isnan(r.point) else f"{prefix}{_one(r.point)}x"
+    return f"{point} {fmt_ratio_interval(r)}"

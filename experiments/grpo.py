@@ -1,4 +1,4 @@
-"""The main job: a small transformer learns an embedded task family from scratch with GRPO.
+"""The main job: a small transformer learns an embedded task family with GRPO.
 
     python -m experiments.grpo --run-dir runs/grpo
 
@@ -8,9 +8,12 @@ exact match on a held-out set (disjoint from the training pool by task key) ever
 the curve is a step function with no holes however few groups the gates admit), optionally
 stops once the held-out target is reached (``stop_at_target``), and writes ``metrics.jsonl``,
 ``traces.jsonl``, ``checkpoints/``, ``summary.json`` and ``curves.png`` (held-out success and
-admission rate against rollouts consumed). When the config names a study (``evidence``), the
-result is printed next to what that study measured for this curriculum against uniform
-sampling, with the command that reproduces it. Follows the experiment CLI convention
+admission rate against rollouts consumed). The policy starts from ``init`` (random weights, or
+a warm-started base built on first use: ``experiments/_base.py``). The result is printed next
+to what the studies measured for this curriculum against uniform sampling: first best against
+best (``evidence_best_of``: each arm at its own best learning rate, the fair comparison), then
+at the study's shared learning rate (``evidence``), each with its interval, its regime and the
+command that reproduces it. Follows the experiment CLI convention
 (``--steps --seed --resume --config --set --devices``).
 """
 
@@ -22,18 +25,18 @@ import os
 
 import jax
 
-from experiments import _cli
+from experiments import _cli, _plot
 from experiments._builders import GRPOExperimentConfig, build, held_out_report
-from experiments.compare.report import study_result
+from experiments._stats import fmt_ratio_interval
+from experiments.compare.report import study_best_of, study_result
 
 
 def plot_curves(metrics_path: str, out_path: str, title: str, start: dict | None = None) -> None:
-    """``curves.png``: held-out success and admission rate against rollouts consumed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """``curves.png``: held-out success and admission rate against rollouts consumed (skipped,
+    with a note, when matplotlib is not installed)."""
+    plt = _plot.pyplot(os.path.basename(out_path))
+    if plt is None:
+        return
     with open(metrics_path) as f:
         rows = [json.loads(x) for x in f]
     evals = ([start] if start else []) + [r for r in rows if "eval/held_out_success" in r]
@@ -60,8 +63,41 @@ def level_text(report: dict, levels) -> str:
     return ", ".join(out)
 
 
+def regime_text(init) -> str:
+    """``init scratch`` or ``init base short-lengths``: where a run's policy started."""
+    if init == "scratch":
+        return "init scratch"
+    base = init["base"]
+    return f"init base {base if isinstance(base, str) else 'inline ' + repr(base)}"
+
+
+def best_of_text(config: GRPOExperimentConfig) -> str | None:
+    """The best-against-best comparison of the study named by ``config.evidence_best_of`` (each
+    arm at its own best learning rate: the fair comparison), with its regime."""
+    if not config.evidence_best_of:
+        return None
+    result = study_best_of(config.evidence_best_of)
+    if isinstance(result, str):
+        return f"  ({result})"
+    lines = []
+    for r in result:
+        cmp = r.comparison
+        lines.append(
+            f"  best against best ({config.evidence_best_of}, {regime_text(r.init)}): "
+            f"'{r.first}' / '{r.best}', median rollouts to target: {r.text}: "
+            f"{cmp['verdict']}; seeds at target, Fisher's exact p = {cmp['fisher_p']:.3f}"
+        )
+        if r.init != config.init:
+            lines.append(
+                f"  (that study ran with {regime_text(r.init)}; this run with "
+                f"{regime_text(config.init)}: it is evidence from another regime)"
+            )
+    return "\n".join(lines) + f"\n  reproduce: {result[0].command}"
+
+
 def evidence_text(config: GRPOExperimentConfig) -> str | None:
-    """What the study named by ``config.evidence`` measured for ``config.evidence_arm``."""
+    """What the study named by ``config.evidence`` measured for ``config.evidence_arm`` at the
+    main job's learning rate."""
     if not config.evidence:
         return None
     result = study_result(config.evidence, config.evidence_arm)
@@ -69,22 +105,29 @@ def evidence_text(config: GRPOExperimentConfig) -> str | None:
         return f"  ({result})"
     base = result.baseline
     text = (
-        f"  study ({config.evidence}, {result.seeds} seeds): '{result.arm}' reached the "
+        f"  at the study's shared learning rate ({config.evidence}, {result.seeds} seeds): "
+        f"'{result.arm}' reached the "
         f"target on {result.reached}/{result.seeds} seeds, median {_count(result.median)} "
-        f"rollouts ({base}: {_count(result.baseline_median)})"
+        f"rollouts ({base}: {_count(result.baseline_median)}, "
+        f"{result.baseline_reached}/{result.seeds} seeds)"
     )
     if result.ratio is not None:
-        point, lo, hi = result.ratio
-        bound = {">=": "at least ", "<=": "at most "}.get(result.ratio_kind, "")
+        r = result.ratio
+        bound = {">=": "at least ", "<=": "at most "}.get(r.bound, "")
+        point = "unknown (both medians miss)" if math.isnan(r.point) else f"{bound}{r.point:.2f}x"
+        paired = (
+            f", paired {fmt_ratio_interval(result.paired)}" if result.paired is not None else ""
+        )
         text += (
-            f";\n  {base} / this curriculum, median rollouts to target: {bound}{point:.2f}x "
-            f"(95% CI [{lo:.2f}, {hi:.2f}])"
+            f";\n  {base} / this curriculum, median rollouts to target: {point} "
+            f"(95% CI {fmt_ratio_interval(r)}{paired}): {result.verdict}; seeds at target, "
+            f"Fisher's exact p = {result.fisher_p:.3f}"
         )
     return text + f"\n  reproduce: {result.command}"
 
 
 def _count(value) -> str:
-    return "> budget" if value is None else f"{value:,.0f}"
+    return "> budget" if value is None or math.isinf(value) else f"{value:,.0f}"
 
 
 def main(argv=None) -> None:
@@ -136,9 +179,9 @@ def main(argv=None) -> None:
             f"{result.metrics.get('batch/admission_rate', float('nan')):.2f}"
             f"\n  curves: {os.path.join(args.run_dir, 'curves.png')}"
         )
-        evidence = evidence_text(config)
-        if evidence:
-            print(evidence)
+        for text in (best_of_text(config), evidence_text(config)):
+            if text:
+                print(text)
         with open(os.path.join(args.run_dir, "summary.json")) as f:
             summary = json.load(f)
         summary["final_eval"] = final

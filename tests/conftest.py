@@ -15,3 +15,6 @@ _CACHE = os.environ.get("CURRICULAX_TEST_JAX_CACHE") or tempfile.mkdtemp(prefix=
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+# The skip policy (--skips=none|allowed|any): a run fails on a skip nobody allowed.
+from tests.skip_policy import pytest_addoption, pytest_configure  # noqa: E402, F401

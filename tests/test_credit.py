@@ -81,3 +81,22 @@ def test_a_group_of_only_non_finite_rewards_gets_zero():
     rewards = jnp.array([[np.nan, np.inf, -np.inf, np.nan]], jnp.float32)
     adv = np.asarray(advantages(rewards, jnp.ones((1, 4), bool), scale_by_std=True))
     np.testing.assert_array_equal(adv, 0.0)
+
+
+@pytest.mark.parametrize("scale_by_std", [True, False])
+@pytest.mark.parametrize("power", [0, 20, 66, 100, 126, 127])
+def test_credit_of_huge_finite_rewards_is_the_scaled_credit(power, scale_by_std):
+    """Rewards times 2**power (up to float32's largest binade) give the credit of the
+    unscaled rewards (times 2**power without std scaling): no overflow in the sum or the
+    squares, and groups of equal rewards still get exactly 0."""
+    base = np.array([[0.0, 1.0, 0.0, 1.0], [0.25, 1.5, -1.0, 0.5], [1.5] * 4], np.float32)
+    valid = jnp.ones(base.shape, bool)
+    big = base * np.float32(2.0**power)
+    assert np.isfinite(big).all()
+    got = np.asarray(advantages(jnp.asarray(big), valid, scale_by_std=scale_by_std))
+    want = np.asarray(advantages(jnp.asarray(base), valid, scale_by_std=scale_by_std))
+    if not scale_by_std:
+        want = want * np.float32(2.0**power)
+    assert np.isfinite(got).all(), got
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_array_equal(got[2], 0.0)

@@ -97,7 +97,8 @@ def test_padding_reaches_no_count_and_no_component_state():
     """5 groups padded to 8: failed groups, admission rate and the gate's rate count 5."""
     cur = _curriculum()
     host = cx.HostCurriculum(cur)
-    ids = host.sample(5)
+    drawn = host.sample(8)  # a full draw: the sampler counts 8 tasks as dispatched (seen)
+    ids = drawn[:5]
     rewards = np.array([[1, 0], [1, 1], [0, 0], [0, 1], [1, 0]], np.float32)
     valid = np.ones((5, 2), bool)
     valid[4] = False  # one genuinely failed group
@@ -108,9 +109,9 @@ def test_padding_reaches_no_count_and_no_component_state():
     assert m["admission_rate"] == pytest.approx(2 / 5)
     assert m["gate/zero_advantage/admit_rate"] == pytest.approx(2 / 4)  # the failed group:
     assert m["gate/zero_advantage/rejected"] == 2  # not judged
-    assert m["sampler/pool/unseen"] == N - 5  # padding rows marked no task as seen
+    assert m["sampler/pool/unseen"] == N - 8  # padding rows marked no task as seen
     seen = _state_leaves(host)["sampler/seen"]
-    assert sorted(np.flatnonzero(seen).tolist()) == sorted(ids.tolist())
+    assert sorted(np.flatnonzero(seen).tolist()) == sorted(drawn.tolist())
 
 
 def test_no_recompilation_within_a_bucket():
@@ -319,3 +320,187 @@ def test_out_of_range_ids_are_refused_on_the_host():
     with pytest.raises(ValueError, match=r"2 task id\(s\) outside \[0, 64\).*row 1: 64.*row 2: -1"):
         host.observe(np.array([3, N, -1]), np.zeros((3, 2), np.float32))
     assert host.observe_calls == 0 and host.metrics()["groups"] == 0
+
+
+SIZES = [13, 5, 30, 17, 9, 31, 20, 8, 3, 27, 16, 11]  # buckets 8, 16, 32
+
+
+def test_varying_n_compiles_once_per_bucket_and_hands_out_every_draw_in_order():
+    """Sequential in source order: whatever the n, the ids handed out are 0, 1, 2, ... (no
+    draw discarded or reordered), and the sampler's cursor is ahead by exactly the kept."""
+    n_tasks = 50
+    host = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(n_tasks, shuffle=False)))
+    handed = []
+    for n in SIZES * 3:
+        ids = host.sample(n)
+        assert ids.shape == (n,) and ids.dtype == np.int32
+        handed.extend(ids.tolist())
+        assert 0 <= host.num_kept < 32  # fewer than the largest draw
+        state = _state_leaves(host)
+        drawn = int(state["sampler/epoch"]) * n_tasks + int(state["sampler/cursor"])
+        assert drawn == len(handed) + host.num_kept
+    assert handed == [i % n_tasks for i in range(len(handed))]
+    assert host.trace_counts["sample"] == len({cx.host.bucket(n) for n in SIZES}) == 3
+    assert host.sample_calls == 3 * len(SIZES)
+    assert host.sample(0).shape == (0,)
+
+
+def test_varying_n_with_a_learning_sampler_and_a_state_dict_round_trip():
+    """difficulty_pools through warm-up: each task dispatched once (the kept draws are counted
+    as seen and handed out later, none lost); after a state_dict round trip, and after an
+    Orbax save/restore, the same calls give the same ids and admissions."""
+    cur = _curriculum()
+    host = cx.HostCurriculum(cur, seed=11)
+    rng = np.random.default_rng(5)
+    handed = []
+    for n in SIZES[:4]:  # 65 ids: the 64-task warm-up and one more
+        ids = host.sample(n)
+        handed.extend(ids.tolist())
+        host.observe(ids, *_rollouts(rng, n))
+    unseen = host.metrics()["sampler/pool/unseen"]
+    assert sorted(handed[:N]) == list(range(N))  # warm-up: each unseen task once
+    assert unseen == 0 and host.num_kept > 0
+
+    def run(driver, rng):
+        out = []
+        for n in SIZES[4:]:
+            ids = driver.sample(n)
+            out.append((ids, driver.observe(ids, *_rollouts(rng, n))))
+        return out, driver.metrics()
+
+    sd = host.state_dict()
+    assert sd["kept"].shape == (host.num_kept,) and sd["kept"].dtype == np.int32
+    want, want_metrics = run(host, np.random.default_rng(9))
+    for target in (host, cx.HostCurriculum(cur, seed=99)):
+        target.load_state_dict(sd)
+        got, got_metrics = run(target, np.random.default_rng(9))
+        for (a, b), (c, d) in zip(got, want):
+            np.testing.assert_array_equal(a, c)
+            np.testing.assert_array_equal(b, d)
+        assert got_metrics == want_metrics
+
+
+def test_kept_draws_survive_save_and_restore(tmp_path):
+    cur = cx.curriculum(cx.samplers.sequential(40))
+    host = cx.HostCurriculum(cur, seed=2)
+    host.sample(13)
+    kept = host.num_kept
+    assert kept == 3
+    host.save(tmp_path / "c")
+    want = [host.sample(n) for n in (2, 9, 30)]
+    fresh = cx.HostCurriculum(cur, seed=0)
+    fresh.restore(tmp_path / "c")
+    assert fresh.num_kept == kept
+    for n, w in zip((2, 9, 30), want):
+        np.testing.assert_array_equal(fresh.sample(n), w)
+
+
+def test_a_state_dict_without_kept_draws_loads_with_none_kept():
+    cur = cx.curriculum(cx.samplers.sequential(40, shuffle=False))
+    host = cx.HostCurriculum(cur)
+    host.sample(13)
+    sd = {k: v for k, v in host.state_dict().items() if k != "kept"}  # as written before
+    fresh = cx.HostCurriculum(cur)
+    assert "kept" not in fresh.state_dict()  # none kept: no entry (Orbax writes no empty array)
+    assert fresh.load_state_dict(sd) == cx.IncompatibleKeys([], [])
+    assert fresh.num_kept == 0
+    np.testing.assert_array_equal(fresh.sample(3), [16, 17, 18])
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e30, 3e38])
+def test_huge_finite_rewards_get_correct_admissions(scale):
+    host = cx.HostCurriculum(_curriculum())
+    rewards = np.tile([0, 1, 0, 1], (3, 1)).astype("f4") * np.float32(scale)
+    rewards[2] = np.float32(scale)  # all equal: nothing to prefer
+    assert host.observe(np.arange(3), rewards).tolist() == [True, True, False]
+    assert host.metrics()["nonfinite"] == 0
+
+
+def test_a_3d_rewards_error_names_the_callers_batch_size():
+    host = cx.HostCurriculum(_curriculum())
+    with pytest.raises(ValueError, match=r"rewards must be float\[G=3, K\], got shape \(3, 4, 2\)"):
+        host.observe(np.arange(3), np.zeros((3, 4, 2), np.float32))
+
+
+def _refused(host, sd, *fragments):
+    before = host.state_dict()
+    with pytest.raises(ValueError) as err:
+        host.load_state_dict(sd)
+    for fragment in fragments:
+        assert fragment in str(err.value), str(err.value)
+    for k, v in host.state_dict().items():  # nothing was loaded
+        np.testing.assert_array_equal(v, before[k], err_msg=k)
+
+
+def test_load_state_dict_refuses_values_no_run_reaches_naming_the_field():
+    host = cx.HostCurriculum(_curriculum())
+    host.observe(host.sample(8), np.eye(8, 4, dtype=np.float32))
+    good = host.state_dict()
+
+    def edited(**changes):
+        sd = {k: v.copy() for k, v in good.items()}
+        for name, value in changes.items():
+            sd[name.replace("__", "/")] = value
+        return sd
+
+    _refused(host, edited(sample_calls=np.int64(-1)), "sample_calls: -1 is below 0")
+    _refused(host, edited(state__groups=np.int32(-3)), "state/groups: -3 is below 0")
+    _refused(
+        host,
+        edited(state__gates__zero_advantage__rejected=np.int32(-1)),
+        "state/gates/zero_advantage/rejected: -1 is below 0",
+    )
+    scores = good["state/sampler/scores"].copy()
+    scores[[3, 7]] = np.nan
+    _refused(host, edited(state__sampler__scores=scores), "state/sampler/scores: NaN in 2 of 64")
+    _refused(
+        host,
+        edited(state__admitted=np.int64(2**40)),
+        "state/admitted: values in [1099511627776, 1099511627776] do not fit int32",
+    )
+    _refused(
+        host,
+        edited(state__sampler__clock=np.float32(1.5)),
+        "state/sampler/clock: float32[] given, int32[] expected",
+    )
+    _refused(host, edited(kept=np.array([3, 64], np.int32)), "kept: task id 64 outside [0, 64)")
+    _refused(
+        host, edited(kept=np.zeros((2, 2), np.int32)), "kept: int32[2, 2] given, int32[m] expected"
+    )
+
+
+def test_load_state_dict_floors_come_from_the_fresh_state():
+    """floor's last_drawn starts at -1 (never drawn): -1 loads, -2 does not."""
+    cur = cx.curriculum(cx.samplers.floor(16, cx.samplers.uniform(16), staleness_share=0.5))
+    host = cx.HostCurriculum(cur)
+    sd = host.state_dict()
+    assert sd["state/sampler/last_drawn"].min() == -1
+    host.load_state_dict(sd)
+    sd["state/sampler/last_drawn"][4] = -2
+    _refused(host, sd, "state/sampler/last_drawn: -2 is below -1")
+
+
+def test_a_payload_sampler_keeps_its_draws_as_a_task_draw(tmp_path):
+    """The frontier sampler hands out TaskDraws: kept rows of every leaf, in the state dict
+    (``kept/<path>``) and through save/restore."""
+    from curriculax.selfplay import frontier_sampler
+
+    layout = {"level": jax.ShapeDtypeStruct((), jnp.float32)}
+    fr = frontier_sampler(cx.samplers.sequential(40, shuffle=False), 40, layout, capacity=16)
+    cur = cx.curriculum(fr.sampler)
+    host = cx.HostCurriculum(cur, seed=1)
+    draw = host.sample(5)
+    assert isinstance(draw, cx.TaskDraw) and draw.ids.shape == (5,)
+    assert host.num_kept == 3
+    whole = cx.HostCurriculum(cur, seed=1).sample(8)  # the one draw of 8 it came from
+    sd = host.state_dict()
+    np.testing.assert_array_equal(np.concatenate([draw.ids, sd["kept/ids"]]), whole.ids)
+    np.testing.assert_array_equal(sd["kept/from_pool"], whole.from_pool[5:])
+    assert sd["kept/tasks/level"].shape == (3,)
+    host.save(tmp_path / "c")
+    want = host.sample(6).ids
+    for load in ("state_dict", "restore"):
+        fresh = cx.HostCurriculum(cur, seed=0)
+        fresh.load_state_dict(sd) if load == "state_dict" else fresh.restore(tmp_path / "c")
+        np.testing.assert_array_equal(fresh.sample(6).ids, want)
+    np.testing.assert_array_equal(want[:3], whole.ids[5:])

@@ -20,7 +20,7 @@ from curriculax.engine._engine import (
 )
 from curriculax.engine._env import Env, content_keys
 from curriculax.engine._guard import CurriculumStalled
-from curriculax.engine._loop import RunResult, run
+from curriculax.engine._loop import RunResult, Stopped, run
 from curriculax.engine._mesh import make_mesh
 from curriculax.engine._mixer import MixerState
 from curriculax.engine._pending import PendingBatch
@@ -49,6 +49,7 @@ __all__ = [
     "RunResult",
     "Solver",
     "StepReport",
+    "Stopped",
     "SyntheticState",
     "TensorBoardSink",
     "TrainBatch",

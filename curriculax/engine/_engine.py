@@ -22,9 +22,10 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from curriculax import _counters
-from curriculax._checks import int_at_least
+from curriculax._checks import check_unique, int_at_least
 from curriculax._curriculum import sanitize
 from curriculax._types import CurriculumState, GroupResults, TaskDraw
+from curriculax.credit import finite_rewards
 from curriculax.engine import _mesh, _mixer, _pending
 from curriculax.engine._env import Env
 from curriculax.engine._mixer import MixerState
@@ -99,7 +100,7 @@ class Counters(NamedTuple):
     groups: jax.Array
     rollouts: jax.Array
     admitted: jax.Array
-    since_progress: jax.Array  # groups finalized since the last admitted group
+    since_progress: jax.Array  # groups finalized (all envs) since the last admitted group
     groups_at_update: jax.Array  # `groups` when the last update ran
     admitted_at_update: jax.Array  # `admitted` when the last update ran
 
@@ -115,7 +116,9 @@ class EngineState(NamedTuple):
       pending: admitted groups waiting for an update (:class:`PendingBatch`).
       key: ``u32[2]`` raw key data of the engine's PRNG key.
       counters: :class:`Counters`.
-      since_progress: ``i32[E]`` groups per env finalized since the last admitted group.
+      since_progress_by_env: ``i32[E]`` groups of each env finalized since the last admitted
+        group of any env (``counters.since_progress`` is the ``i32[]`` total). Named
+        ``since_progress`` in checkpoints written before 2026-12-01; those still restore.
     """
 
     solver: Any
@@ -124,7 +127,7 @@ class EngineState(NamedTuple):
     pending: PendingBatch
     key: jax.Array
     counters: Counters
-    since_progress: jax.Array
+    since_progress_by_env: jax.Array
 
 
 class Generation(NamedTuple):
@@ -180,10 +183,7 @@ def _check_envs(envs: Sequence[Env]) -> tuple[Env, ...]:
     for e in envs:
         if not isinstance(e, Env):
             raise TypeError(f"envs must be curriculax.engine.Env values, got {type(e).__name__}")
-    names = [e.name for e in envs]
-    dups = sorted({n for n in names if names.count(n) > 1})
-    if dups:
-        raise ValueError(f"env names must be unique, duplicated: {dups}")
+    check_unique([e.name for e in envs], "env names")
     if not any(e.weight > 0 for e in envs):
         raise ValueError(
             f"at least one env needs a positive weight, got {[(e.name, e.weight) for e in envs]}"
@@ -334,14 +334,9 @@ class Engine:
                 f"env {env.name!r}: rollout must return curriculax.engine.Rollouts, "
                 f"got {type(rollouts).__name__}"
             )
-        # Credit sees only finite rewards: one NaN must not poison its group's baseline (the
-        # raw rewards still go to observe, which counts the rollout as non-finite).
-        finite = jnp.isfinite(rollouts.rewards)
-        advantages = self.solver.credit(
-            rollouts._replace(
-                rewards=jnp.where(finite, rollouts.rewards, 0.0), valid=rollouts.valid & finite
-            )
-        )
+        # Credit sees only finite rewards (the raw rewards still go to observe).
+        rewards, valid = finite_rewards(rollouts.rewards, rollouts.valid)
+        advantages = self.solver.credit(rollouts._replace(rewards=rewards, valid=valid))
         raw = GroupResults(ids, rollouts.rewards, rollouts.valid, advantages, rollouts.token_mask)
         clean, _ = sanitize(raw)
         rollouts = rollouts._replace(rewards=clean.rewards, valid=clean.valid)
@@ -443,7 +438,7 @@ class Engine:
             pending=_pending.empty(example, self.config.capacity),
             key=jax.random.key_data(k_run),
             counters=Counters(*([zero] * len(Counters._fields))),
-            since_progress=jnp.zeros((len(self.envs),), jnp.int32),
+            since_progress_by_env=jnp.zeros((len(self.envs),), jnp.int32),
         )
 
     def init(self, key: jax.Array | None = None) -> EngineState:
@@ -491,7 +486,7 @@ class Engine:
         c = state.counters
         since = jnp.where(progress, 0, _counters.add(c.since_progress, g))
         hit = (jnp.arange(len(self.envs)) == env_index).astype(jnp.int32) * g
-        since_env = jnp.where(progress, 0, state.since_progress + hit).astype(jnp.int32)
+        since_env = jnp.where(progress, 0, state.since_progress_by_env + hit).astype(jnp.int32)
         counters = c._replace(
             generations=_counters.add(c.generations, 1),
             groups=_counters.add(c.groups, g),
@@ -506,7 +501,7 @@ class Engine:
             pending=pending,
             key=jax.random.key_data(key),
             counters=counters,
-            since_progress=since_env,
+            since_progress_by_env=since_env,
         )
         report = Generation(
             env=env_index,

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax._checks import int_at_least
+from curriculax._checks import check_unique_keys, int_at_least
 from curriculax._types import Curriculum, TaskDraw
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -41,23 +41,6 @@ def content_keys(tasks: Any) -> np.ndarray:
         for j in range(rows.shape[1]):  # a loop over bytes per task, vectorized over tasks
             h = ((h ^ rows[:, j].astype(np.uint64)) * prime) & mask
     return h.astype(np.uint32)
-
-
-def check_unique_keys(keys: np.ndarray, where: str) -> None:
-    """Raises a ValueError naming duplicated keys (and the rows that hold them)."""
-    uniq, counts = np.unique(keys, return_counts=True)
-    if np.all(counts == 1):
-        return
-    dups = uniq[counts > 1]
-    shown = []
-    for k in dups[:5]:
-        rows = np.flatnonzero(keys == k)[:4].tolist()
-        shown.append(f"key {int(k)} at rows {rows}")
-    more = f" (and {len(dups) - 5} more)" if len(dups) > 5 else ""
-    raise ValueError(
-        f"{where}: task keys must be unique within a pool; duplicated: {'; '.join(shown)}{more}. "
-        "Remove duplicate tasks or pass distinct keys."
-    )
 
 
 def _keys_from_data(tasks: Any) -> np.ndarray | None:

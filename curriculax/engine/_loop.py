@@ -11,7 +11,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import numpy as np
@@ -31,6 +31,8 @@ from curriculax.engine._logging import (
 from curriculax.engine._sinks import MetricSink, close_sinks, open_sinks
 
 OnUpdate = Callable[[EngineState, dict[str, float]], dict[str, float] | None]
+# How a run ended (:attr:`RunResult.stopped`).
+Stopped = Literal["completed", "until", "SIGTERM", "SIGINT", "already_complete"]
 
 
 @dataclasses.dataclass
@@ -51,7 +53,7 @@ class RunResult:
     state: EngineState
     metrics: dict[str, float]
     summary: dict[str, Any]
-    stopped: str
+    stopped: Stopped
 
 
 def _trace_keep(generation: int, index: np.ndarray, rate: float) -> np.ndarray:
@@ -122,7 +124,7 @@ def _write_traces(writer: JsonlWriter, engine: Engine, gen: Generation, rate: fl
 
 
 def _stall_text(engine: Engine, state: EngineState, windows: int, votes: dict) -> str:
-    since = np.asarray(jax.device_get(state.since_progress))
+    since = np.asarray(jax.device_get(state.since_progress_by_env))
     metrics = {
         e.name: {
             k: float(v)
@@ -168,7 +170,7 @@ def _cut_logs(offsets: dict, fields: dict[str, tuple[str, int]]) -> None:
             warnings.warn(
                 f"{path} is shorter than when the checkpoint was saved ({offset} bytes): lines "
                 f"were removed outside the run; keeping the records with {field} < {limit}",
-                stacklevel=3,
+                stacklevel=5,  # _cut_logs, _Outputs.open, _run, run -> the caller of run
             )
         truncate_jsonl(path, field, limit)
 
@@ -250,42 +252,94 @@ def run(
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
     int_at_least(checkpoint_every, "checkpoint_every", 0)
     int_at_least(keep_checkpoints, "keep_checkpoints", 1)
-    rate = _trace_rate(traces)
     # On several hosts every process runs the loop and saves checkpoints (Orbax needs all of
     # them); only process 0 takes the run directory's lock and writes the logs.
-    writer = jax.process_index() == 0
-    lock = None
+    process_zero = jax.process_index() == 0
     if run_dir is not None:
         run_dir = os.path.abspath(os.fspath(run_dir))
+    plan = _Plan(
+        steps=steps,
+        run_dir=run_dir,
+        resume=resume,
+        allow_partial=allow_partial,
+        checkpoint_every=checkpoint_every,
+        keep_checkpoints=keep_checkpoints,
+        trace_rate=_trace_rate(traces),
+        progress=progress and process_zero,
+        tensorboard=tensorboard,
+        sinks=tuple(sinks),
+        on_update=on_update,
+        until=until,
+        config=config,
+        handle_signals=handle_signals,
+        process_zero=process_zero,
+    )
+    lock = None
+    if run_dir is not None:
         lock = _rundir.prepare(
-            run_dir, resume=resume, overwrite=overwrite, fresh=state is None, writer=writer
+            run_dir,
+            resume=resume,
+            overwrite=overwrite,
+            fresh=state is None,
+            process_zero=process_zero,
         )
     try:
-        return _run(
-            engine,
-            steps=steps,
-            run_dir=run_dir,
-            resume=resume,
-            allow_partial=allow_partial,
-            state=state,
-            checkpoint_every=checkpoint_every,
-            keep_checkpoints=keep_checkpoints,
-            rate=rate,
-            progress=progress and writer,
-            tensorboard=tensorboard,
-            sinks=sinks,
-            on_update=on_update,
-            until=until,
-            config=config,
-            handle_signals=handle_signals,
-            writer=writer,
-        )
+        return _run(engine, plan, state)
     finally:
         if lock is not None:
             lock.release()
 
 
-ALREADY_COMPLETE = "already_complete"
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """:func:`run`'s arguments once checked (``run_dir`` absolute, ``traces`` a rate)."""
+
+    steps: int
+    run_dir: str | None
+    resume: bool
+    allow_partial: bool
+    checkpoint_every: int
+    keep_checkpoints: int
+    trace_rate: float
+    progress: bool  # show the bar (process 0 only)
+    tensorboard: bool
+    sinks: tuple[MetricSink, ...]
+    on_update: OnUpdate | None
+    until: Callable[[dict], bool] | None
+    config: dict | None
+    handle_signals: bool
+    process_zero: bool  # this process writes the logs, the sinks and the summary
+
+
+ALREADY_COMPLETE: Stopped = "already_complete"
+
+
+def _summary(
+    counters: Any,
+    *,
+    stopped: Stopped,
+    updates: int,
+    last: dict[str, float],
+    config: dict | None,
+    wall_seconds: float | None = None,
+    history: list | None = None,
+) -> dict[str, Any]:
+    """What ``summary.json`` holds; ``counters`` are the final :class:`Counters` on the host."""
+    summary = {
+        "stopped": stopped,
+        "steps": updates,
+        "rollouts": int(counters.rollouts),
+        "groups": int(counters.groups),
+        "admitted": int(counters.admitted),
+        "generations": int(counters.generations),
+        "final_metrics": last,
+        "config": config or {},
+    }
+    if wall_seconds is not None:
+        summary["wall_seconds"] = round(wall_seconds, 3)
+    if history:
+        summary["config_changes"] = history
+    return summary
 
 
 def _already_complete(run_dir: str, state: EngineState, config: dict | None) -> RunResult:
@@ -297,95 +351,100 @@ def _already_complete(run_dir: str, state: EngineState, config: dict | None) -> 
         with open(os.path.join(run_dir, "summary.json")) as f:
             summary = json.load(f)
     except (OSError, json.JSONDecodeError):  # killed between the last save and the summary
-        summary = {
-            "stopped": "completed",
-            "steps": updates,
-            "rollouts": int(c.rollouts),
-            "groups": int(c.groups),
-            "admitted": int(c.admitted),
-            "generations": int(c.generations),
-            "final_metrics": last,
-            "config": config or {},
-        }
+        summary = _summary(c, stopped="completed", updates=updates, last=last, config=config)
     return RunResult(state, last, summary, ALREADY_COMPLETE)
 
 
-def _run(
-    engine: Engine,
-    *,
-    steps: int,
-    run_dir: str | None,
-    resume: bool,
-    allow_partial: bool,
-    state: EngineState | None,
-    checkpoint_every: int,
-    keep_checkpoints: int,
-    rate: float,
-    progress: bool,
-    tensorboard: bool,
-    sinks: Sequence[MetricSink],
-    on_update: OnUpdate | None,
-    until: Callable[[dict], bool] | None,
-    config: dict | None,
-    handle_signals: bool,
-    writer: bool,
-) -> RunResult:
-    """:func:`run` once the run directory is locked and checked."""
-    cfg = engine.config
-    b = cfg.batch_groups
-    fresh = state is None
-    store = metrics_writer = trace_writer = bar = None
-    opened: list = []
-    updates = 0
-    saved_step = None  # the step of the checkpoint that holds the current state, if any
-    history: list[dict] = []  # config changes accepted on resume, oldest first
+class _Checkpoints:
+    """The run's checkpoint store (``None`` without a run directory), the step whose
+    checkpoint holds the current state, and the config changes accepted on resume."""
 
-    def save(step_state: EngineState, step: int, *, reached: bool = False) -> None:
-        # ``reached``: ``until`` ended the run here; the checkpoint says so (even if this step
-        # was saved already), so a resume knows the run is complete.
-        nonlocal saved_step
-        if store is None or (step == saved_step and not reached):
-            return
-        # Every log line up to this state reaches the disk before the checkpoint is committed,
-        # and the checkpoint records where each log ends, for a resume to cut back to.
-        logs = None
-        if metrics_writer is not None:
-            logs = {
-                "metrics.jsonl": metrics_writer.sync(),
-                "traces.jsonl": None if trace_writer is None else trace_writer.sync(),
-            }
-        _restore.save(
-            store, step, engine, step_state, config, logs=logs, history=history, reached=reached
+    def __init__(self, plan: _Plan):
+        self.plan = plan
+        self.store = None
+        if plan.run_dir is not None:
+            directory = os.path.join(plan.run_dir, "checkpoints")
+            self.store = CheckpointStore(directory, max_to_keep=plan.keep_checkpoints)
+        self.saved_step: int | None = None
+        self.meta: dict = {}  # the restored checkpoint's JSON item
+        self.history: list[dict] = []  # config changes accepted on resume, oldest first
+
+    def restore(self, engine: Engine) -> EngineState | None:
+        """The latest checkpoint's state when resuming one, else ``None``."""
+        plan = self.plan
+        if self.store is None or not plan.resume or not self.store.steps():
+            return None
+        state, self.saved_step, self.meta = _restore.restore_latest(
+            self.store, engine, allow_partial=plan.allow_partial, config=plan.config
         )
-        saved_step = step
+        self.history = list(self.meta.get("config_changes") or [])
+        changes = _restore.config_changes(self.meta.get("config"), plan.config)
+        if changes:  # accepted with allow_partial: the run mixes both configs
+            self.history.append({"step": self.saved_step, "changes": changes})
+        return state
 
-    try:
-        logs_at_checkpoint: dict = {}
-        meta: dict = {}
-        if run_dir is not None:
-            ckpt_dir = os.path.join(run_dir, "checkpoints")
-            store = CheckpointStore(ckpt_dir, max_to_keep=keep_checkpoints)
-            if resume and store.steps():
-                state, saved_step, meta = _restore.restore_latest(
-                    store, engine, allow_partial=allow_partial, config=config
-                )
-                logs_at_checkpoint = meta.get("logs") or {}
-                history = list(meta.get("config_changes") or [])
-                changes = _restore.config_changes(meta.get("config"), config)
-                if changes:  # accepted with allow_partial: the run mixes both configs
-                    history.append({"step": saved_step, "changes": changes})
-                fresh = False
-        if state is None:
-            state = engine.init()
-        counters = jax.device_get(state.counters)
+    def save(
+        self,
+        engine: Engine,
+        state: EngineState,
+        step: int,
+        outputs: _Outputs,
+        *,
+        reached: bool = False,
+    ) -> None:
+        """Saves ``state`` as checkpoint ``step`` unless it is saved already. ``reached``:
+        ``until`` ended the run here; the checkpoint says so (even if this step was saved
+        already), so a resume knows the run is complete."""
+        if self.store is None or (step == self.saved_step and not reached):
+            return
+        _restore.save(
+            self.store,
+            step,
+            engine,
+            state,
+            self.plan.config,
+            logs=outputs.sync(),
+            history=self.history,
+            reached=reached,
+        )
+        self.saved_step = step
+
+    def check(self) -> None:
+        """Raises :class:`CheckpointSaveError` if a background save failed."""
+        if self.store is not None:
+            self.store.check()
+
+    def close(self, *, quiet: bool = False) -> None:
+        """Waits for the last save; raises if it failed, unless ``quiet`` (already raised)."""
+        if self.store is None:
+            return
+        if quiet:
+            with contextlib.suppress(CheckpointSaveError):
+                self.store.close()
+        else:
+            self.store.close()
+
+
+class _Outputs:
+    """Where process 0 records a run: ``metrics.jsonl``, ``traces.jsonl``, the metric sinks and
+    the progress bar. Other processes (and runs without them) hold ``None`` and ``[]``."""
+
+    def __init__(self):
+        self.metrics: JsonlWriter | None = None
+        self.traces: JsonlWriter | None = None
+        self.sinks: list = []
+        self.bar: ProgressBar | None = None
+        self.groups_at_start = 0
+
+    def open(self, plan: _Plan, counters: Any, *, fresh: bool, logs_at_checkpoint: dict) -> None:
+        """Opens what process 0 writes, the logs cut back to ``counters`` (the run's state)."""
         updates = int(counters.updates)
-        if saved_step is not None and (updates >= steps or meta.get("reached")):
-            return _already_complete(run_dir, state, config)
-        if store is not None:
-            store.check_writable()  # fail now, not at the first save
-        if run_dir is not None and writer:
-            metrics_path = os.path.join(run_dir, "metrics.jsonl")
-            traces_path = os.path.join(run_dir, "traces.jsonl")
+        self.groups_at_start = int(counters.groups)
+        if not plan.process_zero:
+            return
+        if plan.run_dir is not None:
+            metrics_path = os.path.join(plan.run_dir, "metrics.jsonl")
+            traces_path = os.path.join(plan.run_dir, "traces.jsonl")
             if fresh:  # what is left is empty (the run directory's rules refused the rest)
                 for p in (metrics_path, traces_path):
                     if os.path.exists(p):
@@ -398,123 +457,208 @@ def _run(
                         traces_path: ("generation", int(counters.generations)),
                     },
                 )
-            metrics_writer = JsonlWriter(metrics_path)
-            if rate > 0:
-                trace_writer = JsonlWriter(traces_path)
-        if writer:
-            opened = open_sinks(
-                sinks,
-                tensorboard=tensorboard,
-                run_dir=run_dir,
-                first_step=updates + 1,
-                config=config or {},
+            self.metrics = JsonlWriter(metrics_path)
+            if plan.trace_rate > 0:
+                self.traces = JsonlWriter(traces_path)
+        self.sinks = open_sinks(
+            plan.sinks,
+            tensorboard=plan.tensorboard,
+            run_dir=plan.run_dir,
+            first_step=updates + 1,
+            config=plan.config or {},
+        )
+        if plan.progress:
+            self.bar = ProgressBar(plan.steps, start=updates)
+
+    def write(self, record: dict[str, float], counters: Any) -> None:
+        """One update's record: a ``metrics.jsonl`` line (flushed), the sinks, the bar."""
+        step = record["step"]
+        if self.metrics is not None:
+            self.metrics.write(record)
+            self.metrics.flush()
+        for sink in self.sinks:
+            sink.write(step, record)
+        if self.bar is not None:
+            self.bar.update(
+                step,
+                record.get("batch/reward_mean", float("nan")),
+                record.get("batch/admission_rate", float("nan")),
+                int(counters.groups) - self.groups_at_start,
             )
 
-        bar = ProgressBar(steps, start=updates) if progress else None
-        t0 = time.perf_counter()
-        groups_at_start = int(counters.groups)
-        pending = int(jax.device_get(state.pending.count))
-        last: dict[str, float] = {}
-        stopped = "completed"
-        warned_windows = 0
-        votes: dict[str, dict[str, tuple[int, int]]] = {}
-        with _Signals(handle_signals) as sig:
-            while True:
-                while pending >= b and updates < steps:
-                    state, metrics = engine.train(state)
-                    updates += 1
-                    pending -= b
-                    host = {k: float(v) for k, v in jax.device_get(metrics).items()}
-                    c = jax.device_get(state.counters)
-                    record = {
-                        "step": updates,
-                        "time": round(time.perf_counter() - t0, 4),
-                        "rollouts": int(c.rollouts),
-                        "groups": int(c.groups),
-                        "generations": int(c.generations),
-                        **host,
-                    }
-                    if on_update is not None:
-                        extra = on_update(state, record)
-                        if extra:
-                            record.update({k: float(v) for k, v in extra.items()})
-                    last = record
-                    if metrics_writer is not None:
-                        metrics_writer.write(record)
-                        metrics_writer.flush()
-                    for sink in opened:
-                        sink.write(updates, record)
-                    if bar is not None:
-                        bar.update(
-                            updates,
-                            host.get("batch/reward_mean", float("nan")),
-                            host.get("batch/admission_rate", float("nan")),
-                            int(c.groups) - groups_at_start,
-                        )
-                    if store is not None:
-                        store.check()  # a failed background save stops the run here
-                    if checkpoint_every and updates % checkpoint_every == 0:
-                        save(state, updates)
-                    if until is not None and until(record):
-                        stopped = "until"
-                    if sig.received or stopped == "until":
-                        break
-                if updates >= steps or sig.received or stopped == "until":
-                    break
-                state, gen = engine.generate(state)
-                # One small host read per generation batch (traces, guard and counts use it).
-                gen = jax.device_get(gen)
-                if trace_writer is not None:
-                    _write_traces(trace_writer, engine, gen, rate)
-                pending = int(gen.pending)
-                _count_votes(votes, engine, gen)
-                windows = int(gen.since_progress) // b
-                if windows >= cfg.stall_windows:
-                    if cfg.stall_policy == "raise":
-                        raise CurriculumStalled(_stall_text(engine, state, windows, votes))
-                    if windows > warned_windows:
-                        warned_windows = windows
-                        warnings.warn(_stall_text(engine, state, windows, votes), stacklevel=2)
-                elif windows == 0:
-                    warned_windows = 0
-                if sig.received:
-                    break
-            if sig.received:
-                stopped = sig.received
-            save(state, updates, reached=stopped == "until")
-        if store is not None:
-            store.close()  # waits for the last save; raises if it failed
+    def write_traces(self, engine: Engine, gen: Generation, rate: float) -> None:
+        if self.traces is not None:
+            _write_traces(self.traces, engine, gen, rate)
+
+    def sync(self) -> dict[str, int | None] | None:
+        """Flushes the logs to disk; ``{file name: byte length}`` for the checkpoint."""
+        if self.metrics is None:
+            return None
+        return {
+            "metrics.jsonl": self.metrics.sync(),
+            "traces.jsonl": None if self.traces is None else self.traces.sync(),
+        }
+
+    def close(self) -> None:
+        for w in (self.metrics, self.traces):
+            if w is not None:
+                w.close()
+        close_sinks(self.sinks)
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _StallGuard:
+    """The no-progress guard on the host: raises :class:`CurriculumStalled` (or warns, once
+    per new window count) when ``stall_windows`` batch-equivalents in a row admitted nothing,
+    with each gate's votes since the last admitted group."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.votes: dict[str, dict[str, tuple[int, int]]] = {}
+        self.warned_windows = 0
+
+    def check(self, state: EngineState, gen: Generation) -> None:
+        """After a generation batch (``gen`` already on the host)."""
+        cfg = self.engine.config
+        _count_votes(self.votes, self.engine, gen)
+        windows = int(gen.since_progress) // cfg.batch_groups
+        if windows >= cfg.stall_windows:
+            if cfg.stall_policy == "raise":
+                raise CurriculumStalled(_stall_text(self.engine, state, windows, self.votes))
+            if windows > self.warned_windows:
+                self.warned_windows = windows
+                text = _stall_text(self.engine, state, windows, self.votes)
+                warnings.warn(text, stacklevel=5)  # check, _loop, _run, run -> run's caller
+        elif windows == 0:
+            self.warned_windows = 0
+
+
+@dataclasses.dataclass
+class _Progress:
+    """Where the loop stands; read after it ends, or when it fails."""
+
+    state: EngineState
+    updates: int
+    started: float  # perf_counter when the loop started
+    last: dict[str, float] = dataclasses.field(default_factory=dict)
+    stopped: Stopped = "completed"
+
+
+def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
+    """:func:`run` once the run directory is locked and checked."""
+    checkpoints = _Checkpoints(plan)
+    outputs = _Outputs()
+    updates = 0
+    try:
+        restored = checkpoints.restore(engine)
+        fresh = state is None and restored is None
+        state = restored if restored is not None else state
+        if state is None:
+            state = engine.init()
+        counters = jax.device_get(state.counters)
+        updates = int(counters.updates)
+        if checkpoints.saved_step is not None and (
+            updates >= plan.steps or checkpoints.meta.get("reached")
+        ):
+            return _already_complete(plan.run_dir, state, plan.config)
+        if checkpoints.store is not None:
+            checkpoints.store.check_writable()  # fail now, not at the first save
+        logs = checkpoints.meta.get("logs") or {}
+        outputs.open(plan, counters, fresh=fresh, logs_at_checkpoint=logs)
+        progress = _Progress(state, updates, started=time.perf_counter())
+        with _Signals(plan.handle_signals) as sig:
+            try:
+                _loop(engine, plan, progress, checkpoints, outputs, sig)
+            finally:
+                updates = progress.updates  # for the message of a failed save
+            reached = progress.stopped == "until"
+            checkpoints.save(engine, progress.state, updates, outputs, reached=reached)
+        checkpoints.close()  # waits for the last save; raises if it failed
     except CheckpointSaveError as e:
         raise CheckpointSaveError(
             f"{e}\nThe run stopped at update {updates}; its logs and earlier checkpoints are "
             "kept. Free the disk or make the directory writable, then resume (--resume)."
         ) from None
     finally:
-        if store is not None:
-            with contextlib.suppress(CheckpointSaveError):  # already raised above
-                store.close()
-        for w in (metrics_writer, trace_writer):
-            if w is not None:
-                w.close()
-        close_sinks(opened)
-        if bar is not None:
-            bar.close()
+        checkpoints.close(quiet=True)
+        outputs.close()
 
-    c = jax.device_get(state.counters)
-    summary = {
-        "stopped": stopped,
-        "steps": updates,
+    summary = _summary(
+        jax.device_get(progress.state.counters),
+        stopped=progress.stopped,
+        updates=progress.updates,
+        last=progress.last,
+        config=plan.config,
+        wall_seconds=time.perf_counter() - progress.started,
+        history=checkpoints.history,
+    )
+    if plan.run_dir is not None and plan.process_zero:
+        with open(os.path.join(plan.run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True, default=float)
+    return RunResult(progress.state, progress.last, summary, progress.stopped)
+
+
+def _loop(
+    engine: Engine,
+    plan: _Plan,
+    progress: _Progress,
+    checkpoints: _Checkpoints,
+    outputs: _Outputs,
+    sig: _Signals,
+) -> None:
+    """Generation batches and updates until ``plan.steps`` updates, ``until`` or a signal."""
+    b = engine.config.batch_groups
+    guard = _StallGuard(engine)
+    pending = int(jax.device_get(progress.state.pending.count))
+    while True:
+        while pending >= b and progress.updates < plan.steps:
+            _update(engine, plan, progress, checkpoints, outputs)
+            pending -= b
+            if sig.received or progress.stopped == "until":
+                break
+        if progress.updates >= plan.steps or sig.received or progress.stopped == "until":
+            break
+        progress.state, gen = engine.generate(progress.state)
+        # One small host read per generation batch (traces, guard and counts use it).
+        gen = jax.device_get(gen)
+        outputs.write_traces(engine, gen, plan.trace_rate)
+        pending = int(gen.pending)
+        guard.check(progress.state, gen)
+        if sig.received:
+            break
+    if sig.received:
+        progress.stopped = sig.received
+
+
+def _update(
+    engine: Engine,
+    plan: _Plan,
+    progress: _Progress,
+    checkpoints: _Checkpoints,
+    outputs: _Outputs,
+) -> None:
+    """One update on the pending batch: train, log, checkpoint when due, ask ``until``."""
+    progress.state, metrics = engine.train(progress.state)
+    progress.updates += 1
+    host = {k: float(v) for k, v in jax.device_get(metrics).items()}
+    c = jax.device_get(progress.state.counters)
+    record = {
+        "step": progress.updates,
+        "time": round(time.perf_counter() - progress.started, 4),
         "rollouts": int(c.rollouts),
         "groups": int(c.groups),
-        "admitted": int(c.admitted),
         "generations": int(c.generations),
-        "wall_seconds": round(time.perf_counter() - t0, 3),
-        "final_metrics": last,
-        "config": config or {},
+        **host,
     }
-    if history:
-        summary["config_changes"] = history
-    if run_dir is not None and writer:
-        with open(os.path.join(run_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True, default=float)
-    return RunResult(state, last, summary, stopped)
+    if plan.on_update is not None:
+        extra = plan.on_update(progress.state, record)
+        if extra:
+            record.update({k: float(v) for k, v in extra.items()})
+    progress.last = record
+    outputs.write(record, c)
+    checkpoints.check()  # a failed background save stops the run here
+    if plan.checkpoint_every and progress.updates % plan.checkpoint_every == 0:
+        checkpoints.save(engine, progress.state, progress.updates, outputs)
+    if plan.until is not None and plan.until(record):
+        progress.stopped = "until"

@@ -22,6 +22,9 @@ from curriculax.checkpoint import (
 from curriculax.engine._engine import Engine, EngineState
 
 FORMAT = 1
+# Leaves renamed since format 1 was introduced: {old path: new path} (engine-relative). A
+# checkpoint holding the old path (and not the new) restores with the leaf moved over.
+RENAMED = {"since_progress": "since_progress_by_env"}
 
 
 class CheckpointMismatch(ValueError):
@@ -221,6 +224,10 @@ def restore(
     if meta.get("format") != FORMAT:
         raise CheckpointMismatch(f"checkpoint format {meta.get('format')!r}, expected {FORMAT}")
     lines, fresh_envs, changed_gates, resized = _diff(engine, meta)
+    saved_layout = dict(meta.get("layout", {}))
+    renamed = {o: n for o, n in RENAMED.items() if o in saved_layout and n not in saved_layout}
+    for old, new in renamed.items():
+        saved_layout[new] = saved_layout.pop(old)
     changes = config_changes(meta.get("config"), config)
     lines[:0] = [f"config {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items()]
     # Restore onto this run's devices, whatever topology saved the checkpoint.
@@ -244,7 +251,7 @@ def restore(
         for e in engine.envs
         if e.name not in fresh_envs and saved_prints.get(e.name) != _fingerprint(e.keys)
     ]
-    saved = store.restore_leaves(step) if reordered or lines else None
+    saved = store.restore_leaves(step) if reordered or lines or renamed else None
     perms: dict[str, np.ndarray] = {}
     for e in engine.envs:
         if e.name not in reordered:
@@ -266,10 +273,9 @@ def restore(
     skip = {f"curricula/{n}" for n in fresh_envs}
     skip |= {f"curricula/{n}/gates" for n in changed_gates}
     if set(meta.get("envs", {})) != set(engine.env_names):
-        skip |= {"pending", "mixer", "since_progress"}
+        skip |= {"pending", "mixer", "since_progress_by_env"}
     if resized:
         skip.add("pending")
-    saved_layout = meta.get("layout", {})
     for path, (shape, dtype) in leaf_layout(abstract).items():
         if any(path == s or path.startswith(s + "/") for s in skip):
             continue
@@ -290,7 +296,7 @@ def restore(
             "summary.json."
         )
 
-    if not lines and not perms:
+    if not lines and not perms and not renamed:
         keys = {
             e.name: jax.ShapeDtypeStruct((e.num_tasks,), np.uint32, sharding=keys_sharding)
             for e in engine.envs
@@ -300,6 +306,8 @@ def restore(
     if saved is None:
         saved = store.restore_leaves(step)
     leaves = {p[len("engine/") :]: v for p, v in saved.items() if p.startswith("engine/")}
+    for old, new in renamed.items():
+        leaves[new] = leaves.pop(old)
     for name, perm in perms.items():
         for path in _per_task_fields(abstract.curricula[name], f"curricula/{name}"):
             if path in leaves:
@@ -350,7 +358,7 @@ def restore_latest(
                 f"resuming from checkpoint step {step} in {store.directory}: newer checkpoints "
                 "could not be restored and were skipped:\n"
                 + "\n".join(f"  - step {s}: {why}" for s, why in skipped),
-                stacklevel=4,  # the caller of engine.run
+                stacklevel=5,  # restore_latest, _Checkpoints.restore, _run, run -> run's caller
             )
         return state, step, meta
     raise CheckpointUnreadable(

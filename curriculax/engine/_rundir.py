@@ -158,7 +158,7 @@ def agree(refused: bool) -> bool:
 
 
 def prepare(
-    run_dir: str, *, resume: bool, overwrite: bool, fresh: bool, writer: bool
+    run_dir: str, *, resume: bool, overwrite: bool, fresh: bool, process_zero: bool
 ) -> RunLock | None:
     """Locks ``run_dir`` and applies the rules; returns the held lock (``None`` on processes
     other than 0). Raises :class:`RunDirError` on every process when process 0 refuses.
@@ -168,10 +168,10 @@ def prepare(
       resume: the caller asked to resume.
       overwrite: the caller allows deleting an earlier run.
       fresh: the run starts from a fresh state (no ``state=`` given).
-      writer: this is process 0.
+      process_zero: this is process 0 (it alone takes the lock and applies the rules).
     """
     lock, error = None, None
-    if writer:
+    if process_zero:
         os.makedirs(run_dir, exist_ok=True)
         lock = RunLock(run_dir)
         try:

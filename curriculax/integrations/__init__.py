@@ -13,4 +13,13 @@ Every adapter follows one rule for checkpoints: what the curriculum drew but the
 not finished (observed) yet is saved and handed out again first after a restore, so a resumed
 run draws what the uninterrupted run would have, and the trainer's own fast-forward over
 already-trained batches is turned off (it would draw from the curriculum without feedback).
+
+:class:`DrawLedger` is that bookkeeping, public for loops without an adapter: it draws from a
+:class:`curriculax.HostCurriculum`, matches finished groups back to their draws, and its
+``state()`` holds the draws in flight (see docs/integrations.md, "Any other loop"). It needs
+numpy only, so importing this package imports no client.
 """
+
+from curriculax.integrations._ledger import DrawLedger
+
+__all__ = ["DrawLedger"]

@@ -21,6 +21,10 @@ import numpy as np
 from curriculax._checks import int_at_least
 from curriculax._types import TaskDraw
 
+GATES = ("zero_advantages", "log")
+"""How a trainer adapter applies the curriculum's admission: zero the advantages of rejected
+groups, or only log the votes."""
+
 
 class DrawLedger:
     """Draws from a :class:`curriculax.HostCurriculum` and matches finished groups to them.
@@ -186,3 +190,31 @@ def split_groups(task_ids: Any, group_size: int, *values: Any) -> tuple[np.ndarr
     for v in values:
         out.append(None if v is None else np.asarray(v).reshape(grouped.shape[0], k))
     return tuple(out)
+
+
+def check_gates(gates: object) -> str:
+    """``gates`` if it is one of :data:`GATES`; a ValueError naming the choices otherwise."""
+    if gates not in GATES:
+        raise ValueError(f"gates must be one of {GATES}, got {gates!r}")
+    return gates
+
+
+def rows_to_keep(
+    gates: str, admitted: np.ndarray | None, group_size: int, num_rows: int
+) -> np.ndarray | None:
+    """``np.bool_[num_rows]``: which rollout rows (laid out group by group) keep their
+    advantages when ``gates`` is ``"zero_advantages"``; the rows of rejected groups get zero
+    advantage, so no policy gradient. ``None`` when nothing is to be zeroed (``"log"``, no
+    admission yet, or every group admitted).
+
+    Raises:
+      ValueError: ``admitted`` groups of ``group_size`` do not make ``num_rows`` rows.
+    """
+    if gates != "zero_advantages" or admitted is None:
+        return None
+    keep = np.repeat(np.asarray(admitted, bool), group_size)
+    if keep.shape[0] != num_rows:
+        raise ValueError(
+            f"{admitted.shape[0]} groups of {group_size} do not match {num_rows} advantage rows"
+        )
+    return None if keep.all() else keep

@@ -80,7 +80,7 @@ class CurriculumIterator(grain.DatasetIterator):
     """The iterator of a :class:`CurriculumDataset`: draws, looks up, stacks; observes.
 
     Attributes:
-      ledger: the :class:`~curriculax.integrations._ledger.DrawLedger` of draws in flight.
+      ledger: the :class:`~curriculax.integrations.DrawLedger` of draws in flight.
       dataset: the :class:`CurriculumDataset`.
     """
 

@@ -57,13 +57,15 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOTrainer
 
 from curriculax._checks import int_at_least
-from curriculax.integrations._ledger import DrawLedger, split_groups
+from curriculax.integrations._ledger import (
+    GATES,
+    DrawLedger,
+    check_gates,
+    rows_to_keep,
+    split_groups,
+)
 
 __all__ = ["GATES", "CurriculumGRPOTrainer", "CurriculumReward", "CurriculumSampler"]
-
-GATES = ("zero_advantages", "log")
-"""How the trainer applies the curriculum's admission: zero the advantages of rejected groups,
-or only log the votes."""
 
 _DRAWS_FILE = "draws.json"
 
@@ -72,7 +74,7 @@ class CurriculumSampler(Sampler[int]):
     """Dataset indices chosen by a curriculum, in TRL's ``RepeatSampler`` layout.
 
     Args:
-      ledger: the :class:`~curriculax.integrations._ledger.DrawLedger` to draw from.
+      ledger: the :class:`~curriculax.integrations.DrawLedger` to draw from.
       num_generations: rollouts per prompt (each index repeated this many times in a row).
       prompts_per_generation: prompts per generation batch (one draw).
       repeat_count: times each generation batch's block is repeated
@@ -124,7 +126,7 @@ class CurriculumReward:
 
     Args:
       reward_funcs: callables ``f(prompts=, completions=, **columns) -> list[float | None]``.
-      ledger: the :class:`~curriculax.integrations._ledger.DrawLedger` the sampler draws from.
+      ledger: the :class:`~curriculax.integrations.DrawLedger` the sampler draws from.
       num_generations: completions per prompt.
       weights: one weight per function (default: all 1).
       task_field: the column with each row's task id.
@@ -236,8 +238,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         task_field: str = "task_id",
         **kwargs,
     ):
-        if gates not in GATES:
-            raise ValueError(f"gates must be one of {GATES}, got {gates!r}")
+        check_gates(gates)
         bound = inspect.signature(GRPOTrainer.__init__).bind(None, *args, **kwargs)
         given = bound.arguments
         dataset = given.get("train_dataset")
@@ -310,15 +311,13 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             out = super()._generate_and_score_completions(inputs)
         finally:
             reward.observing = True
-        admitted = reward.last_admitted
-        if training and self.gates == "zero_advantages" and admitted is not None:
-            advantages = out["advantages"]
-            keep = np.repeat(admitted, self.num_generations)
-            if keep.shape[0] != advantages.shape[0]:
-                raise ValueError(
-                    f"{admitted.shape[0]} groups of {self.num_generations} do not match "
-                    f"{advantages.shape[0]} advantage rows"
-                )
+        if not training:
+            return out
+        advantages = out["advantages"]
+        keep = rows_to_keep(
+            self.gates, reward.last_admitted, self.num_generations, advantages.shape[0]
+        )
+        if keep is not None:
             keep = torch.as_tensor(keep, device=advantages.device).reshape(
                 (-1,) + (1,) * (advantages.dim() - 1)
             )

@@ -24,7 +24,7 @@ fields reach the reward and metric functions. So:
   already trained, which would draw from the curriculum without feedback; the learner turns
   that off, since the restored iterator continues where the run stopped.
 
-Example (tunix's usual set-up for ``rl_cluster``; see the README, "Use it from your trainer"):
+Example (tunix's usual set-up for ``rl_cluster``; see docs/integrations.md):
   >>> import curriculax as cx
   >>> from curriculax.integrations.grain import CurriculumDataset
   >>> from curriculax.integrations.tunix import CurriculumGRPOLearner
@@ -50,7 +50,7 @@ from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix.rl.grpo.grpo_learner import GRPOLearner
 
 from curriculax._checks import int_at_least
-from curriculax.integrations._ledger import split_groups
+from curriculax.integrations._ledger import GATES, check_gates, rows_to_keep, split_groups
 from curriculax.integrations.grain import (
     CurriculumCheckpoints,
     CurriculumDataset,
@@ -58,10 +58,6 @@ from curriculax.integrations.grain import (
 )
 
 __all__ = ["GATES", "CurriculumGRPOLearner", "CurriculumLearner", "CurriculumObserver"]
-
-GATES = ("zero_advantages", "log")
-"""How a learner applies the curriculum's admission: zero the advantages of rejected groups,
-or only log the votes."""
 
 
 class CurriculumObserver:
@@ -142,8 +138,7 @@ class CurriculumLearner:
     def __init__(self, *args, prompts: CurriculumDataset, gates: str = "zero_advantages", **kw):
         if not isinstance(prompts, CurriculumDataset):
             raise TypeError(f"prompts must be a CurriculumDataset, got {type(prompts).__name__}")
-        if gates not in GATES:
-            raise ValueError(f"gates must be one of {GATES}, got {gates!r}")
+        check_gates(gates)
         super().__init__(*args, **kw)
         self.gates = gates
         self.curriculum_iterator = iter(prompts)
@@ -196,14 +191,13 @@ class CurriculumLearner:
             example = super()._generate_and_compute_advantage(training_input, mode)
         finally:
             observer.enabled = True
-        admitted = observer.last_admitted
-        if self.gates == "zero_advantages" and admitted is not None and not admitted.all():
-            keep = np.repeat(admitted, self.algo_config.num_generations)
-            if keep.shape[0] != example.advantages.shape[0]:
-                raise ValueError(
-                    f"{admitted.shape[0]} groups of {self.algo_config.num_generations} do not "
-                    f"match {example.advantages.shape[0]} advantage rows"
-                )
+        keep = rows_to_keep(
+            self.gates,
+            observer.last_admitted,
+            self.algo_config.num_generations,
+            example.advantages.shape[0],
+        )
+        if keep is not None:
             example = example.replace(advantages=jnp.where(keep, example.advantages, 0.0))
         return example
 

@@ -26,6 +26,7 @@ from curriculax.rl._sampling import (
     score_completions,
 )
 from curriculax.rl._solver import GRPORolloutData, GRPOState, grpo_solver, make_optimizer
+from curriculax.rl._supervised import pretrain, supervised_loss
 
 __all__ = [
     "GRPOConfig",
@@ -47,6 +48,8 @@ __all__ = [
     "policy_graphdef",
     "policy_log_softmax",
     "positions_from_tokens",
+    "pretrain",
     "sample",
     "score_completions",
+    "supervised_loss",
 ]

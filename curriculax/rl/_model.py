@@ -44,9 +44,8 @@ class TransformerConfig:
         depends on sit at fixed columns whatever the prompt's length: for reversal, output
         ``t`` always reads column ``P - 2 - t``, one rule for every length.
       tie_embeddings: compute output logits with the token embedding matrix (no separate
-        output head). On by default: copying a prompt token then only needs attention to it,
-        and GRPO from a random policy learned reversal of lengths 1-2 in 4 of 4 seeds with it
-        against 1 of 4 without (16 tasks x 8 rollouts per step, 400 steps).
+        output head). On by default: copying a prompt token then only needs attention to it
+        (the check that chose it: docs/studies.md).
 
     Example:
       >>> cfg = TransformerConfig(vocab_size=33, width=64, depth=2, heads=4, max_len=32)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from curriculax.checkpoint import layout_diff, leaf_layout
 from curriculax.credit import per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 from curriculax.rl._grpo import GRPOConfig, grpo_advantages, grpo_loss
@@ -70,6 +71,7 @@ def grpo_solver(
     max_new_tokens: int,
     prompt_len: int | None = None,
     output_tokens: Sequence[int] | None = None,
+    init_params: Params | None = None,
 ) -> Solver:
     """A :class:`~curriculax.engine._solver.Solver` training a transformer policy with GRPO.
 
@@ -106,6 +108,9 @@ def grpo_solver(
         ``spec.answer_tokens()`` (a constrained decoder: with reversal over 8 symbols the
         policy chooses among 9 tokens, not 27, which makes the cold start from a random policy
         about 9x likelier at length 1). ``None``: every token that is not prompt-only.
+      init_params: start every run from these params (a warm start, e.g. from
+        :func:`~curriculax.rl.pretrain`) instead of random weights from ``init``'s key; their
+        layout must be ``model_cfg``'s. The optimizer state starts fresh either way.
 
     Returns:
       A :class:`~curriculax.engine._solver.Solver`.
@@ -131,6 +136,14 @@ def grpo_solver(
     )
     graphdef = policy_graphdef(model_cfg)
     optimizer = make_optimizer(grpo_cfg)
+    if init_params is not None:
+        expected = jax.eval_shape(lambda: init_policy(model_cfg, jax.random.key(0))[1])
+        diff = layout_diff(leaf_layout(init_params), leaf_layout(expected))
+        if diff:
+            raise ValueError(
+                "grpo_solver: init_params do not fit model_cfg (build them with the same "
+                "TransformerConfig): " + "; ".join(diff[:5])
+            )
     use_kl = grpo_cfg.kl_coef > 0
 
     def prompts_of(tasks: TaskSet) -> Array:
@@ -139,7 +152,10 @@ def grpo_solver(
         return pad_tasks(tasks, prompt_width=prompt_len).prompt
 
     def init(key: Array) -> GRPOState:
-        _, params = init_policy(model_cfg, key)
+        if init_params is None:
+            _, params = init_policy(model_cfg, key)
+        else:
+            params = jax.tree.map(jnp.asarray, init_params)
         return GRPOState(
             params=params,
             opt_state=optimizer.init(params),

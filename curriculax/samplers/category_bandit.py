@@ -11,8 +11,8 @@ import numpy as np
 
 from curriculax import _counters, _permute
 from curriculax._checks import check_num, check_num_tasks
+from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
-from curriculax.samplers.difficulty_pools import draw_groups
 
 REWARDS = ("advantage", "progress")
 DEFAULT_TEMPERATURE = {"advantage": 0.2, "progress": 0.05}

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _permute, _random, _select, _shard
-from curriculax._checks import check_num, check_num_tasks
+from curriculax._checks import check_num, check_num_tasks, check_unique
+from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
 
 _RESERVED_NAMES = ("unseen", "unscored", "fallback", "warmup_remaining", "mean_score")
@@ -117,14 +118,9 @@ def _check_bands(bands: tuple[Band, ...], unscored_weight: float) -> tuple[Band,
                 raise ValueError(f"band {b.name!r}: {field} must be finite, got {value!r}")
         if b.weight < 0:
             raise ValueError(f"band {b.name!r} has a negative weight {b.weight}; use 0 to disable")
-    dup_names = sorted({n for n in names if names.count(n) > 1})
-    if dup_names:
-        raise ValueError(f"duplicate band names: {dup_names}")
+    check_unique(names, "band names")
     # Compared as stored (float32): thresholds equal in float32 would make one band empty.
-    thresholds = [float(np.float32(b.max_reward)) for b in bands]
-    dup_thr = sorted({t for t in thresholds if thresholds.count(t) > 1})
-    if dup_thr:
-        raise ValueError(f"duplicate band thresholds (max_reward): {dup_thr}")
+    check_unique([float(np.float32(b.max_reward)) for b in bands], "band thresholds (max_reward)")
     if not any(b.weight > 0 for b in bands):
         raise ValueError(
             f"no band has a positive weight ({[(b.name, b.weight) for b in bands]}); "
@@ -165,63 +161,6 @@ def last_occurrence(ids: jax.Array, use: jax.Array) -> jax.Array:
     return jnp.zeros((g,), bool).at[order].set(last_sorted) & use
 
 
-def draw_groups(
-    uniforms: jax.Array, weights: np.ndarray, counts: jax.Array
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Draws ``num`` group labels: each draw picks a non-exhausted group with probability
-    proportional to its weight; a group is exhausted once it gave out all of its members.
-
-    Vectorized exactly: draw every remaining position i.i.d. over the active groups, keep the
-    prefix up to the first draw that overflows a group, retire that group, redraw the rest
-    (C + 1 rounds for C groups). Rejecting draws of retired groups leaves the others'
-    probabilities proportional to their weights, so this is the sequential process.
-
-    Args:
-      uniforms: ``f32[C + 1, num]`` uniform numbers in [0, 1), one row per round.
-      weights: ``f32[C]`` static group weights.
-      counts: ``i32[C]`` members per group.
-
-    Returns:
-      ``(labels i32[num], ranks i32[num], drawable i32[])``: the group of each draw, its rank
-      among that group's draws (0-based), and how many distinct draws exist in total. Only
-      the first ``min(num, drawable)`` positions are meaningful.
-    """
-    c = len(weights)
-    num = uniforms.shape[1]
-    w = jnp.asarray(weights, jnp.float32)
-    groups = jnp.arange(c, dtype=jnp.int32)
-    pos = jnp.arange(num, dtype=jnp.int32)
-    counts = counts.astype(jnp.int32)
-
-    def round_(r, carry):
-        labels, ranks, filled, active = carry
-        cum = jnp.cumsum(jnp.where(active, w, 0.0))
-        total = cum[-1]
-        u = uniforms[r] * total
-        u = jnp.minimum(u, total * (1.0 - 2.0**-22))  # rounding must not reach past the end
-        fresh = jnp.minimum(jnp.sum(u[:, None] >= cum[None, :], axis=1, dtype=jnp.int32), c - 1)
-        labels = jnp.where(pos < filled, labels, fresh)
-        onehot = labels[:, None] == groups[None, :]
-        running = jnp.cumsum(onehot, axis=0, dtype=jnp.int32)
-        ranks = jnp.sum(jnp.where(onehot, running, 0), axis=1) - 1
-        over = (pos >= filled) & ((ranks >= counts[labels]) | (total <= 0))
-        any_over = jnp.any(over)
-        first = jnp.where(any_over, jnp.argmax(over), num).astype(jnp.int32)
-        retired = labels[jnp.minimum(first, num - 1)]
-        active = active & ~(any_over & (groups == retired))
-        return labels, ranks, first, active
-
-    init = (
-        jnp.zeros((num,), jnp.int32),
-        jnp.zeros((num,), jnp.int32),
-        jnp.zeros((), jnp.int32),
-        (counts > 0) & (w > 0),
-    )
-    labels, ranks, _, _ = jax.lax.fori_loop(0, c + 1, round_, init)
-    drawable = jnp.sum(jnp.where(w > 0, counts, 0), dtype=jnp.int32)
-    return labels, ranks, drawable
-
-
 def difficulty_pools(
     num_tasks: int,
     bands: Sequence[Band] | Mapping[str, Mapping[str, float]] | None = None,
@@ -256,19 +195,21 @@ def difficulty_pools(
     ``age`` observed groups ago counts as unscored with probability ``1 - 2 ** (-age /
     (score_half_life * N))``, so stale tasks gather in the small ``unscored`` group and are
     re-measured. Use it when the policy changes during training and the pool is large
-    against the groups per step (most RL runs). The gain is bounded by ``unscored_weight``:
-    on the simulated pool (``python -m experiments.simulated_pool``, 2026-12-01, 8 seeds) a
-    half-life of one pass found half of the tasks that became learnable in 62 steps instead
-    of 74, with the same share of informative draws (0.24); :func:`learnability` did 56
-    steps with 0.40. Leave it off for a pool the sampler revisits every few steps anyway,
-    or when band membership must be a pure function of the latest results.
+    against the groups per step (most RL runs); its gain is bounded by ``unscored_weight``
+    (measured on the simulated pool: docs/studies.md). Leave it off for a pool the sampler
+    revisits every few steps anyway, or when band membership must be a pure function of the
+    latest results.
+
+    The warm-up pass takes ``N / num`` calls of draws that are uniform over the unseen
+    tasks: on a large pool (10,000 tasks at 16 per call: 625 calls) the bands act only
+    after it. The ``warmup_remaining`` metric counts it down.
 
     When to use the sampler at all: it keeps the seed's banded semantics (prime-rl's
-    difficulty pools) for runs that need them. It did not win in the GRPO studies (README,
-    "Which curriculum when"): with the zero-advantage gate, as the main job once ran it, it
-    reached the balanced pool's held-out target on 3/10 seeds where uniform sampling reached
-    it on 8/10. For a pool with difficulty levels or families, :func:`category_bandit` is the
-    built-in the studies recommend; for a pool where every level is learnable, uniform.
+    difficulty pools) for runs that need them. With the zero-advantage gate (the old
+    default) it did not beat uniform on the balanced pool of the GRPO studies (see
+    docs/studies.md); for a pool with difficulty levels or families,
+    :func:`category_bandit` is the built-in the studies recommend, and for a pool where
+    every level is learnable, uniform.
 
     ``observe`` trusts its input: non-finite rewards are made invalid by
     :func:`curriculax.curriculum`, not here, so use the sampler inside a curriculum (as the

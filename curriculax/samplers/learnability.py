@@ -131,33 +131,27 @@ def learnability(
     all look new again before the sampler returns to them), while in pool passes it does not
     depend on the pool or batch size. One pass trades concentration against rediscovery:
     longer half-lives put more draws on known informative tasks and find tasks that became
-    learnable later. On the simulated pool (``python -m experiments.simulated_pool``,
-    2026-12-01, 8 seeds: 90% of tasks impossible or trivial, 5% informative, 5% turning
-    learnable mid-run) the defaults put 0.40 of all draws on informative tasks (uniform
-    0.08, difficulty pools 0.23) and found half of the newly learnable tasks 56 steps after
-    they turned (uniform 43, difficulty pools 74); without forgetting: 0.70, but 244 steps;
-    with a half-life of 4 passes: 0.63 and 124 steps. 5% uniform keeps every task reachable
-    whatever the posterior says.
+    learnable later (the figures on the simulated pool, for these defaults and the
+    alternatives: docs/studies.md). 5% uniform keeps every task reachable whatever the
+    posterior says.
 
     When not to use it. Scoring each task by its own pass rate pays when tasks are learned
     one by one and many sit at 0 < p < 1. When skill transfers across the tasks of a level
     (learning some length-3 reversals teaches the rest), and a task's pass rate stays 0 until
     the level is nearly learned, per-task scores spread the draws over the levels much as
-    uniform sampling does, so they cannot move the mass to the level that needs it: in the
-    GRPO studies (README, "Which curriculum
-    when"; 8-symbol reversal, 10 seeds) it reached the held-out target on 6/10 seeds on the
-    balanced pool (uniform 8/10) and 1/10 on the hard-skew pool (uniform 5/10), where the
-    category bandit over levels reached it on 8/10 and 10/10. Pools with difficulty levels or
-    families are better served by :func:`category_bandit`.
+    uniform sampling does, so they cannot move the mass to the level that needs it: it did
+    not beat uniform sampling on any pool of the GRPO studies (docs/studies.md), where the
+    category bandit over levels beat uniform on the hard-skew pool and reached the target on
+    more seeds on the easy-skew one. Pools with difficulty levels or families are better
+    served by :func:`category_bandit`.
 
     The Thompson draw uses hashed per-task normals and the Wilson-Hilferty approximation of
     the Gamma draws behind a Beta draw (quantiles within ~0.007 of the exact Beta's for
     pseudo-counts >= 1), so it is the same whether or not the pool is split over devices.
 
     Cost per ``sample``: one O(N) elementwise pass (decay, draw, score) and one
-    ``jax.lax.top_k`` of ``num`` (measured 2026-12-01 on a shared 2-core CPU, num = 1024: top-k
-    0.5 ms at N = 1e5 and 2-4 ms at N = 1e6; a radix-histogram threshold plus rank-select was
-    slower, 1 / 7 ms, and a sort 60 / 620 ms), so O(N + num log N). ``observe``: O(G K).
+    ``jax.lax.top_k`` of ``num`` (the fastest exact selection measured; the timings are in
+    docs/studies.md), so O(N + num log N). ``observe``: O(G K).
 
     Args:
       num_tasks: pool size ``N``.

@@ -7,6 +7,13 @@ pass rate against a baseline independent of the "already passed?" filter);
 evaluating on held-out tasks that neither the challenger nor ``propose`` ever sees.
 """
 
+from curriculax.selfplay._bandit import (
+    bandit_challenger,
+    bandit_spec,
+    draw_levels,
+    level_probs,
+    update_values,
+)
 from curriculax.selfplay._challenger import (
     Challenge,
     Challenger,
@@ -14,11 +21,19 @@ from curriculax.selfplay._challenger import (
     level_direction,
     run_challenge,
 )
+from curriculax.selfplay._compiled import (
+    CompiledResult,
+    Judged,
+    PureChallenger,
+    compiled_evolve,
+    host_challenger,
+    row_keys,
+)
 from curriculax.selfplay._evolve import (
     EvolutionResult,
     RoundReport,
+    Verdict,
     curriculum_evolve,
-    held_out_mask,
 )
 from curriculax.selfplay._frontier import (
     Frontier,
@@ -30,15 +45,26 @@ from curriculax.selfplay._frontier import (
 __all__ = [
     "Challenge",
     "Challenger",
+    "CompiledResult",
     "EvolutionResult",
     "Frontier",
     "FrontierState",
     "InvalidTask",
     "JudgeReport",
+    "Judged",
+    "PureChallenger",
     "RoundReport",
+    "Verdict",
+    "bandit_challenger",
+    "bandit_spec",
+    "compiled_evolve",
     "curriculum_evolve",
+    "draw_levels",
     "frontier_sampler",
-    "held_out_mask",
+    "host_challenger",
     "level_direction",
+    "level_probs",
+    "row_keys",
     "run_challenge",
+    "update_values",
 ]

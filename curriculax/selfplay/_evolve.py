@@ -6,22 +6,39 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax._checks import check_unique_keys
 from curriculax._config import sampler_from_config
 from curriculax._curriculum import curriculum
 from curriculax._types import AdmissionGate, TaskSampler
 from curriculax.engine._engine import Engine, EngineConfig, EngineState
-from curriculax.engine._env import Env, _keys_from_data, check_unique_keys, content_keys
+from curriculax.engine._env import Env, _keys_from_data, content_keys
 from curriculax.engine._logging import JsonlWriter
 from curriculax.engine._loop import run
 from curriculax.engine._solver import Solver
 from curriculax.selfplay._challenger import Challenger, run_challenge
 from curriculax.selfplay._frontier import frontier_sampler
+from curriculax.tasks._keys import held_out_mask
+
+
+class Verdict(NamedTuple):
+    """The judge's verdict on one generated task (in :attr:`RoundReport.judged`).
+
+    Attributes:
+      task: the task's payload as the frontier stored it, leaves as Python lists/scalars
+        (so reports compare with ``==`` and a challenger can read e.g. its level).
+      gain: (latest - baseline) pass rate.
+      learned: whether it was judged learned (else stuck).
+    """
+
+    task: Any
+    gain: float
+    learned: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +64,9 @@ class RoundReport:
       metrics: the round's last update metrics (``solver/...``, ``batch/...``,
         ``curriculum/...``; training-side only, no wall time, so a report is a deterministic
         function of the seed).
+      judged: one :class:`Verdict` per task judged this round (in slot order), so a
+        challenger can credit its verdicts to what generated them (e.g. a level); tasks
+        dropped as easy are only counted. Not part of :attr:`EvolutionResult.history`.
     """
 
     round: int
@@ -62,6 +82,7 @@ class RoundReport:
     steps: int
     rollouts: int
     metrics: dict = dataclasses.field(default_factory=dict)
+    judged: tuple[Verdict, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,31 +107,19 @@ class EvolutionResult:
     engine: Engine
 
 
-def _mix32(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, np.uint32).astype(np.uint64)
-    m = np.uint64(0xFFFFFFFF)
-    x ^= x >> np.uint64(16)
-    x = (x * np.uint64(0x7FEB352D)) & m
-    x ^= x >> np.uint64(15)
-    x = (x * np.uint64(0x846CA68B)) & m
-    x ^= x >> np.uint64(16)
-    return x.astype(np.uint32)
-
-
-def held_out_mask(keys: np.ndarray, fraction: float) -> np.ndarray:
-    """``bool[N]``: the tasks in the held-out split, by a stable hash of their keys.
-
-    Depends on nothing but the keys and ``fraction``: the split is the same with and without a
-    challenger, on every machine, and does not move when the pool is reordered.
-    """
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"held_out_frac must be in [0, 1), got {fraction}")
-    h = _mix32(np.asarray(keys, np.uint32) ^ np.uint32(0x5EED5EED))
-    return h.astype(np.float64) < fraction * 2.0**32
-
-
 def _take(tasks: Any, idx: np.ndarray) -> Any:
     return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[idx]), tasks)
+
+
+def _verdicts(tasks: Any, rep: Any) -> tuple[Verdict, ...]:
+    """The judged slots' payloads and verdicts, as Python values (one device read)."""
+    tasks, mask, learned, gain = jax.device_get(
+        (tasks, rep.judged_mask, rep.learned_mask, rep.gain)
+    )
+    return tuple(
+        Verdict(jax.tree.map(lambda x, i=i: x[i].tolist(), tasks), float(gain[i]), bool(learned[i]))
+        for i in np.flatnonzero(mask)
+    )
 
 
 def _build_sampler(sampler: Any, num_tasks: int) -> TaskSampler:
@@ -189,8 +198,8 @@ def curriculum_evolve(
       frontier_share: share of each generation batch drawn from the frontier.
       frontier_capacity: frontier buffer size (default ``4 * generated_per_round``).
       max_attempts: attempts before an unlearned frontier task is judged stuck.
-      held_out_frac: share of seed tasks held out for evaluation (default 0.2; 0 when
-        ``held_out_tasks`` is given).
+      held_out_frac: share of seed tasks held out for evaluation, in [0, 1) (default 0.2; 0
+        when ``held_out_tasks`` is given), split by :func:`curriculax.tasks.held_out_mask`.
       held_out_tasks: an explicit evaluation set (same layout as ``seed_tasks``; none of its
         keys may be a seed task's); then every seed task trains.
       key: PRNG key or int seed of the run.
@@ -263,7 +272,9 @@ def curriculum_evolve(
             raise ValueError("held_out_tasks is empty")
     else:
         frac = 0.2 if held_out_frac is None else held_out_frac
-        held = held_out_mask(keys, frac)
+        # The tasks' split (a function of the key alone): the same with and without a
+        # challenger, on every machine, whatever the pool's order. 0 holds nothing out.
+        held = np.zeros(len(keys), bool) if frac == 0 else np.asarray(held_out_mask(keys, frac))
         train_idx, held_idx = np.flatnonzero(~held), np.flatnonzero(held)
         if len(train_idx) == 0:
             raise ValueError("every seed task fell in the held-out split; lower held_out_frac")
@@ -355,12 +366,14 @@ def curriculum_evolve(
         state, summary = result.state, result.summary
         learned = stuck = dropped_easy = occupancy = 0
         r0 = 0.0
+        verdicts: tuple[Verdict, ...] = ()
         if frontier is not None:
             fstate, rep = judge(state.curricula["train"].sampler)
             state = set_frontier(state, fstate)
             learned, stuck = int(rep.learned), int(rep.stuck)
             r0, occupancy = float(rep.r0), int(rep.occupancy)
             dropped_easy = int(fstate.dropped_easy) - easy_before
+            verdicts = _verdicts(fstate.tasks, rep)
         c = jax.device_get(state.counters)
         report = RoundReport(
             round=r,
@@ -376,6 +389,7 @@ def curriculum_evolve(
             steps=int(c.updates),
             rollouts=int(c.rollouts),
             metrics={k: v for k, v in result.metrics.items() if k != "time"},
+            judged=verdicts,
         )
         # Measured after the round, recorded apart from the report: propose never sees it.
         held_reward = (
@@ -395,7 +409,11 @@ def curriculum_evolve(
             writer.close()
 
     history = [
-        {**dataclasses.asdict(rep), "held_out_reward": h} for rep, h in zip(reports, held_out)
+        {
+            **{k: v for k, v in dataclasses.asdict(rep).items() if k != "judged"},
+            "held_out_reward": h,
+        }
+        for rep, h in zip(reports, held_out)
     ]
     if run_dir is not None and jax.process_index() == 0:
         with open(os.path.join(run_dir, "summary.json"), "w") as f:

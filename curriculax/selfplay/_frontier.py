@@ -89,12 +89,19 @@ class JudgeReport(NamedTuple):
       stuck: tasks judged stuck now.
       r0: mean (latest - baseline) pass rate over the tasks judged now (0 if none).
       occupancy: tasks left on the frontier.
+      judged_mask: ``bool[F]`` the slots judged now (their payloads stay in
+        ``state.tasks`` until a later insert reuses the slot).
+      learned_mask: ``bool[F]`` the slots judged learned now.
+      gain: ``f32[F]`` (latest - baseline) pass rate per slot (meaningful where judged).
     """
 
     learned: jax.Array
     stuck: jax.Array
     r0: jax.Array
     occupancy: jax.Array
+    judged_mask: jax.Array
+    learned_mask: jax.Array
+    gain: jax.Array
 
 
 class Frontier(NamedTuple):
@@ -329,7 +336,13 @@ def frontier_sampler(
         )
         occupancy = jnp.sum(status != EMPTY, dtype=jnp.int32)
         report = JudgeReport(
-            jnp.sum(learned, dtype=jnp.int32), jnp.sum(stuck, dtype=jnp.int32), r0, occupancy
+            jnp.sum(learned, dtype=jnp.int32),
+            jnp.sum(stuck, dtype=jnp.int32),
+            r0,
+            occupancy,
+            judged,
+            learned,
+            jnp.where(judged, p1 - p0, 0.0),
         )
         return new, report
 

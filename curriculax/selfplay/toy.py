@@ -22,6 +22,7 @@ import numpy as np
 from curriculax import _counters
 from curriculax.credit import group_signal, grpo_advantages, per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
+from curriculax.selfplay._bandit import bandit_challenger, draw_levels, level_probs, update_values
 from curriculax.selfplay._challenger import Challenger, InvalidTask, level_direction
 
 
@@ -84,6 +85,25 @@ def capped_solver(
     return Solver(init, rollout, credit, update, evaluate)
 
 
+def _task_at(level: float, key: jax.Array) -> dict:
+    """A payload ``{"level": f32[], "variant": i32[]}``, the level uniform in
+    ``[level, level + 1)``."""
+    k_level, k_variant = jax.random.split(key)
+    level = level + float(jax.random.uniform(k_level))
+    variant = int(jax.random.randint(k_variant, (), 0, 2**30))
+    return {"level": np.float32(level), "variant": np.int32(variant)}
+
+
+def _level_gate(max_level: float):
+    def validate(payload):
+        level = float(payload["level"])
+        if not math.isfinite(level) or not 0.0 <= level <= max_level:
+            raise InvalidTask(f"level {level} outside [0, {max_level}]")
+        return payload
+
+    return validate
+
+
 def level_challenger(*, step_up: float = 1.0, step_down: float = 0.5, max_level: float = 64.0):
     """A challenger over ``spec = {"level": float}``.
 
@@ -94,16 +114,9 @@ def level_challenger(*, step_up: float = 1.0, step_down: float = 0.5, max_level:
     """
 
     def generate(spec, key):
-        k_level, k_variant = jax.random.split(key)
-        level = float(spec["level"]) + float(jax.random.uniform(k_level))
-        variant = int(jax.random.randint(k_variant, (), 0, 2**30))
-        return {"level": np.float32(level), "variant": np.int32(variant)}
+        return _task_at(float(spec["level"]), key)
 
-    def validate(payload):
-        level = float(payload["level"])
-        if not math.isfinite(level) or not 0.0 <= level <= max_level:
-            raise InvalidTask(f"level {level} outside [0, {max_level}]")
-        return payload
+    validate = _level_gate(max_level)
 
     def propose(spec, report):
         level = float(spec["level"])
@@ -115,3 +128,55 @@ def level_challenger(*, step_up: float = 1.0, step_down: float = 0.5, max_level:
         return {**spec, "level": level}
 
     return Challenger(generate, validate, propose)
+
+
+def level_bandit(*, max_level: int = 12, **bandit) -> Challenger:
+    """A :func:`~curriculax.selfplay.bandit_challenger` over the toy's integer levels
+    ``0..max_level-1`` (a task at level ``l`` has a difficulty in ``[l, l + 1)``); spec
+    ``bandit_spec(max_level)``. ``bandit`` goes to ``bandit_challenger`` (``rate=0``: the
+    random generator).
+    """
+    return bandit_challenger(
+        lambda level, key: _task_at(float(level), key),
+        _level_gate(float(max_level)),
+        lambda task: int(task["level"]),
+        **bandit,
+    )
+
+
+def pure_level_bandit(
+    *, max_level: int = 12, temperature: float = 0.05, floor: float = 0.1, rate: float = 0.5
+):
+    """:func:`level_bandit` as a :class:`~curriculax.selfplay.PureChallenger` (pure JAX, for
+    the compiled round loop): spec ``{"level": i32[], "values": f32[max_level]}``, the same
+    draws per key as :func:`level_bandit`."""
+    from curriculax.selfplay._compiled import PureChallenger
+
+    def one(values, key):
+        k_level, k_task = jax.random.split(key)
+        level = draw_levels(values, k_level, 1, temperature, floor)[0]
+        k_l, k_v = jax.random.split(k_task)
+        return {
+            "level": level.astype(jnp.float32) + jax.random.uniform(k_l),
+            "variant": jax.random.randint(k_v, (), 0, 2**30),
+        }
+
+    def generate(spec, keys):
+        return jax.vmap(one, in_axes=(None, 0))(spec["values"], keys)
+
+    def validate(payloads):
+        level = payloads["level"]
+        return payloads, jnp.isfinite(level) & (level >= 0.0) & (level <= max_level)
+
+    def propose(spec, judged):
+        levels = jnp.floor(judged.tasks["level"]).astype(jnp.int32)
+        values = update_values(spec["values"], levels, judged.gain, judged.mask, rate)
+        level = jnp.argmax(level_probs(values, temperature, floor)).astype(jnp.int32)
+        return {"level": level, "values": values}
+
+    return PureChallenger(generate, validate, propose)
+
+
+def pure_bandit_spec(max_level: int = 12) -> dict:
+    """The initial spec of :func:`pure_level_bandit` (values 0: levels uniform)."""
+    return {"level": jnp.int32(0), "values": jnp.zeros((max_level,), jnp.float32)}

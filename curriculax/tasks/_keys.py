@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax._hash import mix32
 from curriculax.tasks._vocab import PAD
 
 Array = jax.Array
@@ -21,16 +22,6 @@ FNV_OFFSET_BASIS = 0x811C9DC5
 FNV_PRIME = 0x01000193
 # Salt of the held-out split hash, so the split is not a function of the key's low bits alone.
 SPLIT_SALT = 0x5BD1E995
-
-
-def mix32(x: Array) -> Array:
-    """MurmurHash3's ``fmix32`` finalizer on ``u32[...]`` (a bijection with full avalanche)."""
-    x = jnp.asarray(x, jnp.uint32)
-    x = x ^ (x >> 16)
-    x = x * np.uint32(0x85EBCA6B)
-    x = x ^ (x >> 13)
-    x = x * np.uint32(0xC2B2AE35)
-    return x ^ (x >> 16)
 
 
 def content_key(prompt: Array, answer: Array) -> Array:
@@ -72,7 +63,10 @@ def held_out_mask(keys: Array, held_out_frac: float) -> Array:
     """Which tasks belong to the held-out side of the split.
 
     The decision is a function of the key alone, so a held-out task is held out in every pool
-    built with the same ``held_out_frac``, whatever the seed, and can never appear in training.
+    built with the same ``held_out_frac``, whatever the seed or the pool's order, and can never
+    appear in training. The one split of the library: the task pools
+    (:func:`~curriculax.tasks.make_pools`) and self-play's seed tasks
+    (:func:`~curriculax.selfplay.curriculum_evolve`) both use it.
 
     Args:
       keys: ``u32[...]`` task keys.

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax import _checks
 from curriculax.tasks._family import TaskFamily
 from curriculax.tasks._generate import generate
 from curriculax.tasks._keys import held_out_mask
@@ -49,14 +50,9 @@ def check_unique_keys(tasks: TaskSet) -> None:
     Raises:
       ValueError: naming the duplicated keys and how many there are.
     """
-    keys = np.asarray(tasks.key)
-    unique, counts = np.unique(keys, return_counts=True)
-    if np.any(counts > 1):
-        dup = unique[counts > 1]
-        raise ValueError(
-            f"{dup.size} task key(s) appear more than once in a pool of {keys.size} tasks, e.g. "
-            f"{[int(k) for k in dup[:5]]}; draw the pool from another key or with fewer tasks."
-        )
+    _checks.check_unique_keys(
+        tasks.key, "the pool", "Draw the pool from another key or with fewer tasks."
+    )
 
 
 def split_by_key(tasks: TaskSet, held_out_frac: float) -> tuple[TaskSet, TaskSet]:

@@ -70,26 +70,24 @@ def pad_tasks(
     Raises:
       ValueError: a width is smaller than the current one (that would cut tokens off).
     """
-    prompt, answer = tasks.prompt, tasks.answer
-    if prompt_width is not None:
-        extra = prompt_width - prompt.shape[-1]
-        if extra < 0:
-            raise ValueError(
-                f"prompt_width={prompt_width} is smaller than the prompts' width "
-                f"{prompt.shape[-1]}; raise it to at least {prompt.shape[-1]}."
-            )
-        pad = [(0, 0)] * (prompt.ndim - 1) + [(extra, 0)]
-        prompt = jnp.pad(prompt, pad, constant_values=PAD)
-    if answer_width is not None:
-        extra = answer_width - answer.shape[-1]
-        if extra < 0:
-            raise ValueError(
-                f"answer_width={answer_width} is smaller than the answers' width "
-                f"{answer.shape[-1]}; raise it to at least {answer.shape[-1]}."
-            )
-        pad = [(0, 0)] * (answer.ndim - 1) + [(0, extra)]
-        answer = jnp.pad(answer, pad, constant_values=PAD)
+    prompt = _pad_last(tasks.prompt, prompt_width, "prompt", left=True)
+    answer = _pad_last(tasks.answer, answer_width, "answer", left=False)
     return tasks._replace(prompt=prompt, answer=answer)
+
+
+def _pad_last(x: jax.Array, width: int | None, name: str, *, left: bool) -> jax.Array:
+    """``x`` padded with PAD on the left or right of its last axis to ``width`` (``None``:
+    unchanged); a ValueError if ``width`` would cut tokens off."""
+    if width is None:
+        return x
+    extra = width - x.shape[-1]
+    if extra < 0:
+        raise ValueError(
+            f"{name}_width={width} is smaller than the {name}s' width {x.shape[-1]}; raise it "
+            f"to at least {x.shape[-1]}."
+        )
+    pad = [(0, 0)] * (x.ndim - 1) + [(extra, 0) if left else (0, extra)]
+    return jnp.pad(x, pad, constant_values=PAD)
 
 
 def concat_tasksets(tasksets: Sequence[TaskSet]) -> TaskSet:

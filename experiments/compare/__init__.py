@@ -58,13 +58,25 @@ from experiments.compare.report import (
     StudyResult,
     best_of,
     best_of_text,
+    compare_arms,
+    load_study,
     pass_rate_split,
     pass_rate_table,
     reach,
+    seed_data,
+    study_json,
     study_result,
     summarize,
+    tables,
 )
-from experiments.compare.run import MEASURE_SALT, PROBE_SALT, build_arm, run_arm, seed_keys
+from experiments.compare.run import (
+    MEASURE_SALT,
+    PROBE_SALT,
+    build_arm,
+    check_arms,
+    run_arm,
+    seed_keys,
+)
 
 __all__ = [
     "ARM_KEYS",
@@ -83,8 +95,11 @@ __all__ = [
     "budget",
     "build_arm",
     "check_arm",
+    "check_arms",
+    "compare_arms",
     "diversity",
     "load_arm",
+    "load_study",
     "main",
     "pass_rate_split",
     "pass_rate_table",
@@ -92,7 +107,10 @@ __all__ = [
     "reach",
     "run_arm",
     "save_arm",
+    "seed_data",
     "seed_keys",
+    "study_json",
     "study_result",
     "summarize",
+    "tables",
 ]

@@ -12,7 +12,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from experiments.compare.config import MAIN_JOB_ONLY, CompareConfig, arm_experiment, json_default
+from experiments._base import base_spec, spec_hash
+from experiments.compare.config import (
+    MAIN_JOB_ONLY,
+    CompareConfig,
+    arm_experiment,
+    arm_oracle,
+    json_default,
+)
 
 
 def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
@@ -21,15 +28,23 @@ def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
     exp = dataclasses.asdict(arm_experiment(config, arm))
     for key in MAIN_JOB_ONLY:
         exp.pop(key)
+    arm_spec = {k: v for k, v in arm.items() if k not in ("name", "experiment")}
+    if "oracle" in arm:  # the settings it runs with, defaults filled in, not only the table
+        arm_spec["oracle"] = {**arm_oracle(arm), "gates": arm["oracle"].get("gates", {})}
     spec = {
         "experiment": exp,
-        "arm": {k: v for k, v in arm.items() if k not in ("name", "experiment")},
+        "arm": arm_spec,
         "seeds": config.seeds,
         "generations": config.generations,
         "eval_every": config.eval_every,
     }
     if config.pass_rate_samples:
         spec["pass_rates"] = [config.pass_rate_samples, config.pass_rate_per_category]
+    if config.step0_samples:
+        spec["step0"] = [config.step0_samples, config.pass_rate_per_category]
+    base = base_spec(arm_experiment(config, arm))
+    if base is not None:  # what the named base is made of, not only its name
+        spec["base"] = spec_hash(base)
     text = json.dumps(spec, sort_keys=True, default=json_default)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

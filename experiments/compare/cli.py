@@ -17,7 +17,7 @@ from experiments.compare.cache import load_arm, save_arm
 from experiments.compare.config import CompareConfig, json_default
 from experiments.compare.diversity import diversity
 from experiments.compare.plot import plot
-from experiments.compare.report import best_of, best_of_json, reach, summarize
+from experiments.compare.report import load_study, reach, study_json, summarize, tables
 from experiments.compare.run import check_arms, run_arm
 
 DESCRIPTION = (
@@ -36,7 +36,17 @@ def main(argv=None) -> None:
         help="instead of the study: how varied one seed's answers stay while ARM trains",
     )
     parser.add_argument("--seed-index", type=int, default=0, help="the seed for --diversity")
+    parser.add_argument(
+        "--report",
+        metavar="JSON",
+        default=None,
+        help="instead of running: redo a finished study's tables from its per-seed numbers "
+        "(its compare.json, rewritten in place, and the .md beside it)",
+    )
     args = parser.parse_args(argv)
+    if args.report is not None:
+        report_only(args.report, argv)
+        return
     _cli.refuse_unused(
         parser,
         args,
@@ -123,15 +133,23 @@ def _run_study(config: CompareConfig, args, argv, mesh) -> None:
     with open(os.path.join(args.run_dir, "compare.md"), "w") as f:
         f.write(f"Made by `{command}`.\n\n{table}")
     with open(os.path.join(args.run_dir, "compare.json"), "w") as f:
-        json.dump(
-            {
-                "config": dataclasses.asdict(config),
-                "command": command,
-                "arms": data,
-                "best_of": [best_of_json(e) for e in best_of(config, curves)],
-            },
-            f,
-            indent=2,
-            default=json_default,
-        )
+        json.dump(study_json(config, data, command), f, indent=2, default=json_default)
     plot(config, curves, os.path.join(args.run_dir, "compare.png"))
+
+
+def report_only(path: str, argv=None) -> None:
+    """Redoes a finished study's tables from the per-seed numbers its ``compare.json`` keeps
+    (no arm runs): rewrites that file (same per-seed numbers, statistics redone) and the
+    ``.md`` beside it. The figure needs the arms' curves and is left as it is."""
+    if not path.endswith(".json") or not os.path.isfile(path):
+        raise SystemExit(f"--report takes a study's compare.json, got {path!r}")
+    config, data, command = load_study(path)
+    table = tables(config, data)
+    print(table)
+    this = "python -m experiments.compare " + " ".join(sys.argv[1:] if argv is None else argv)
+    with open(path[: -len(".json")] + ".md", "w") as f:
+        f.write(
+            f"Made by `{command}`; tables redone from its per-seed numbers by `{this}`.\n\n{table}"
+        )
+    with open(path, "w") as f:
+        json.dump(study_json(config, data, command), f, indent=2, default=json_default)

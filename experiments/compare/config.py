@@ -26,6 +26,7 @@ MAIN_JOB_ONLY = (
     "stop_at_target",
     "evidence",
     "evidence_arm",
+    "evidence_best_of",
 )
 # An oracle arm's settings (experiments/_oracle.py, DEFAULTS): the p(1 - p) oracle by default
 # (exact pass rates before every generation batch, drawn as learnability draws); the frontier
@@ -51,6 +52,10 @@ class CompareConfig:
     # seen by the arm; it tells how much signal the pool held for any sampler to find.
     pass_rate_samples: int = 0
     pass_rate_per_category: int = 32
+    # The step-0 histogram (0: off): the same free probe, `step0_samples` rollouts per task, on
+    # the initial policy (at most `pass_rate_per_category` tasks per category): which tasks are
+    # never, sometimes and always solved before any training (a warm-started base's spread).
+    step0_samples: int = 0
     # Groups of arms (lists of names), e.g. one curriculum at several learning rates: the
     # study also reports each group's best arm (lowest median rollouts to target) and the
     # ratio of the first group's best to each other group's best, so a gain is not a
@@ -61,7 +66,7 @@ class CompareConfig:
         for name in ("seeds", "generations", "eval_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("pass_rate_samples", "pass_rate_per_category"):
+        for name in ("pass_rate_samples", "pass_rate_per_category", "step0_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.generations % self.eval_every:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from experiments import _stats as S
+from experiments._plot import pyplot
 from experiments.compare.config import CompareConfig, budget, find_arm
 from experiments.compare.report import reach
 
@@ -12,11 +15,9 @@ from experiments.compare.report import reach
 def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     """Share of seeds at the target against rollouts (left) and the mean held-out success
     (right), one line per arm."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot(os.path.basename(out_path))
+    if plt is None:
+        return
     exp = config.experiment
     rates = any("pass_rate" in c for c in curves.values())
     fig, ax = plt.subplots(1, 3 if rates else 2, figsize=(16.5 if rates else 11, 4.2))

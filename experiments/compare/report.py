@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import NamedTuple
 
 import numpy as np
 
+from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
-from experiments._builders import GRPOExperimentConfig
-from experiments.compare.config import CompareConfig, budget, find_arm, shown_categories
+from experiments._builders import GRPOExperimentConfig, make_study_pool
+from experiments._oracle import probe_rows
+from experiments.compare.config import (
+    CompareConfig,
+    arm_experiment,
+    budget,
+    find_arm,
+    shown_categories,
+)
 
 
 def reach(curve: dict, target: float, field: str = "rollouts") -> np.ndarray:
@@ -22,30 +31,22 @@ def reach(curve: dict, target: float, field: str = "rollouts") -> np.ndarray:
 
 def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict]:
     """The markdown tables and the JSON data of a finished study."""
-    exp = config.experiment
-    target = exp.target
-    g, k = exp.groups_per_generation, exp.group_size
-    spend = budget(config)
-    base = curves.get(config.baseline)
-    base_reach = reach(base, target) if base is not None else None
-    rows, data = [], {}
+    data = seed_data(config, curves)
+    return tables(config, data), data
+
+
+def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]:
+    """Per arm, the per-seed numbers the tables are made from (the JSON's ``arms``), from the
+    arms' curves."""
+    target = config.experiment.target
+    data = {}
     for name, c in curves.items():
         hits = reach(c, target)
         upd = reach(c, target, "updates")
-        final = c["held_out"][:, -1]
-        med = S.bootstrap(hits, S.median)
-        iq = S.bootstrap(hits, S.iqm)
-        ratio_values = None
-        if base_reach is not None and name != config.baseline:
-            ratio_values = S.censored_ratio(base_reach, hits, spend, S.median)
-            ratio = S.fmt_ratio(*ratio_values)
-        else:
-            ratio = "1 (baseline)" if name == config.baseline else "-"
-        signal = c["signal"].sum() / c["groups"].sum()
         data[name] = {
             "rollouts_to_target": [None if np.isinf(x) else float(x) for x in hits],
             "updates_to_target": [None if np.isinf(x) else float(x) for x in upd],
-            "final_held_out": final.tolist(),
+            "final_held_out": c["held_out"][:, -1].tolist(),
             "final_levels": c["levels"][:, -1].tolist(),
             "final_updates": c["updates"][:, -1].tolist(),
             "signal_share": (c["signal"].sum(1) / c["groups"].sum(1)).tolist(),
@@ -56,27 +57,165 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
             "curve_held_out": c["held_out"].tolist(),
             "seconds": c["seconds"],
             "load": list(c["load"]),
-            "median": _finite(med),
-            "iqm": _finite(iq),
-            "ratio_to_baseline": None if ratio_values is None else _finite(ratio_values[:3]),
-            "ratio_kind": None if ratio_values is None else ratio_values[3],
         }
+        rates = _pass_rate_data(config, c)
+        if rates is not None:
+            data[name]["pass_rates"] = rates
+        if "step0_pass_rate" in c:
+            data[name]["step0"] = step0_data(c["step0_pass_rate"], c["step0_category"])
+    return data
+
+
+def step0_data(p: np.ndarray, category: np.ndarray) -> dict:
+    """The step-0 histogram's per-seed numbers: per seed and category, the probed tasks never
+    (p = 0), sometimes (0 < p < 1) and always (p = 1) solved by the initial policy."""
+    p, category = np.asarray(p), np.asarray(category)
+    num_cat = int(category.max()) + 1 if category.size else 0
+    onehot = np.eye(num_cat, dtype=np.int64)[category]  # [R, C]
+    return {
+        "never": ((p == 0) @ onehot).tolist(),
+        "sometimes": (((p > 0) & (p < 1)) @ onehot).tolist(),
+        "always": ((p == 1) @ onehot).tolist(),
+        "probed": onehot.sum(0).tolist(),
+    }
+
+
+def step0_table(config: CompareConfig, data: dict[str, dict]) -> str:
+    """The step-0 histogram as markdown (empty when it is off). Every arm shares each seed's
+    initial policy, so the first arm that has it stands for all."""
+    d = next((d["step0"] for d in data.values() if "step0" in d), None)
+    if d is None:
+        return ""
+    names = next(iter(data.values()))["category_names"]
+    probed = np.asarray(d["probed"])
+    shown = [c for c in shown_categories(config, names) if c < probed.size and probed[c]]
+    counts = {k: np.asarray(d[k], np.float64) for k in ("never", "sometimes", "always")}
+    total = probed.sum()
+    rows = [
+        [names[c], str(probed[c]), *(f"{counts[k][:, c].mean() / probed[c]:.2f}" for k in counts)]
+        for c in shown
+    ]
+    rows.append(["pool", str(total), *(f"{counts[k].sum(1).mean() / total:.2f}" for k in counts)])
+    return (
+        f"\n\nPass rates of the initial policy ({_init_text(config.experiment.init)}; "
+        f"{config.step0_samples} rollouts per distinct task at the run's temperature, at most "
+        f"{config.pass_rate_per_category} tasks per category), share of probed tasks, mean over "
+        "seeds:\n\n" + md.table(["category", "tasks probed", "never", "sometimes", "always"], rows)
+    )
+
+
+def _init_text(init) -> str:
+    if init == "scratch":
+        return "init scratch: random weights"
+    base = init["base"]
+    return f"init base {base!r}" if isinstance(base, str) else f"init base {base}"
+
+
+def _hits(d: dict, field: str = "rollouts_to_target") -> np.ndarray:
+    """``f64[S]`` from the JSON's per-seed list (``None``: a miss, ``inf``)."""
+    return np.array([np.inf if x is None else x for x in d[field]], np.float64)
+
+
+def compare_arms(base: np.ndarray, arm: np.ndarray, spend: float) -> dict:
+    """``base``'s median rollouts to target over ``arm``'s: the ratio with an unpaired and a
+    paired (by seed) bootstrap interval, Fisher's exact test on seeds at target, and the
+    verdict the intervals allow."""
+    unpaired = S.censored_ratio(base, arm, spend, S.median)
+    paired = (
+        S.censored_ratio(base, arm, spend, S.median, paired=True) if base.size == arm.size else None
+    )
+    reached = [int(np.isfinite(arm).sum()), int(np.isfinite(base).sum())]
+    fisher = S.fisher_exact(
+        [[reached[0], arm.size - reached[0]], [reached[1], base.size - reached[1]]]
+    )
+    return {
+        "ratio": unpaired,
+        "paired": paired,
+        "fisher_p": fisher,
+        "verdict": S.verdict(*(r for r in (unpaired, paired) if r is not None)),
+    }
+
+
+_COMPARISON_KEYS = (
+    "ratio_to_baseline",
+    "ratio_bound",
+    "ratio_kind",
+    "ratio_paired",
+    "ratio_paired_kind",
+    "fisher_p",
+    "verdict",
+)
+
+
+def _comparison_json(cmp: dict, key: str = "ratio_to_baseline") -> dict:
+    """:func:`compare_arms`' result, JSON-safe (an open or undefined end as ``None``)."""
+    r, rp = cmp["ratio"], cmp["paired"]
+    return {
+        key: _finite(r[:3]),
+        "ratio_bound": r.bound,
+        "ratio_kind": r.kind,
+        "ratio_paired": None if rp is None else _finite(rp[:3]),
+        "ratio_paired_kind": None if rp is None else rp.kind,
+        "fisher_p": cmp["fisher_p"],
+        "verdict": cmp["verdict"],
+    }
+
+
+def _comparison_text(cmp: dict) -> str:
+    """``>= 2.86x [1.81, inf); paired [1.82, inf)``."""
+    text = S.fmt_ratio(cmp["ratio"])
+    if cmp["paired"] is not None:
+        text += f"; paired {S.fmt_ratio_interval(cmp['paired'])}"
+    return text
+
+
+def tables(config: CompareConfig, data: dict[str, dict]) -> str:
+    """The markdown tables of a finished study, from its per-seed numbers (:func:`seed_data`,
+    or a stored ``compare.json``'s ``arms``); the statistics are written into ``data``."""
+    exp = config.experiment
+    target = exp.target
+    g, k = exp.groups_per_generation, exp.group_size
+    spend = budget(config)
+    base = data.get(config.baseline)
+    base_reach = _hits(base) if base is not None else None
+    rows = []
+    for name, d in data.items():
+        hits = _hits(d)
+        upd = _hits(d, "updates_to_target")
+        final = np.asarray(d["final_held_out"], np.float32)
+        final_updates = np.asarray(d["final_updates"])
+        med = S.bootstrap(hits, S.median)
+        iq = S.bootstrap(hits, S.iqm)
+        d.update(median=_finite(med), iqm=_finite(iq))
+        for key in _COMPARISON_KEYS:  # redone below (a stored study may hold older ones)
+            d.pop(key, None)
+        if base_reach is not None and name != config.baseline:
+            cmp = compare_arms(base_reach, hits, spend)
+            d.update(_comparison_json(cmp))
+            ratio, against, fisher = _comparison_text(cmp), cmp["verdict"], f"{cmp['fisher_p']:.3f}"
+        else:
+            ratio = "1 (baseline)" if name == config.baseline else "-"
+            against, fisher = "-", "-"
+            d.update(ratio_to_baseline=None, ratio_kind=None)
+        signal = float(np.mean(d["signal_share"]))
         rows.append(
             [
                 name,
                 f"{np.isfinite(hits).sum()}/{hits.size}",
+                fisher,
                 S.fmt_interval(*med, bound=spend),
                 S.fmt_interval(*iq, bound=spend),
                 ratio,
+                against,
                 f"{final.mean():.3f} ± {final.std():.3f}",
-                S.fmt_count(S.median(upd), bound=c["updates"][:, -1].max()),
-                f"{c['updates'][:, -1].mean():,.0f}",
+                S.fmt_count(S.median(upd), bound=final_updates.max()),
+                f"{final_updates.mean():,.0f}",
                 f"{signal:.2f}",
             ]
         )
     levels = list(exp.task.target_levels)
     title = f"{config.title}: " if config.title else ""
-    overrides = [n for n in curves if find_arm(config, n).get("experiment")]
+    overrides = [n for n in data if find_arm(config, n).get("experiment")]
     header = (
         f"{title}{exp.task.family}, levels {list(exp.task.pool_levels)} with pool shares "
         f"{_shares(exp)}{_distractor_text(exp)}; pool of {exp.task.size} entries. "
@@ -84,17 +223,26 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         f"groups x {k} rollouts); {config.seeds} seeds per arm; target: held-out exact match "
         f">= {target} on levels {levels}, evaluated every {config.eval_every} batches "
         f"({config.eval_every * g * k:,} rollouts). Intervals: bootstrap 95% over seeds; a seed "
-        f"that misses counts as > budget. Ratios count a miss as the budget: >= marks a lower "
-        f"bound (the baseline's median missed), <= an upper bound (the arm's did), - unknown."
+        f"that misses counts as > budget. Ratios: the baseline's median over the arm's, with a "
+        f"bootstrap 95% interval resampling each arm on its own, then one resampling seeds "
+        f"jointly (paired: seed i of every arm starts from the same initial policy). A miss is "
+        f"only known to lie beyond the budget: a median that misses makes the ratio a bound "
+        f"(>= when the baseline's missed, <= when the arm's did, - unknown), and an interval "
+        f"end that resampled misses reach is open ([1.81, inf), (0, 0.41]). 'Against "
+        f"{config.baseline}': beat where both intervals lie above 1, lost where both lie "
+        f"below 1, did not beat otherwise. Fisher p: Fisher's exact test (two-sided) on the "
+        f"seeds at target, the arm's against the baseline's."
         + (f" Arms with their own settings: {overrides}." if overrides else "")
     )
     main = md.table(
         [
             "arm",
             "seeds at target",
+            "Fisher p",
             "rollouts to target: median [95% CI]",
             "IQM [95% CI]",
-            f"{config.baseline} / arm (median) [95% CI]",
+            f"{config.baseline} / arm (median) [95% CI; paired]",
+            f"against {config.baseline}",
             "final held-out (mean ± sd)",
             "updates to target (median)",
             "updates in budget (mean)",
@@ -102,14 +250,14 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         ],
         rows,
     )
-    names = next(iter(curves.values()))["category_names"]
+    names = next(iter(data.values()))["category_names"]
     pool_levels = list(exp.task.pool_levels)
     cats = shown_categories(config, names)
     draws = "\n\nShare of each arm's draws per category (mean over seeds):\n\n" + md.table(
         ["arm", *(names[i] for i in cats)],
         (
-            [name, *(f"{x:.2f}" for x in np.asarray(data[name]["draw_share"]).mean(0)[cats])]
-            for name in curves
+            [name, *(f"{x:.2f}" for x in np.asarray(d["draw_share"]).mean(0)[cats])]
+            for name, d in data.items()
         ),
     )
     per_level = (
@@ -117,66 +265,78 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
         + md.table(
             ["arm", *(f"level {lv}" for lv in pool_levels)],
             (
-                [name, *(_fmt_level(x) for x in _mean_finite(c["levels"][:, -1])[pool_levels])]
-                for name, c in curves.items()
+                [
+                    name,
+                    *(
+                        _fmt_level(x)
+                        for x in _mean_finite(np.asarray(d["final_levels"], np.float32))[
+                            pool_levels
+                        ]
+                    ),
+                ]
+                for name, d in data.items()
             ),
         )
     )
     wall = (
         "\n\nWall time per arm (all seeds, compile included): "
         + ", ".join(
-            f"{n} {c['seconds']:.0f} s (load {c['load'][0]:.1f}-{c['load'][1]:.1f})"
-            for n, c in curves.items()
+            f"{n} {d['seconds']:.0f} s (load {d['load'][0]:.1f}-{d['load'][1]:.1f})"
+            for n, d in data.items()
         )
         + "\n"
     )
-    rates = pass_rate_table(config, curves, data)
-    best = best_of_text(config, curves)
-    return header + "\n\n" + main + best + draws + per_level + rates + wall, data
+    rates = pass_rate_table(config, data)
+    best = best_of_text(config, data)
+    step0 = step0_table(config, data)
+    return header + "\n\n" + main + best + draws + per_level + rates + step0 + wall
 
 
-def best_of(config: CompareConfig, curves: dict[str, dict]) -> list[dict]:
+def best_of(config: CompareConfig, data: dict[str, dict]) -> list[dict]:
     """Per ``best_of`` group, its best arm (lowest median rollouts to target, a miss counting
     as infinite; ties: more seeds at target) and, after the first group, the first group's
-    best over it: ``(point, low, high, kind)`` of :func:`~experiments._stats.censored_ratio`."""
-    exp = config.experiment
+    best over it (``comparison``: :func:`compare_arms`)."""
     spend = budget(config)
     out = []
     for group in config.best_of:
-        hits = {n: reach(curves[n], exp.target) for n in group if n in curves}
+        hits = {n: _hits(data[n]) for n in group if n in data}
         if not hits:
             continue
         name = min(hits, key=lambda n: (S.median(hits[n]), -np.isfinite(hits[n]).sum()))
         entry = {"group": list(group), "best": name, "median": S.median(hits[name])}
         if out:
-            first = reach(curves[out[0]["best"]], exp.target)
-            entry["ratio_from_first"] = S.censored_ratio(first, hits[name], spend, S.median)
+            first = _hits(data[out[0]["best"]])
+            entry["comparison"] = compare_arms(first, hits[name], spend)
         out.append(entry)
     return out
 
 
 def best_of_json(entry: dict) -> dict:
     """One :func:`best_of` entry, JSON-safe (a miss or an unbounded end as ``None``)."""
-    out = {**entry, "median": _finite([entry["median"]])[0]}
-    if "ratio_from_first" in entry:
-        *ratio, kind = entry["ratio_from_first"]
-        out.update(ratio_from_first=_finite(ratio), ratio_kind=kind)
+    out = {k: v for k, v in entry.items() if k != "comparison"}
+    out["median"] = _finite([entry["median"]])[0]
+    if "comparison" in entry:
+        out.update(_comparison_json(entry["comparison"], "ratio_from_first"))
     return out
 
 
-def best_of_text(config: CompareConfig, curves: dict[str, dict]) -> str:
+def best_of_text(config: CompareConfig, data: dict[str, dict]) -> str:
     """The ``best_of`` paragraph of the study's table ('' without two groups run)."""
-    entries = best_of(config, curves)
+    entries = best_of(config, data)
     if len(entries) < 2:
         return ""
     spend = budget(config)
     first = entries[0]["best"]
     parts = [f"{e['best']} (median {S.fmt_count(e['median'], bound=spend)})" for e in entries]
-    ratios = [f"{first} / {e['best']}: {S.fmt_ratio(*e['ratio_from_first'])}" for e in entries[1:]]
+    ratios = [
+        f"{first} / {e['best']}: {_comparison_text(e['comparison'])}, "
+        f"{e['comparison']['verdict']} (Fisher p {e['comparison']['fisher_p']:.3f})"
+        for e in entries[1:]
+    ]
     return (
         "\n\nEach group's best arm (lowest median rollouts to target): "
         + "; ".join(parts)
-        + ". Best against best (median, 95% CI): "
+        + ". Best against best (median, 95% CI; paired): "
         + "; ".join(ratios)
         + "."
     )
@@ -203,54 +363,77 @@ def pass_rate_split(c: dict) -> dict[str, np.ndarray] | None:
     return out
 
 
-def pass_rate_table(config: CompareConfig, curves: dict[str, dict], data: dict) -> str:
-    """The pass-rate diagnostics as markdown (empty when they are off), and per-seed numbers
-    into ``data``."""
-    splits = {n: pass_rate_split(c) for n, c in curves.items()}
-    if not any(v is not None for v in splits.values()):
+def _pass_rate_data(config: CompareConfig, c: dict) -> dict | None:
+    """The pass-rate diagnostics' per-seed numbers of one arm (None when they are off)."""
+    sp = pass_rate_split(c)
+    if sp is None:
+        return None
+    cat = np.asarray(c["probe_category"])
+    in_target = np.isin(cat, list(config.experiment.task.target_levels))
+    p = np.asarray(c["pass_rate"])[:, :, in_target]
+    never, always = (p == 0).mean(), (p == 1).mean()
+    # Tasks that went from never solved (first evaluation) to always solved (last): how
+    # many evaluations they spent in between, sometimes solved.
+    crossed = (p[:, 0] == 0) & (p[:, -1] == 1)
+    between = ((p > 0) & (p < 1)).sum(1)[crossed]
+    return {
+        "sometimes_by_category": sp["sometimes"].mean(1).tolist(),
+        "never_by_category": sp["never"].mean(1).tolist(),
+        "always_by_category": sp["always"].mean(1).tolist(),
+        "offered_signal_share": sp["offered"].mean(1).tolist(),
+        "target_never": float(never),
+        "target_always": float(always),
+        "target_sometimes": float(1.0 - never - always),
+        "evaluations_between": between.tolist(),
+        "probed_per_category": np.bincount(cat, minlength=len(c["category_names"])).tolist(),
+    }
+
+
+def _probed_per_category(config: CompareConfig, name: str) -> np.ndarray:
+    """Tasks the pass-rate probe measured per category, from the arm's pool (for a study saved
+    before ``compare.json`` kept the counts)."""
+    exp = arm_experiment(config, find_arm(config, name))
+    return probe_rows(make_study_pool(exp), config.pass_rate_per_category).probed
+
+
+def pass_rate_table(config: CompareConfig, data: dict[str, dict]) -> str:
+    """The pass-rate diagnostics as markdown (empty when they are off)."""
+    probed = {n: d for n, d in data.items() if "pass_rates" in d}
+    if not probed:
         return ""
     exp = config.experiment
-    names = next(iter(curves.values()))["category_names"]
+    names = next(iter(data.values()))["category_names"]
     cats = shown_categories(config, names)
     target = list(exp.task.target_levels)
-    rows = []
-    for name, sp in splits.items():
-        if sp is None:
-            continue
-        c = curves[name]
-        cat = np.asarray(c["probe_category"])
-        in_target = np.isin(cat, target)
-        p = np.asarray(c["pass_rate"])[:, :, in_target]
-        never, always = (p == 0).mean(), (p == 1).mean()
+    rows, per_cat = [], None
+    for name, d in probed.items():
+        pr = d["pass_rates"]
+        counts = pr.get("probed_per_category")
+        counts = np.asarray(counts) if counts is not None else _probed_per_category(config, name)
+        per_cat = counts if per_cat is None else per_cat
+        if "target_never" in pr:
+            never, always = pr["target_never"], pr["target_always"]
+        else:  # saved before the counts were: the same means, weighted by tasks per category
+            w = np.where(np.isin(np.arange(counts.size), target), counts, 0) / counts[target].sum()
+            never = float(np.mean(np.asarray(pr["never_by_category"]) @ w))
+            always = float(np.mean(np.asarray(pr["always_by_category"]) @ w))
         sometimes = 1.0 - never - always
-        # Tasks that went from never solved (first evaluation) to always solved (last): how
-        # many evaluations they spent in between, sometimes solved.
-        crossed = (p[:, 0] == 0) & (p[:, -1] == 1)
-        between = ((p > 0) & (p < 1)).sum(1)[crossed]
-        data[name]["pass_rates"] = {
-            "sometimes_by_category": sp["sometimes"].mean(1).tolist(),
-            "never_by_category": sp["never"].mean(1).tolist(),
-            "always_by_category": sp["always"].mean(1).tolist(),
-            "offered_signal_share": sp["offered"].mean(1).tolist(),
-            "target_sometimes": float(sometimes),
-            "evaluations_between": between.tolist(),
-        }
-        mid = f"{np.median(between):.0f} ({crossed.sum()} tasks)" if between.size else "-"
-        own = c["signal"].sum() / c["groups"].sum()
+        between = np.asarray(pr["evaluations_between"])
+        mid = f"{np.median(between):.0f} ({between.size} tasks)" if between.size else "-"
+        own = float(np.mean(d["signal_share"]))
         rows.append(
             [
                 name,
                 f"{never:.2f} / {sometimes:.2f} / {always:.2f}",
-                *(f"{x:.2f}" for x in sp["sometimes"].mean((0, 1))[cats]),
-                f"{sp['offered'].mean():.2f}",
+                *(f"{x:.2f}" for x in np.asarray(pr["sometimes_by_category"]).mean(0)[cats]),
+                f"{np.mean(pr['offered_signal_share']):.2f}",
                 f"{own:.2f}",
                 mid,
             ]
         )
-    probed = next(c for c in curves.values() if "pass_rate" in c)
-    per_cat = np.bincount(np.asarray(probed["probe_category"]), minlength=len(names))
+    samples = config.pass_rate_samples
     return (
-        f"\n\nPass rates measured by a free probe ({config.pass_rate_samples} rollouts per "
+        f"\n\nPass rates measured by a free probe ({samples} rollouts per "
         f"distinct task at the run's temperature, at every evaluation; tasks probed per "
         f"category: {', '.join(f'{names[i]} {per_cat[i]}' for i in cats)}), mean over "
         "evaluations and seeds. A task with 0 < p < 1 in its probe is one whose group would "
@@ -274,26 +457,54 @@ def pass_rate_table(config: CompareConfig, curves: dict[str, dict], data: dict) 
     )
 
 
+def load_study(path: str) -> tuple[CompareConfig, dict[str, dict], str]:
+    """``(config, data, command)`` of the study saved at ``path`` (its ``compare.json``): the
+    config it ran, its per-seed numbers per arm and the command that made it."""
+    with open(path) as f:
+        study = json.load(f)
+    # Onto the defaults, key by key: a study saved before a config gained fields (the nested
+    # model and GRPO configs, init) reads back with those fields' defaults.
+    config = _cli.apply_mapping(CompareConfig(), study["config"], where=f"{path}: config")
+    return config, study["arms"], study.get("command", "python -m experiments.compare")
+
+
+def study_json(config: CompareConfig, data: dict[str, dict], command: str) -> dict:
+    """What ``compare.json`` holds: the config, the command, the per-seed numbers and
+    statistics per arm (:func:`tables` writes the statistics in) and the best-of groups."""
+    return {
+        "config": dataclasses.asdict(config),
+        "command": command,
+        "arms": data,
+        "best_of": [best_of_json(e) for e in best_of(config, data)],
+    }
+
+
 class StudyResult(NamedTuple):
     """What a finished study measured for one arm, as the main job quotes it.
 
-    ``median`` and ``baseline_median`` are rollouts to target (None: a miss); ``ratio`` is the
-    baseline's median over the arm's, ``(point, low, high)`` with ``inf`` for an open end
-    (None without a ratio); ``ratio_kind`` ``">="`` / ``"<="`` when it bounds the true ratio."""
+    ``median`` and ``baseline_median`` are rollouts to target (``inf``: a miss); ``ratio`` and
+    ``paired`` the baseline's median over the arm's with its unpaired and paired interval
+    (:class:`experiments._stats.Ratio`; None for the baseline itself or where there is no
+    baseline); ``fisher_p`` Fisher's exact test on seeds at target; ``verdict`` ``"beat"``,
+    ``"lost"`` or ``"did not beat"`` as the intervals allow."""
 
     arm: str
     baseline: str
     seeds: int
     reached: int
-    median: float | None
+    baseline_reached: int | None
+    median: float
     baseline_median: float | None
-    ratio: tuple[float, float, float] | None
-    ratio_kind: str
+    ratio: S.Ratio | None
+    paired: S.Ratio | None
+    fisher_p: float | None
+    verdict: str | None
     command: str
 
 
 def study_result(path: str, arm: str) -> StudyResult | str:
-    """Reads what the study saved at ``path`` (its ``compare.json``) measured for ``arm``.
+    """What the study saved at ``path`` (its ``compare.json``) measured for ``arm``, computed
+    from its per-seed numbers the way its tables are.
 
     Returns:
       A :class:`StudyResult`, or a sentence saying why there is none (no such file, no such
@@ -301,27 +512,65 @@ def study_result(path: str, arm: str) -> StudyResult | str:
     """
     if not os.path.exists(path):
         return f"the study {path} is not there; run it to compare"
-    with open(path) as f:
-        study = json.load(f)
-    data = study["arms"].get(arm)
-    if data is None:
+    config, data, command = load_study(path)
+    if arm not in data:
         return f"the study {path} has no arm {arm!r}"
-    base = study["config"]["baseline"]
-    ratio = data.get("ratio_to_baseline")
-    if ratio is not None and ratio[0] is None:
-        ratio = None
-    hits = data["rollouts_to_target"]
+    hits = _hits(data[arm])
+    base = data.get(config.baseline)
+    cmp = None
+    if base is not None and arm != config.baseline:
+        cmp = compare_arms(_hits(base), hits, budget(config))
     return StudyResult(
         arm=arm,
-        baseline=base,
-        seeds=len(hits),
-        reached=sum(x is not None for x in hits),
-        median=data["median"][0],
-        baseline_median=study["arms"][base]["median"][0] if base in study["arms"] else None,
-        ratio=None if ratio is None else tuple(float("inf") if x is None else x for x in ratio),
-        ratio_kind=data.get("ratio_kind") or "",
-        command=study.get("command", "python -m experiments.compare"),
+        baseline=config.baseline,
+        seeds=hits.size,
+        reached=int(np.isfinite(hits).sum()),
+        baseline_reached=None if base is None else int(np.isfinite(_hits(base)).sum()),
+        median=S.median(hits),
+        baseline_median=None if base is None else S.median(_hits(base)),
+        ratio=None if cmp is None else cmp["ratio"],
+        paired=None if cmp is None else cmp["paired"],
+        fisher_p=None if cmp is None else cmp["fisher_p"],
+        verdict=None if cmp is None else cmp["verdict"],
+        command=command,
     )
+
+
+class BestAgainstBest(NamedTuple):
+    """A study's best-against-best comparison, as the main job quotes it: ``first`` (the first
+    ``best_of`` group's best arm) over ``best`` (another group's best), median rollouts to
+    target. ``comparison`` is :func:`compare_arms`'s dict; ``init`` the regime the study ran in
+    (its experiment's ``init``)."""
+
+    first: str
+    best: str
+    comparison: dict
+    text: str
+    init: object
+    command: str
+
+
+def study_best_of(path: str) -> list[BestAgainstBest] | str:
+    """The best-against-best comparisons of the study saved at ``path`` (one per ``best_of``
+    group after the first), or a sentence saying why there are none."""
+    if not os.path.exists(path):
+        return f"the study {path} is not there; run it to compare"
+    config, data, command = load_study(path)
+    entries = best_of(config, data)
+    if len(entries) < 2:
+        return f"the study {path} has no two best_of groups run"
+    first = entries[0]["best"]
+    return [
+        BestAgainstBest(
+            first=first,
+            best=e["best"],
+            comparison=e["comparison"],
+            text=_comparison_text(e["comparison"]),
+            init=config.experiment.init,
+            command=command,
+        )
+        for e in entries[1:]
+    ]
 
 
 def _finite(values) -> list[float | None]:

@@ -15,7 +15,7 @@ import curriculax as cx
 from curriculax import tasks as T
 from curriculax.tasks import per_level_mean
 from experiments import _cli
-from experiments._builders import build, make_pools, sampler_categories
+from experiments._builders import build, make_study_pool, sampler_categories
 from experiments._oracle import build_oracle, make_measure, oracle, probe_rows
 from experiments.compare.config import CompareConfig, arm_experiment, arm_oracle
 
@@ -54,7 +54,7 @@ def check_arms(config: CompareConfig) -> None:
             exp = arm_experiment(config, arm)
             _cli.check_values(exp, "experiment.")
             key = repr(dataclasses.asdict(exp))
-            pool = pools[key] = pools.get(key) or make_pools(exp)
+            pool = pools[key] = pools.get(key) or make_study_pool(exp)
             n = exp.task.size
             orc = arm_oracle(arm)
             if orc is None:
@@ -97,7 +97,8 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     ``updates``, ``draws`` (per category, in the chunk), ``signal`` (groups whose rewards
     differ, in the chunk), ``groups``, ``admitted``; with pass-rate diagnostics on, also
     ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
-    and ``probe_category`` (each probed task's category)."""
+    and ``probe_category`` (each probed task's category); with the step-0 histogram on,
+    ``step0_pass_rate`` (``[S, R]``, the initial policy's) and ``step0_category``."""
     exp = arm_experiment(config, arm)
     built, every, probe = build_arm(config, arm, mesh)
     engine, pool = built.engine, built.pool
@@ -113,6 +114,11 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     if config.pass_rate_samples:
         measure, rows = make_measure(
             built, per_category=config.pass_rate_per_category, samples=config.pass_rate_samples
+        )
+    measure0, rows0 = None, None
+    if config.step0_samples:
+        measure0, rows0 = make_measure(
+            built, per_category=config.pass_rate_per_category, samples=config.step0_samples
         )
 
     def gen_stats(report):
@@ -157,7 +163,11 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
                 )
             return state, out
 
-        _, curve = jax.lax.scan(chunk, engine.init(key), None, length=chunks)
+        init = engine.init(key)
+        _, curve = jax.lax.scan(chunk, init, None, length=chunks)
+        if measure0 is not None:
+            # Generation 0 is never an evaluation's, so this key is the step-0 probe's own.
+            curve["step0_pass_rate"] = measure0(init.solver, measure_key(key, 0))
         return curve
 
     keys = seed_keys(config)
@@ -181,4 +191,6 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     curves["category_entries"] = np.bincount(pool.category, minlength=num_cat)
     if rows is not None:
         curves["probe_category"] = rows.category
+    if rows0 is not None:
+        curves["step0_category"] = rows0.category
     return curves

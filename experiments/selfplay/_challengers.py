@@ -8,16 +8,29 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import tasks as T
-from curriculax.selfplay import Challenger, InvalidTask, level_direction
+from curriculax.selfplay import (
+    Challenger,
+    InvalidTask,
+    bandit_challenger,
+    bandit_spec,
+    level_direction,
+)
+
+# The study's arms that generate tasks: the old level rule, the level bandit, and the random
+# generator (the bandit with rate 0: levels uniform, the same generation budget).
+CHALLENGER_ARMS = ("self-play", "bandit", "random generator")
 
 
-def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
+def sequence_challenger(spec: T.ReversalSpec, bandit: dict | None = None) -> Challenger:
     """A challenger over ``{"level": int}`` for the reversal/copy family ``spec``: each task is
     a random symbol sequence of the level's length (``spec.length(level)``).
 
     The payload is a one-task :class:`~curriculax.tasks.TaskSet` padded to the pool's widths;
     ``validate`` rejects levels outside the family and malformed payloads; ``propose`` moves the
     level by one as :func:`~curriculax.selfplay.level_direction` says, within the family.
+    With ``bandit`` (keyword arguments of :func:`~curriculax.selfplay.bandit_challenger`, ``{}``
+    for its defaults): each task's level is drawn by the level bandit instead (spec
+    ``bandit_spec(spec.num_levels)``).
     """
 
     @functools.cache
@@ -40,11 +53,13 @@ def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
 
         return jax.jit(build)
 
-    def generate(knob, key):
-        level = int(knob["level"])
+    def generate_at(level, key):
         if not 0 <= level < spec.num_levels:
             return {"level": level}  # malformed on purpose: validate rejects it
         return jax.device_get(builder(level)(key))
+
+    def generate(knob, key):
+        return generate_at(int(knob["level"]), key)
 
     def validate(payload):
         if not isinstance(payload, T.TaskSet):
@@ -57,4 +72,64 @@ def sequence_challenger(spec: T.ReversalSpec) -> Challenger:
         level = int(knob["level"]) + level_direction(report)
         return {"level": min(max(level, 0), spec.num_levels - 1)}
 
+    if bandit is not None:
+        return bandit_challenger(generate_at, validate, lambda task: int(task.level), **bandit)
     return Challenger(generate, validate, propose)
+
+
+def evolve_arm(config, seed_tasks, *, arm: str, key: int, wrap=None, **options):
+    """One arm of the GRPO self-play scripts: :func:`~curriculax.selfplay.curriculum_evolve`
+    with the main job's solver and batch shape (``config.experiment``) and the rounds of
+    ``config``, and the challenger of ``arm`` (:func:`arm_challenger`).
+
+    Args:
+      config: a config with ``experiment`` (:class:`~experiments._builders.GRPOExperimentConfig`),
+        ``rounds``, ``steps_per_round``, ``generated_per_round``, ``frontier_share``,
+        ``start_level`` and ``sampler`` (``study.StudyConfig``, ``grpo_selfplay.SelfPlayConfig``).
+      seed_tasks: the seed pool (a :class:`~curriculax.tasks.TaskSet`).
+      arm: ``"no challenger"`` or one of :data:`CHALLENGER_ARMS`.
+      key: the run's seed.
+      wrap: applied to the arm's challenger, if it has one (the study times its calls).
+      **options: the rest of ``curriculum_evolve``'s keywords (``held_out_tasks``,
+        ``held_out_frac``, ``max_attempts``, ``on_round``, ``mesh``, ...).
+
+    Returns:
+      The :class:`~curriculax.selfplay.EvolutionResult`.
+    """
+    from curriculax.selfplay import curriculum_evolve
+    from experiments._builders import family_spec, make_solver
+
+    exp = config.experiment
+    spec = family_spec(exp.task)
+    challenger, start = arm_challenger(arm, spec, config.start_level)
+    if challenger is not None and wrap is not None:
+        challenger = wrap(challenger)
+    return curriculum_evolve(
+        make_solver(exp, spec),
+        seed_tasks,
+        challenger=challenger,
+        spec=start,
+        rounds=config.rounds,
+        steps_per_round=config.steps_per_round,
+        generated_per_round=config.generated_per_round,
+        frontier_share=config.frontier_share,
+        sampler={"type": config.sampler},
+        key=key,
+        group_size=exp.group_size,
+        batch_groups=exp.batch_groups,
+        groups_per_generation=exp.groups_per_generation,
+        **options,
+    )
+
+
+def arm_challenger(arm: str, spec: T.ReversalSpec, start_level: int):
+    """``(challenger, initial spec)`` of a study arm (``(None, None)`` for no challenger)."""
+    if arm == "self-play":
+        return sequence_challenger(spec), {"level": start_level}
+    if arm == "bandit":
+        return sequence_challenger(spec, bandit={}), bandit_spec(spec.num_levels)
+    if arm == "random generator":
+        return sequence_challenger(spec, bandit={"rate": 0.0}), bandit_spec(spec.num_levels)
+    if arm == "no challenger":
+        return None, None
+    raise ValueError(f"unknown arm {arm!r}; arms are {('no challenger', *CHALLENGER_ARMS)}")

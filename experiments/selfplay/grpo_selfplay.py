@@ -22,10 +22,9 @@ import os
 import jax
 
 from curriculax import tasks as T
-from curriculax.selfplay import curriculum_evolve
 from experiments import _cli
-from experiments._builders import GRPOExperimentConfig, TaskConfig, family_spec, make_solver
-from experiments.selfplay._challengers import sequence_challenger
+from experiments._builders import GRPOExperimentConfig, TaskConfig, family_spec
+from experiments.selfplay._challengers import evolve_arm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +70,7 @@ def main(argv=None) -> None:
         raise SystemExit("the self-play challenger generates reversal/copy tasks")
     seeds = T.generate(jax.random.key(0), spec, exp.task.train_per_level)
     runs = {}
-    for name, challenger in (("self-play", sequence_challenger(spec)), ("no challenger", None)):
+    for name in ("self-play", "no challenger"):
         print(f"\n== GRPO {name} (seed {args.seed}) ==", flush=True)
         print(
             f"{'round':>5} {'level':>5} {'gen':>4} {'learn':>5} {'stuck':>5} {'easy':>4} "
@@ -88,20 +87,12 @@ def main(argv=None) -> None:
                 flush=True,
             )
 
-        result = curriculum_evolve(
-            make_solver(exp, spec),
+        result = evolve_arm(
+            config,
             seeds,
-            challenger=challenger,
-            spec={"level": config.start_level} if challenger else None,
-            rounds=config.rounds,
-            steps_per_round=config.steps_per_round,
-            generated_per_round=config.generated_per_round,
-            frontier_share=config.frontier_share,
-            held_out_frac=config.held_out_frac,
-            sampler={"type": config.sampler},
+            arm=name,
             key=args.seed,
-            group_size=exp.group_size,
-            batch_groups=exp.batch_groups,
+            held_out_frac=config.held_out_frac,
             on_round=on_round,
             mesh=mesh,
         )

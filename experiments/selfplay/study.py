@@ -1,16 +1,22 @@
 """Self-play against the same rollout budget without a challenger, over several seeds.
 
     python -m experiments.selfplay.study --run-dir runs/selfplay_study
+    python -m experiments.selfplay.study --config experiments/configs/selfplay/bridge.toml \
+        --run-dir runs/selfplay_bridge
 
-The scenario, fixed before any run: the main job's policy and GRPO settings learn reversal
+The default scenario, fixed before any run: the main job's policy and GRPO settings learn reversal
 over 4 symbols, lengths 1-6, from a seed pool of only 4 tasks per length, so a generated task
 at the frontier is data the pool lacks. Evaluation: greedy exact match on a held-out set of up
 to 32 tasks per length, disjoint from the pool by key (the challenger's tasks that equal one
-are rejected; ``propose`` never sees the score). Two arms per seed, sharing the seed (the same
-initial policy): **self-play** (half of each generation batch from the frontier, a challenger
-that generates random sequences at its level and moves the level by the judge's verdicts)
-and **no challenger** (the same seed sampler on the pool alone). No gate in either arm, so
-every update costs one generation batch and both arms spend the same rollouts.
+are rejected; ``propose`` never sees the score). Arms, sharing each seed (the same initial
+policy): **self-play** (half of each generation batch from the frontier, a challenger that
+generates random sequences at its level and moves the level by the judge's verdicts),
+**no challenger** (the same seed sampler on the pool alone), and, where a scenario lists them,
+**bandit** (each task's level drawn by the level bandit the verdicts update) and **random
+generator** (the bandit with rate 0: levels uniform, the same generation budget). No gate in
+any arm, so every update costs one generation batch and every arm spends the same rollouts.
+Scenarios (``experiments/configs/selfplay/*.toml``, each dated and fixed before its first run)
+set the pool, the held-out lengths (``held_out_levels``) and the arms.
 
 Seeds run one after another, not ``vmap``-ped: the challenger's ``generate`` and ``propose``
 are host callables with a spec of their own per seed, so the loop between rounds is host
@@ -31,7 +37,6 @@ import time
 import jax
 import numpy as np
 
-from curriculax.selfplay import curriculum_evolve
 from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
@@ -39,12 +44,12 @@ from experiments._builders import (
     GRPOExperimentConfig,
     TaskConfig,
     held_out_report,
-    make_pools,
-    make_solver,
+    make_study_pool,
 )
-from experiments.selfplay._challengers import sequence_challenger
+from experiments.selfplay._challengers import CHALLENGER_ARMS, evolve_arm
 
-ARMS = ("self-play", "no challenger")
+ARMS = ("self-play", "no challenger", "bandit", "random generator")
+BASELINES = ("no challenger", "random generator")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,32 +68,46 @@ class StudyConfig:
     start_level: int = 2
     sampler: str = "sequential"  # the seed sampler (epoch-shuffled)
     target: float = 0.5  # held-out exact match for "rollouts to target"
-    arms: tuple[str, ...] = ARMS
+    arms: tuple[str, ...] = ARMS[:2]
+    # A scenario (experiments/configs/selfplay/*.toml) names itself and the date it was fixed.
+    scenario: str = "today"
+    date: str = "2026-12-01"
+    # Levels of the held-out set; () = every pool level. The held-out tasks of these levels
+    # come from the same family with every level in the pool (levels the pool lacks are
+    # reachable only through generated tasks: the bridge scenario).
+    held_out_levels: tuple[int, ...] = ()
+
+
+def scenario_held_out(exp: GRPOExperimentConfig, levels: tuple[int, ...]):
+    """The held-out tasks of ``levels``, from the family with every level in the pool (the
+    same data seed, so the tasks are the same whatever the scenario's pool holds)."""
+    full = dataclasses.replace(
+        exp, task=dataclasses.replace(exp.task, level_mass=(), eval_levels=(), pool_size=0)
+    )
+    held = make_study_pool(full).held_out
+    keep = np.flatnonzero(np.isin(np.asarray(held.level), levels))
+    if keep.size == 0:
+        raise ValueError(f"held_out_levels={list(levels)}: no held-out task at these levels")
+    return jax.tree.map(lambda x: x[keep], held)
 
 
 def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
     """One run of one arm; returns its per-round record (JSON-able)."""
     exp = config.experiment
-    pool = make_pools(exp)
-    spec, train, held_out = pool.spec, pool.train, pool.held_out
-    challenger = sequence_challenger(spec) if arm == "self-play" else None
+    pool = make_study_pool(exp)
+    train, held_out = pool.train, pool.held_out
+    if config.held_out_levels:
+        held_out = scenario_held_out(exp, config.held_out_levels)
+    timer = [0.0]
     t0 = time.perf_counter()
-    result = curriculum_evolve(
-        make_solver(exp, spec),
+    result = evolve_arm(
+        config,
         train,
-        held_out_tasks=held_out,
-        challenger=challenger,
-        spec={"level": config.start_level} if challenger else None,
-        rounds=config.rounds,
-        steps_per_round=config.steps_per_round,
-        generated_per_round=config.generated_per_round,
-        frontier_share=config.frontier_share,
-        max_attempts=config.max_attempts,
-        sampler={"type": config.sampler},
+        arm=arm,
+        wrap=lambda challenger: _timed(challenger, timer),
         key=seed,
-        group_size=exp.group_size,
-        batch_groups=exp.batch_groups,
-        groups_per_generation=exp.groups_per_generation,
+        held_out_tasks=held_out,
+        max_attempts=config.max_attempts,
     )
     seconds = time.perf_counter() - t0
     evaluate = jax.jit(result.engine.solver.evaluate)
@@ -102,13 +121,35 @@ def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
         "rollouts": [r.rollouts for r in rounds],
         "per_level": {k: v for k, v in levels.items() if k.startswith("eval/level_")},
         "level": [None if r.spec is None else r.spec["level"] for r in rounds],
+        "level_values": None if not rounds[-1].spec else rounds[-1].spec.get("values"),
         "generated": sum(r.generated for r in rounds),
         "collisions": sum(r.collisions for r in rounds),
         "learned": sum(r.learned for r in rounds),
         "stuck": sum(r.stuck for r in rounds),
         "dropped_easy": sum(r.dropped_easy for r in rounds),
         "seconds": round(seconds, 1),
+        "challenger_seconds": round(timer[0], 2),
     }
+
+
+def _timed(challenger, timer: list[float]):
+    """The challenger with its host time (generate, validate, propose) added to ``timer[0]``."""
+
+    def wrap(fn):
+        def call(*args):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                timer[0] += time.perf_counter() - t0
+
+        return call
+
+    return challenger._replace(
+        generate=wrap(challenger.generate),
+        validate=wrap(challenger.validate),
+        propose=wrap(challenger.propose),
+    )
 
 
 def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
@@ -148,7 +189,14 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
                 f"{int(np.isfinite(hits).sum())}/{len(rs)}",
             ]
         )
+    held = (
+        f"held-out lengths {[lv + 1 for lv in config.held_out_levels]}"
+        if config.held_out_levels
+        else "held-out: every pool length"
+    )
     lines = [
+        f"Scenario {config.scenario!r} (fixed {config.date}); {held}.",
+        "",
         f"Reversal, 4 symbols, lengths 1-{exp.task.num_levels}; seed pool "
         f"{exp.task.train_per_level} tasks per length; held-out up to "
         f"{exp.task.held_out_per_level} per length; {config.rounds} rounds x "
@@ -183,28 +231,57 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
             f"seeds: {S.fmt_difference(*paired)} paired by seed, "
             f"{S.fmt_difference(*unpaired)} unpaired (mean, 95% bootstrap CI).",
         ]
-        levels = sorted(set(sp["per_level_mean"]) | set(nc["per_level_mean"]))
+        run = [a for a in ARMS if a in stats]  # every arm run, challengers included
+        levels = sorted(set().union(*(stats[a]["per_level_mean"] for a in run)))
         lines += [
             "",
             md.table(
                 ["final held-out by length", *(str(int(k[11:]) + 1) for k in levels)],
                 (
-                    [arm, *(f"{stats[arm]['per_level_mean'][k]:.2f}" for k in levels)]
-                    for arm in ("self-play", "no challenger")
+                    [
+                        arm,
+                        *(
+                            f"{stats[arm]['per_level_mean'].get(k, float('nan')):.2f}"
+                            for k in levels
+                        ),
+                    ]
+                    for arm in run
                 ),
             ),
         ]
-    if by_arm.get("self-play"):
-        rs = by_arm["self-play"]
+    pairs = [("self-play", "random generator")]
+    pairs += [("bandit", other) for other in (*BASELINES, "self-play")]
+    if any(a in stats and b in stats for a, b in pairs):
+        lines.append("")
+    for arm_a, arm_b in pairs:
+        if arm_a not in stats or arm_b not in stats:
+            continue
+        sa, sb = stats[arm_a], stats[arm_b]
+        common = sorted(set(sa["seeds"]) & set(sb["seeds"]))
+        a = np.array([sa["final"][sa["seeds"].index(s)] for s in common])
+        b = np.array([sb["final"][sb["seeds"].index(s)] for s in common])
+        paired = S.difference_bootstrap(b, a, S.mean)
+        stats.setdefault("differences", {})[f"{arm_a} - {arm_b}"] = paired
+        lines.append(
+            f"{arm_a.capitalize()} minus {arm_b}, final held-out exact match over "
+            f"{len(common)} seeds: {S.fmt_difference(*paired)} paired by seed."
+        )
+    for arm in CHALLENGER_ARMS:
+        if not by_arm.get(arm):
+            continue
+        rs = by_arm[arm]
         lines += [
             "",
-            "Challenger: final level (length - 1) per seed "
+            f"Challenger ({arm}): final level (length - 1; a bandit's most likely) per seed "
             + " ".join(str(r["level"][-1]) for r in rs)
             + f"; over all seeds {sum(r['generated'] for r in rs):,} tasks generated, "
             f"{sum(r['dropped_easy'] for r in rs):,} dropped as easy, "
             f"{sum(r['learned'] for r in rs):,} judged learned, "
             f"{sum(r['stuck'] for r in rs):,} stuck, "
-            f"{sum(r['collisions'] for r in rs):,} rejected as held-out collisions.",
+            f"{sum(r['collisions'] for r in rs):,} rejected as held-out collisions; "
+            f"its own cost: 0 rollouts (the judge reads the solver's training rollouts), "
+            f"{sum(r.get('challenger_seconds', 0.0) for r in rs):.1f} s of host time in "
+            "generate/validate/propose.",
         ]
     budgets = sorted({r["rollouts"][-1] for r in runs})
     if len(budgets) > 1:

@@ -244,3 +244,36 @@ def test_restore_mid_warm_up_onto_a_reordered_pool_dispatches_every_task(tmp_pat
     # 5 updates need 30 groups: 8 batches of 4 = 32 dispatches, so warm-up just completes.
     sampler = host(result.state).curricula["p"].sampler
     assert sampler.seen.all(), np.flatnonzero(~sampler.seen)
+
+
+def test_a_checkpoint_from_before_the_per_env_counter_was_renamed_restores_exactly(
+    saved, tmp_path, recwarn
+):
+    """``EngineState.since_progress`` (``i32[E]``) became ``since_progress_by_env``, apart from
+    ``Counters.since_progress`` (``i32[]``); a checkpoint that holds the old name restores
+    strictly, the leaf moved over, nothing else touched."""
+    import collections
+
+    from curriculax.checkpoint import leaf_layout
+    from curriculax.engine import EngineState
+    from curriculax.engine import _restore as R
+
+    engine = Engine(id_solver(), [_a(), _b()], CONFIG)
+    assert "since_progress_by_env" in leaf_layout(engine.init())
+    assert "since_progress" not in leaf_layout(engine.init())
+    fields = ["since_progress" if f == "since_progress_by_env" else f for f in EngineState._fields]
+    OldState = collections.namedtuple("EngineState", fields)
+    _, state = saved
+    # A value no fresh state holds, so a restore that left the leaf fresh would be caught.
+    state = state._replace(since_progress_by_env=np.array([5, 7], np.int32))
+    store = CheckpointStore(tmp_path / "old")
+    try:
+        R.save(store, STEPS, engine, OldState(*state), {"note": "x"})
+        store.wait()
+        assert "since_progress" in store.meta(STEPS)["layout"]
+        assert "since_progress_by_env" not in store.meta(STEPS)["layout"]
+        restored = host(restore(store, engine, config={"note": "x"}))
+    finally:
+        store.close()
+    assert_trees_equal(restored, state, "restored")
+    assert not [w for w in recwarn if "partial restore" in str(w.message)]

@@ -12,7 +12,7 @@ from experiments._builders import (
     TaskConfig,
     build,
     coin_flip_rollout,
-    make_pools,
+    make_study_pool,
     sampler_categories,
     shares_to_counts,
 )
@@ -32,7 +32,7 @@ def test_pool_follows_the_level_mass_with_distractors_in_their_own_category():
         distractors=0.2,
         eval_levels=(1,),
     )
-    pool = make_pools(GRPOExperimentConfig(task=task))
+    pool = make_study_pool(GRPOExperimentConfig(task=task))
     level = np.asarray(pool.train.level)
     # 32 real entries split 1:1:0:2, then 8 coin-flip entries labelled level 4
     assert [int((level == lv).sum()) for lv in range(5)] == [8, 8, 0, 16, 8]
@@ -56,7 +56,7 @@ def test_bad_pool_settings_are_named():
         TaskConfig(num_levels=3, level_mass=(1.0, 1.0, 0.0), eval_levels=(2,))
     with pytest.raises(ValueError, match="too small"):
         task = TaskConfig(level_mass=(1, 1, 1, 1, 1, 50), pool_size=20)
-        make_pools(GRPOExperimentConfig(task=task))
+        make_study_pool(GRPOExperimentConfig(task=task))
 
 
 def test_coin_flip_tasks_pay_a_coin_flip_whatever_the_answer():
@@ -65,7 +65,7 @@ def test_coin_flip_tasks_pay_a_coin_flip_whatever_the_answer():
         return Rollouts(jnp.ones(shape), jnp.ones(shape, bool), jnp.ones((*shape, 1), bool), ())
 
     task = TaskConfig(num_levels=2, pool_size=8, distractors=0.5)
-    pool = make_pools(GRPOExperimentConfig(task=task))
+    pool = make_study_pool(GRPOExperimentConfig(task=task))
     rollout = coin_flip_rollout(always_right, pool.coin_level, 0.25)
     out = jax.jit(rollout, static_argnums=3)(None, pool.train, jax.random.key(0), 512)
     coin = pool.category == pool.coin_level
@@ -82,7 +82,7 @@ def _labelled_pool():
     # Level 0 (length 1, 4 symbols) repeats its 4 tasks over 50 entries; levels 1-2 and the
     # coin flips are distinct tasks.
     task = TaskConfig(num_levels=3, level_mass=(1.0, 1.0, 1.0), pool_size=200, distractors=0.25)
-    return make_pools(GRPOExperimentConfig(task=task))
+    return make_study_pool(GRPOExperimentConfig(task=task))
 
 
 def test_labels_levels_none_and_noise():

@@ -3,11 +3,12 @@ need no code change; every arm spends the same budget; per-seed numbers are kept
 
 import json
 import os
+import tomllib
 
 import numpy as np
 import pytest
 
-from experiments import _markdown, compare
+from experiments import _cli, _markdown, compare
 
 STUDY = """
 title = "tiny"
@@ -78,7 +79,7 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     )
     assert np.allclose(total, 1.0)  # each probed category splits into the three
     # Best against best (one arm per group here): the paragraph and its numbers in the JSON.
-    assert "Best against best (median, 95% CI): sequential, unshuffled / oracle: " in table
+    assert "Best against best (median, 95% CI; paired): sequential, unshuffled / oracle: " in table
     best = data["best_of"]
     assert [b["best"] for b in best] == ["sequential, unshuffled", "oracle"]
     assert "ratio_from_first" not in best[0] and len(best[1]["ratio_from_first"]) == 3
@@ -143,6 +144,14 @@ def _fake_run_arm(calls):
             "load": (0.0, 0.0),
             "category_names": names,
             "category_entries": np.array([2, 0, 7, 3]),
+            **(
+                {
+                    "pass_rate": rng.choice([0.0, 0.5, 1.0], (s, e, 6)).astype(np.float32),
+                    "probe_category": np.array([0, 0, 2, 2, 2, 3]),
+                }
+                if config.pass_rate_samples
+                else {}
+            ),
         }
 
     return run_arm
@@ -266,3 +275,73 @@ def test_running_a_subset_of_arms_keeps_the_baseline(tmp_path, fake_runs):
     with pytest.raises(SystemExit, match="--arms leaves out the baseline"):
         compare.main([*_study(tmp_path), "--arms", "oracle"])
     assert fake_runs == []
+
+
+def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fake_runs):
+    compare.main(
+        _study(tmp_path, STUDY.replace("pass_rate_samples = 2\n", "pass_rate_samples = 3\n"))
+    )
+    out = tmp_path / "out"
+    made = (out / "compare.md").read_text()
+    stored = json.loads((out / "compare.json").read_text())
+    assert "| oracle | " in made and "never / sometimes / always solved" in made
+    compare.main(["--report", str(out / "compare.json")])
+    redone = (out / "compare.md").read_text()
+    # Everything but the first line (which says how it was made) is what the run wrote.
+    assert redone.split("\n", 1)[1] == made.split("\n", 1)[1]
+    assert (
+        "tables redone from its per-seed numbers by `python -m experiments.compare --report"
+        in redone
+    )
+    assert json.loads((out / "compare.json").read_text()) == stored
+    assert fake_runs == ["sequential, unshuffled", "oracle"]  # nothing ran again
+
+
+def test_the_main_job_reads_the_hard_skew_study_through_study_result(monkeypatch):
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    result = compare.study_result("docs/compare/hard-skew.json", "category bandit (|advantage|)")
+    assert (result.reached, result.baseline_reached, result.seeds) == (10, 5, 10)
+    assert result.ratio.bound == ">=" and result.ratio.high == np.inf  # uniform's median missed
+    assert result.paired.high == np.inf and result.ratio.low > 1 and result.paired.low > 1
+    assert result.verdict == "beat" and result.fisher_p == 6006 / 184756
+    assert "no arm 'x'" in compare.study_result("docs/compare/hard-skew.json", "x")
+    assert "is not there" in compare.study_result("nowhere.json", "x")
+    from experiments import grpo
+    from experiments._builders import GRPOExperimentConfig
+
+    text = grpo.evidence_text(GRPOExperimentConfig())  # the main job quotes the same numbers
+    assert "at least 2.86x (95% CI [1.81, inf), paired [1.82, inf)): beat" in text
+    assert "Fisher's exact p = 0.033" in text
+
+
+def test_a_study_from_a_base_records_the_step0_histogram(tmp_path, monkeypatch):
+    """``init`` in the study's experiment warm-starts every arm from one cached base, and
+    ``step0_samples`` records which tasks the initial policy never, sometimes, always solves."""
+    monkeypatch.setenv("CURRICULAX_CACHE", str(tmp_path / "cache"))
+    base = "{ base = { level_mass = [4, 4, 1], examples = 32, steps = 12, batch_size = 32 } }"
+    study = (
+        STUDY.replace("pass_rate_samples = 2\n", "pass_rate_samples = 2\nstep0_samples = 16\n")
+        .replace("group_size = 4\n", f"group_size = 4\ninit = {base}\n")
+        .replace("distractors = 0.25\n", "")
+    )
+    config = tmp_path / "tiny.toml"
+    config.write_text(study)
+    out = tmp_path / "out"
+    compare.main(["--config", str(config), "--run-dir", str(out), "--no-progress"])
+    assert len(os.listdir(tmp_path / "cache" / "base")) == 1  # one base for both arms
+    table = (out / "compare.md").read_text()
+    assert "Pass rates of the initial policy (init base {" in table
+    data = json.loads((out / "compare.json").read_text())
+    s0 = {arm: data["arms"][arm]["step0"] for arm in data["arms"]}
+    assert s0["oracle"] == s0["sequential, unshuffled"]  # both arms start from the same policy
+    h = {k: np.asarray(v) for k, v in s0["oracle"].items()}
+    assert np.all(h["never"] + h["sometimes"] + h["always"] == h["probed"])
+    # 12 entries split 1:0:3: 3 distinct tasks of level 0, 9 of level 2
+    assert h["probed"].tolist() == [3, 0, 9] and data["config"]["step0_samples"] == 16
+
+    # A changed base is another base: the arms' cached runs are not reused for it.
+    def fingerprint(text):
+        cfg = _cli.apply_mapping(compare.CompareConfig(), tomllib.loads(text))
+        return compare.arm_fingerprint(cfg, cfg.arms[0])
+
+    assert fingerprint(study) != fingerprint(study.replace("steps = 12", "steps = 13"))

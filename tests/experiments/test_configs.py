@@ -8,7 +8,7 @@ import pytest
 
 import curriculax as cx
 from experiments import _cli
-from experiments._builders import GRPOExperimentConfig, make_pools
+from experiments._builders import GRPOExperimentConfig, make_study_pool
 from experiments.compare import CompareConfig
 from experiments.quickstart import QuickstartConfig
 
@@ -43,7 +43,7 @@ STUDIES = sorted(os.listdir(os.path.join(ROOT, "experiments", "configs", "compar
 def test_every_study_config_parses_and_its_arms_build(name):
     config = load(CompareConfig, os.path.join("compare", name))
     assert config.baseline in [a["name"] for a in config.arms]
-    pool = make_pools(config.experiment)
+    pool = make_study_pool(config.experiment)
     n = len(pool.category)
     assert n == config.experiment.task.size
     for arm in config.arms:

@@ -83,3 +83,27 @@ def test_selfplay_dry_run_is_deterministic(tmp_path, capsys):
         outputs.append((capsys.readouterr().out, (run_dir / "summary.json").read_bytes()))
     assert outputs[0] == outputs[1]
     assert "cap:" in outputs[0][0] and "held-out reward (seed tasks only)" in outputs[0][0]
+
+
+def test_the_main_job_quotes_best_against_best_first_with_its_regime(monkeypatch):
+    import dataclasses
+    import os
+
+    from experiments._builders import GRPOExperimentConfig
+
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    config = GRPOExperimentConfig()
+    text = grpo.best_of_text(config)
+    assert (
+        "best against best (docs/compare/lr-hard-skew.json, init scratch): 'uniform, lr 0.001' / "
+        "'category bandit (|advantage|), lr 0.002', median rollouts to target: 2.07x "
+        "[1.38, inf); paired [1.40, inf): beat" in text
+    )
+    assert "another regime" not in text and "reproduce: python -m experiments.compare" in text
+    warm = dataclasses.replace(config, init={"base": "short-lengths"})
+    assert "this run with init base short-lengths: it is evidence from another regime" in (
+        grpo.best_of_text(warm)
+    )
+    assert "is not there" in grpo.best_of_text(
+        dataclasses.replace(config, evidence_best_of="nowhere.json")
+    )

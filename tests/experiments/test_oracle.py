@@ -9,7 +9,7 @@ import pytest
 
 from curriculax import tasks as T
 from curriculax.engine import Rollouts
-from experiments._builders import GRPOExperimentConfig, TaskConfig, build, make_pools
+from experiments._builders import GRPOExperimentConfig, TaskConfig, build, make_study_pool
 from experiments._oracle import (
     OracleState,
     build_oracle,
@@ -38,7 +38,7 @@ class _State(NamedTuple):
 def _pool():
     # 4 symbols: level 0 (length 1) has 4 distinct tasks for its 12 entries; level 1 has 16.
     task = TaskConfig(num_levels=2, level_mass=(1.0, 1.0), pool_size=24, held_out_per_level=2)
-    return make_pools(GRPOExperimentConfig(task=task))
+    return make_study_pool(GRPOExperimentConfig(task=task))
 
 
 def test_probe_rows_are_the_distinct_tasks_capped_per_category():

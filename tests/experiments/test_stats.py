@@ -62,18 +62,91 @@ def test_a_paired_difference_cancels_what_the_arms_share_by_seed():
         S.difference_bootstrap(base, arm[:5])
 
 
-def test_censored_ratio_counts_misses_at_the_budget_and_says_which_way_it_bounds():
+def test_censored_ratio_says_which_way_a_censored_point_bounds_the_ratio():
     hits = np.array([10.0, 10.0, 10.0])
-    # the base misses on most runs: its median is at least the budget, the ratio at least 10
-    point, lo, hi, kind = S.censored_ratio(np.array([20.0, np.inf, np.inf]), hits, 100.0, reps=200)
-    assert (point, kind) == (10.0, ">=") and lo <= point <= hi
+    # the base misses on most runs: its median is beyond the budget, the ratio at least 10
+    r = S.censored_ratio(np.array([20.0, np.inf, np.inf]), hits, 100.0, reps=200)
+    assert (r.point, r.bound) == (10.0, ">=") and r.low <= r.point
     # the arm misses on most runs: at most 20 / 100
-    point, *_, kind = S.censored_ratio(hits * 2, np.array([5.0, np.inf, np.inf]), 100.0, reps=50)
-    assert (point, kind) == (0.2, "<=")
-    assert S.censored_ratio(hits, hits / 2, 100.0, reps=50)[::3] == (2.0, "")
+    r = S.censored_ratio(hits * 2, np.array([5.0, np.inf, np.inf]), 100.0, reps=50)
+    assert (r.point, r.bound) == (0.2, "<=")
+    r = S.censored_ratio(hits, hits / 2, 100.0, reps=50)
+    assert (r.point, r.low, r.high, r.bound, r.kind) == (2.0, 2.0, 2.0, "", "")
     both = S.censored_ratio(np.full(3, np.inf), np.full(3, np.inf), 100.0, reps=50)
-    assert np.isnan(both[0]) and both[3] == "?"
-    assert S.fmt_ratio(10.0, 5.0, np.inf, ">=") == ">= 10.00x [5.00, inf]"
+    assert np.isnan(both.point) and both.bound == "?"
+    assert (both.low, both.high, both.kind) == (0.0, np.inf, "?")
+
+
+def test_a_censored_interval_end_is_open_not_the_budget_over_the_arm():
+    # Hard-skew as stored (docs/compare/hard-skew.json): uniform reached the target on 5/10
+    # seeds, the bandit on 10/10. Counting uniform's misses as the 64,000-rollout budget gave
+    # the interval [1.81, 4.00], its upper end 64,000 / 16,000 (the budget over the bandit's
+    # lowest median), which a larger budget would have moved: the data do not bound it.
+    inf = np.inf
+    uniform = np.array([inf, 35200, 48000, 38400, inf, inf, 64000, 57600, inf, inf])
+    bandit = np.array([16000, 12800, 22400, 41600, 22400, 57600, 28800, 12800, 25600, 22400.0])
+    r = S.censored_ratio(uniform, bandit, 64000.0)
+    assert r.bound == ">=" and r.point == 64000 / 22400  # uniform's median: beyond 64,000
+    assert r.kind == ">=" and r.high == np.inf and round(r.low, 2) == 1.81
+    assert S.fmt_ratio(r).endswith(", inf)") and S.fmt_ratio(r).startswith(">= ")
+    # The same data with a larger budget: the lower end moves, the upper end stays open.
+    assert S.censored_ratio(uniform, bandit, 96000.0).high == np.inf
+    # An arm that misses where the base reaches: open at 0, an upper bound.
+    r = S.censored_ratio(bandit, uniform, 64000.0)
+    assert (r.bound, r.kind, r.low) == ("<=", "<=", 0.0) and r.high < 1.0
+    assert S.fmt_ratio_interval(r).startswith("(0, ")
+    # Resamples that are only sometimes censored: the end they reach is open, the point is not
+    # a bound (here the base's median reached, 6 of 10 seeds).
+    some = np.array([40000, 41000, 42000, 43000, 44000, 45000, inf, inf, inf, inf])
+    r = S.censored_ratio(some, bandit, 64000.0)
+    assert r.bound == "" and np.isfinite(r.point) and r.kind == ">=" and r.high == np.inf
+
+
+def test_the_paired_ratio_resamples_seeds_jointly():
+    rng = np.random.default_rng(0)
+    seed_effect = np.exp(rng.normal(0.0, 0.6, size=12))  # a seed's initial policy, both arms
+    base = 1000.0 * seed_effect
+    arm = base / 1.3 * np.exp(rng.normal(0.0, 0.02, size=12))
+    unpaired = S.censored_ratio(base, arm, 1e6)
+    paired = S.censored_ratio(base, arm, 1e6, paired=True)
+    assert paired.point == unpaired.point
+    assert 1.0 < paired.low <= paired.point <= paired.high < 1.5  # resolved once paired
+    assert unpaired.low < 1.0 < unpaired.high  # the seeds' spread hides it unpaired
+    assert S.verdict(unpaired, paired) == "did not beat" and S.verdict(paired) == "beat"
+    with np.testing.assert_raises_regex(ValueError, "paired=False"):
+        S.censored_ratio(base, arm[:5], 1e6, paired=True)
+
+
+def test_a_verdict_is_claimed_only_where_every_interval_excludes_1():
+    def ratio(low, high):
+        return S.Ratio(1.0, low, high, "", "")
+
+    assert S.verdict(ratio(1.2, np.inf)) == "beat"
+    assert S.verdict(ratio(0.0, 0.8)) == "lost"
+    assert S.verdict(ratio(0.8, 1.2)) == "did not beat"
+    assert S.verdict(ratio(0.0, np.inf)) == "did not beat"  # never "lost" without the interval
+    assert S.verdict(ratio(1.2, 2.0), ratio(0.9, 2.0)) == "did not beat"
+    assert S.verdict() == "did not beat"
+
+
+def test_fisher_exact_matches_hand_computed_tables():
+    # Fisher's tea tasting, [[3, 1], [1, 3]]: with margins 4 / 4 of 8, the top-left count x
+    # has weights C(4, x) C(4, 4 - x) = 1, 16, 36, 16, 1 over C(8, 4) = 70; the tables no
+    # more likely than x = 3 weigh 1 + 16 + 16 + 1 = 34.
+    assert S.fisher_exact([[3, 1], [1, 3]]) == 34 / 70
+    # Hard-skew's bandit against uniform, seeds at target 10/10 against 5/10: margins 10 / 15
+    # of 20, weights C(15, x) C(5, 10 - x) for x = 5..10 are 3003, 25025, 60060, 60060, 25025,
+    # 3003 over C(20, 10) = 184756; x = 10 and x = 5 are the two least likely.
+    assert S.fisher_exact([[10, 0], [5, 5]]) == 6006 / 184756
+    assert round(S.fisher_exact([[10, 0], [5, 5]]), 4) == 0.0325
+    assert S.fisher_exact([[5, 5], [5, 5]]) == 1.0
+    assert S.fisher_exact([[0, 10], [0, 10]]) == 1.0  # no seed reached: nothing to tell apart
+    assert S.fisher_exact([[1, 0], [0, 1]]) == 1.0  # 2 tables of weight 1 over C(2, 1) = 2
+    # Symmetric in rows and columns.
+    assert S.fisher_exact([[2, 7], [8, 3]]) == S.fisher_exact([[8, 3], [2, 7]])
+    assert S.fisher_exact([[2, 7], [8, 3]]) == S.fisher_exact([[2, 8], [7, 3]])
+    with np.testing.assert_raises_regex(ValueError, "counts >= 0"):
+        S.fisher_exact([[1, -1], [0, 1]])
 
 
 def test_reached_curve_is_the_share_of_runs_at_target_by_each_budget():
@@ -90,5 +163,7 @@ def test_reached_curve_is_the_share_of_runs_at_target_by_each_budget():
 def test_formatting_marks_censored_values():
     assert S.fmt_count(np.inf, bound=1000) == "> 1,000"
     assert S.fmt_interval(10.0, 5.0, np.inf, bound=100) == "10 [5, > 100]"
-    assert S.fmt_ratio(2.0, 1.25, np.inf) == "2.00x [1.25, inf]"
+    assert S.fmt_ratio(S.Ratio(2.0, 1.25, np.inf, "", ">=")) == "2.00x [1.25, inf)"
+    assert S.fmt_ratio(S.Ratio(0.3, 0.0, 0.41, "<=", "<=")) == "<= 0.30x (0, 0.41]"
+    assert S.fmt_ratio(S.Ratio(np.nan, 0.0, np.inf, "?", "?")) == "- (0, inf)"
     assert S.fmt_difference(0.05, -0.0104, 0.118) == "+0.050 [-0.010, +0.118]"

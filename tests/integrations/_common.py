@@ -86,9 +86,10 @@ class Spy:
         cur.sample, cur.observe = spy_sample, spy_observe
 
 
-def readme_block(n):
-    """The n-th python block of the README's "Use it from your trainer" section."""
-    with open(os.path.join(ROOT, "README.md")) as f:
+def readme_block(section):
+    """The python block of docs/integrations.md's ``## <section>`` ("tunix" or "TRL")."""
+    with open(os.path.join(ROOT, "docs", "integrations.md")) as f:
         text = f.read()
-    section = text.split("## Use it from your trainer", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)[n]
+    part = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", part, re.S)
+    return block

@@ -168,7 +168,7 @@ def test_the_readme_example_runs(tmp_path):
         "grpo_config": _args(tmp_path, 1),
         "dataset": _dataset(),
     }
-    exec(compile(readme_block(1), "README.md", "exec"), scope)
+    exec(compile(readme_block("TRL"), "docs/integrations.md", "exec"), scope)
     assert scope["trainer"].state.global_step == 1
     assert scope["curriculum"].observe_calls == 1
 

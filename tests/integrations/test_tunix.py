@@ -151,7 +151,7 @@ def test_the_readme_example_runs():
         return [float(len(str(c)) % 2) for c in completions]
 
     scope = {"records": RECORDS, "rl_cluster": _cluster(None, max_steps=1), "my_reward": my_reward}
-    exec(compile(readme_block(0), "README.md", "exec"), scope)
+    exec(compile(readme_block("tunix"), "docs/integrations.md", "exec"), scope)
     assert scope["learner"].rl_cluster.actor_trainer.train_steps == 1
     assert scope["curriculum"].observe_calls == 1
 

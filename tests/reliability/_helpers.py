@@ -1,5 +1,6 @@
 """Building blocks of the reliability tests: the engine tests' small two-env engine, log
-readers, the environment and command of a quick start subprocess, and a run that kills itself.
+readers, the environment and command of a quick start subprocess, a run that kills itself, and
+a test rerun in a child that cannot write read-only directories (when the suite runs as root).
 
 Imported by the tests as ``reliability_helpers`` (registered by this folder's conftest); run as
 a script, ``python tests/reliability/_helpers.py RUN_DIR STEPS EVERY KILL_AFTER`` trains the
@@ -11,12 +12,22 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+# Set in the child of rerun_without_dac_override (a pytest that runs one test).
+CHILD_ENV = "CX_TEST_WITHOUT_DAC_OVERRIDE"
+# What lets root write a read-only directory: dropped from the child's bounding and inheritable
+# sets, so the child (still uid 0, so it can read root's interpreter and venv) gets a
+# PermissionError there as any other user does.
+DROPPED_CAPS = "-dac_override,-dac_read_search,-fowner"
 
 
 def small_engine():
@@ -58,6 +69,47 @@ def subprocess_env() -> dict[str, str]:
         env["JAX_COMPILATION_CACHE_DIR"] = cache
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
     return env
+
+
+def can_write_read_only_dirs() -> bool:
+    """Whether this process writes into a ``0o555`` directory (root with CAP_DAC_OVERRIDE)."""
+    probe = Path(tempfile.mkdtemp(prefix="cx-probe-"))
+    (probe / "ro").mkdir(mode=0o555)
+    try:
+        (probe / "ro" / "x").mkdir()
+        return True
+    except PermissionError:
+        return False
+    finally:
+        (probe / "ro").chmod(0o755)
+        shutil.rmtree(probe)
+
+
+def rerun_without_dac_override(nodeid: str, timeout: float = 600) -> None:
+    """Runs test ``nodeid`` in a child pytest (``setpriv``, uid 0 without the capabilities
+    that override file permissions) and fails the calling test unless it passed there (a skip
+    there fails too: ``--skips=none``)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise AssertionError(
+            "the read-only-directory tests run as root need setpriv (util-linux) to drop "
+            "CAP_DAC_OVERRIDE in a child; install it or run the suite as a non-root user"
+        )
+    command = [
+        setpriv, "--inh-caps=-all", f"--bounding-set={DROPPED_CAPS}", "--",
+        sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-p", "no:xdist",
+        "-rs", "--skips=none",
+    ]  # fmt: skip
+    env = {**subprocess_env(), CHILD_ENV: "1"}
+    out = subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    if out.returncode != 0 or " passed" not in out.stdout:
+        raise AssertionError(
+            f"{nodeid} failed in a child without CAP_DAC_OVERRIDE (exit {out.returncode}):\n"
+            + out.stdout[-4000:]
+            + out.stderr[-2000:]
+        )
 
 
 def quickstart_command(run_dir, *args) -> list[str]:

@@ -1,8 +1,15 @@
 """Registers ``_helpers.py`` as ``reliability_helpers`` (pytest runs with
 ``--import-mode=importlib``, so a test folder is not on ``sys.path``) and shares its engine and
-quick start runner as fixtures."""
+quick start runner as fixtures.
+
+A test marked ``read_only_dirs`` needs a read-only directory to refuse writes. Run as root (as
+CI runs), such a test is run again in a child process that lost the capabilities letting root
+write there, and passes only if it passed there (see
+``reliability_helpers.rerun_without_dac_override``); it never skips.
+"""
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +47,21 @@ def quickstart():
         )
 
     return run
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "read_only_dirs: needs read-only directories to refuse writes (as root: rerun in a "
+        "child without CAP_DAC_OVERRIDE)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    if pyfuncitem.get_closest_marker("read_only_dirs") is None or os.environ.get(helpers.CHILD_ENV):
+        return None
+    if not helpers.can_write_read_only_dirs():
+        return None  # read-only means read-only here: run the test in this process
+    helpers.rerun_without_dac_override(pyfuncitem.nodeid)
+    return True

@@ -165,12 +165,32 @@ def test_update_keeps_state_structure_and_runs_in_scan():
 
 
 def test_evaluate_is_greedy_and_deterministic():
+    """On tasks whose answers are this policy's greedy completions evaluate scores 1 whatever
+    the key, while the same (untrained) policy's sampled completions mostly differ from them:
+    an evaluate that sampled would score far below 1."""
     solver = _solver()
     state = solver.init(jax.random.key(0))
+    pool = _pool()
+    decode = functools.partial(
+        rl.sample,
+        rl.policy_graphdef(MODEL),
+        max_new_tokens=SPEC.answer_width,
+        output_tokens=rl.default_output_tokens(MODEL.vocab_size),
+    )
+    greedy = jax.jit(functools.partial(decode, greedy=True))(
+        state.params, pool.prompt, jax.random.key(3)
+    ).tokens
+    sampled = jax.jit(decode)(state.params, pool.prompt, jax.random.key(4)).tokens
+    differ = float(jnp.mean(jnp.any(sampled != greedy, axis=1)))
+    assert differ > 0.5, differ  # greedy and sampled outputs differ for most prompts
+
     evaluate = jax.jit(solver.evaluate)
-    a = evaluate(state, _pool(), jax.random.key(1))
-    b = evaluate(state, _pool(), jax.random.key(2))
-    assert a.shape == (_pool().level.shape[0],) and a.dtype == jnp.float32
+    own = pool._replace(answer=greedy, answer_len=jnp.full_like(pool.answer_len, greedy.shape[1]))
+    for key in (1, 2):
+        np.testing.assert_array_equal(evaluate(state, own, jax.random.key(key)), 1.0)
+    a = evaluate(state, pool, jax.random.key(1))
+    b = evaluate(state, pool, jax.random.key(2))
+    assert a.shape == (pool.level.shape[0],) and a.dtype == jnp.float32
     np.testing.assert_array_equal(a, b)
 
 

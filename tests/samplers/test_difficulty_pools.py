@@ -633,13 +633,13 @@ def test_draw_properties_hold_for_any_scores(tasks, seed):
             [Band("a", 0.5, 1.0), Band("b", 0.5, 1.0)],
             {},
             ValueError,
-            r"duplicate band thresholds.*0\.5",
+            r"band thresholds \(max_reward\) must be unique, duplicated: \[0\.5\]",
         ),
         (
             [Band("a", 0.25, 1.0), Band("a", 0.75, 1.0)],
             {},
             ValueError,
-            r"duplicate band names.*'a'",
+            r"band names must be unique, duplicated: \['a'\]",
         ),
         (
             [Band("a", 0.25, 0.0), Band("b", 0.75, 0.0)],

@@ -111,10 +111,10 @@ def test_addition_carries_vary_within_a_level():
 
 
 def test_a_study_pool_of_additions_has_levels_with_mixed_carries():
-    from experiments._builders import GRPOExperimentConfig, TaskConfig, make_pools
+    from experiments._builders import GRPOExperimentConfig, TaskConfig, make_study_pool
 
     task = TaskConfig(family="addition", num_levels=4, pool_size=200, held_out_per_level=8)
-    pool = make_pools(GRPOExperimentConfig(task=task))
+    pool = make_study_pool(GRPOExperimentConfig(task=task))
     c = np.asarray(T.carries(pool.train.prompt))
     for lv in (1, 2, 3):
         assert len(set(c[pool.category == lv].tolist())) >= 3

@@ -1,0 +1,133 @@
+"""Supervised pretraining of the policy: next-token cross-entropy on prompt -> answer.
+
+A warm start for RL, as a pretrained model is for LLM fine-tuning: :func:`pretrain` fits the
+policy to a task set's answers, and :func:`~curriculax.rl.grpo_solver` takes the result as its
+``init_params``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from curriculax.rl._grpo import GRPOConfig
+from curriculax.rl._model import Params, TransformerConfig, init_policy, policy_graphdef
+from curriculax.rl._sampling import score_completions
+from curriculax.rl._solver import make_optimizer
+from curriculax.tasks import PAD, TaskSet, num_tasks
+
+Array = jax.Array
+
+
+def supervised_loss(
+    graphdef,
+    params: Params,
+    prompts: Array,
+    answers: Array,
+    *,
+    output_tokens: Sequence[int] | None = None,
+) -> Array:
+    """Token-mean cross-entropy of the answers (EOS included) given the prompts.
+
+    Uses the policy's own output distribution (:func:`~curriculax.rl.score_completions` at
+    temperature 1, restricted to ``output_tokens``), so the loss trains exactly what sampling
+    draws from.
+
+    Args:
+      graphdef: the policy's ``GraphDef``.
+      params: the policy's params dict.
+      prompts: ``i32[B, P]`` left-padded prompts.
+      answers: ``i32[B, A]`` answer tokens, EOS, then PAD (``TaskSet.answer``).
+      output_tokens: token ids the policy may emit (default: every non-prompt-only token).
+
+    Returns:
+      ``f32[]`` mean negative log-likelihood per answer token.
+    """
+    logprobs, _ = score_completions(
+        graphdef, params, prompts, answers, temperature=1.0, output_tokens=output_tokens
+    )
+    mask = answers != PAD
+    return -jnp.sum(jnp.where(mask, logprobs, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+
+
+def pretrain(
+    model_cfg: TransformerConfig,
+    tasks: TaskSet,
+    key: Array,
+    *,
+    steps: int,
+    batch_size: int = 64,
+    learning_rate: float = 3e-3,
+    output_tokens: Sequence[int] | None = None,
+    chunk: int = 10,
+    on_chunk: Callable[[int, float], None] | None = None,
+) -> tuple[Params, Array]:
+    """Fits a freshly initialised policy to ``tasks``' answers with AdamW.
+
+    Each step draws ``batch_size`` tasks uniformly with replacement and takes one step of
+    clipped AdamW (:func:`~curriculax.rl.make_optimizer` with ``learning_rate``, the GRPO
+    solver's other optimizer defaults) on :func:`supervised_loss`. Steps run as jitted scans of
+    ``chunk`` steps (one compilation); ``on_chunk(steps_done, mean_loss)`` is called on the
+    host after each (a progress bar, say).
+
+    Args:
+      model_cfg: the policy's shape (the one the RL solver will use).
+      tasks: ``N`` training tasks (prompts of one width, the width RL will use).
+      key: PRNG key: initial weights and batch draws.
+      steps: optimizer steps (>= 1).
+      batch_size: tasks per step.
+      learning_rate: AdamW step size.
+      output_tokens: token ids the policy may emit (as the RL solver's).
+      chunk: steps per compiled scan.
+      on_chunk: optional host callback after each chunk.
+
+    Returns:
+      ``(params, losses f32[steps])``: the fitted params dict and each step's loss.
+
+    Example:
+      >>> params, losses = pretrain(model_cfg, train, key, steps=100)
+      >>> solver = grpo_solver(model_cfg, GRPOConfig(), max_new_tokens=A, init_params=params)
+    """
+    for name, value in (("steps", steps), ("batch_size", batch_size), ("chunk", chunk)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"pretrain: {name} must be an int >= 1, got {value!r}")
+    n = num_tasks(tasks)
+    k_init, k_data = jax.random.split(key)
+    _, params = init_policy(model_cfg, k_init)
+    graphdef = policy_graphdef(model_cfg)
+    optimizer = make_optimizer(GRPOConfig(learning_rate=learning_rate))
+
+    def step(carry, index):
+        params, opt_state = carry
+        rows = jax.random.randint(jax.random.fold_in(k_data, index), (batch_size,), 0, n)
+        loss, grads = jax.value_and_grad(supervised_loss, argnums=1)(
+            graphdef,
+            params,
+            tasks.prompt[rows],
+            tasks.answer[rows],
+            output_tokens=output_tokens,
+        )
+        updates, new_opt_state = optimizer.update(grads, opt_state, params)
+        new = (optax.apply_updates(params, updates), new_opt_state)
+        # The last chunk runs past `steps` with no-op steps, so every chunk has one shape and
+        # the scan compiles once.
+        active = index < steps
+        carry = jax.tree.map(lambda a, b: jnp.where(active, a, b), new, (params, opt_state))
+        return carry, loss
+
+    @jax.jit
+    def run(carry, indices):
+        return jax.lax.scan(step, carry, indices)
+
+    carry = (params, optimizer.init(params))
+    losses = []
+    for start in range(0, steps, chunk):
+        carry, loss = run(carry, jnp.arange(start, start + chunk, dtype=jnp.int32))
+        done = min(start + chunk, steps)
+        losses.append(loss[: done - start])
+        if on_chunk is not None:
+            on_chunk(done, float(jnp.mean(losses[-1])))
+    return carry[0], jnp.concatenate(losses)
