@@ -224,6 +224,7 @@ def _register_builtins() -> None:
         difficulty_pools,
         floor,
         learnability,
+        learning_progress,
         sequential,
         skip_zero_variance,
         uniform,
@@ -233,6 +234,7 @@ def _register_builtins() -> None:
     register_sampler("difficulty_pools", difficulty_pools)
     register_sampler("uniform", uniform)
     register_sampler("learnability", learnability)
+    register_sampler("learning_progress", learning_progress)
     register_sampler("category_bandit", category_bandit)
     register_sampler("floor", floor)
     register_sampler("skip_zero_variance", skip_zero_variance)

@@ -1,12 +1,19 @@
 """A simulated task pool with known pass rates, for checking what a sampler concentrates on.
 
-No policy learns here: each task has a true pass rate, and a group's rewards are Bernoulli
-draws of it. Most tasks are impossible (rate 0) or trivial (rate 1) and give zero-variance
-groups; a few are informative (rate in [0.2, 0.8]); some impossible tasks become learnable
-at ``switch_step`` (the "emerging" tasks, as when a policy's skill reaches a new level). A
-good sampler puts its draws on the informative tasks and finds the emerging ones soon after
-the switch. Everything runs as one compiled ``lax.scan``, ``vmap``-ped over seeds, in
-seconds on a CPU.
+Each task has a true pass rate, and a group's rewards are Bernoulli draws of it. Most tasks
+are impossible (rate 0) or trivial (rate 1) and give zero-variance groups; a few are
+informative (rate in [0.2, 0.8], frozen: the policy does not learn them); some impossible
+tasks become learnable at ``switch_step`` (the "emerging" tasks, as when a policy's skill
+reaches a new level). A good sampler puts its draws on the informative tasks and finds the
+emerging ones soon after the switch.
+
+Noisy pools add two kinds: **coin flips** (rate ``coin_p`` whatever the policy does: a broken
+reference or verifier, the "noisy TV") and **learning** tasks, which the policy learns while it
+trains on them: each draw raises the task's rate by ``1 / learn_draws`` (from a start in
+[0.1, 0.3]) until it reaches 1. A coin flip's groups have the most reward variance of any task
+and teach nothing; a sampler that seeks learning rather than variance prefers the learning
+tasks. Everything runs as one compiled ``lax.scan``, ``vmap``-ped over seeds, in seconds on a
+CPU.
 
 Example:
   >>> import curriculax as cx
@@ -20,7 +27,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,8 +36,8 @@ import numpy as np
 from curriculax._checks import check_num_tasks, int_at_least
 from curriculax._types import GroupResults, TaskDraw, TaskSampler
 
-KINDS = ("impossible", "trivial", "informative", "emerging")
-IMPOSSIBLE, TRIVIAL, INFORMATIVE, EMERGING = range(4)
+KINDS = ("impossible", "trivial", "informative", "emerging", "coin_flip", "learning")
+IMPOSSIBLE, TRIVIAL, INFORMATIVE, EMERGING, COIN_FLIP, LEARNING = range(6)
 
 
 class SimulatedPool(NamedTuple):
@@ -41,30 +48,39 @@ class SimulatedPool(NamedTuple):
       after: ``f32[N]`` pass rate from ``switch_step`` on.
       kind: ``i32[N]`` index into :data:`KINDS`.
       switch_step: ``i32[]`` the step at which emerging tasks become learnable.
+      gain: ``f32[N]`` pass-rate gain per draw of the task (learning tasks; 0 elsewhere;
+        ``None``: 0 everywhere). A task's rate is ``clip(rate + gain * draws so far, 0, 1)``.
     """
 
     before: jax.Array
     after: jax.Array
     kind: jax.Array
     switch_step: jax.Array
+    gain: jax.Array | None = None
 
 
 class SimulationTrace(NamedTuple):
     """What a sampler did on a simulated pool (leading axis: seeds, when ``vmap``-ped).
 
     Attributes:
-      draws: ``i32[S, steps, 4]`` draws per kind (:data:`KINDS`) at each step.
+      draws: ``i32[S, steps, 6]`` draws per kind (:data:`KINDS`) at each step.
       informative: ``i32[S, steps]`` draws on a task whose current rate lies strictly
         between 0 and 1 (informative tasks, and emerging ones after the switch).
       first_found: ``i32[S, N]`` first step at or after the switch at which each task was
         drawn (``steps`` if never).
       task_draws: ``i32[S, N]`` draws of each task over the run.
+      open_learning: ``i32[S, steps]`` learning tasks whose rate is still below 1 at the step.
+      open_learning_draws: ``i32[S, steps]`` draws on those tasks at the step.
+      state: the sampler's final state (leading axis ``S``), e.g. for its diagnostics.
     """
 
     draws: jax.Array
     informative: jax.Array
     first_found: jax.Array
     task_draws: jax.Array
+    open_learning: jax.Array
+    open_learning_draws: jax.Array
+    state: Any = None
 
 
 def make_pool(
@@ -75,33 +91,56 @@ def make_pool(
     emerging: float = 0.05,
     switch_step: int = 100,
     seed: int = 0,
+    coin_flip: float = 0.0,
+    learning: float = 0.0,
+    coin_p: float = 0.5,
+    learn_draws: int = 40,
 ) -> SimulatedPool:
     """A pool of ``num_tasks`` tasks in the given shares (the rest impossible), shuffled.
 
     Informative tasks have a rate uniform in [0.2, 0.8]; emerging tasks have rate 0 before
-    ``switch_step`` and a rate uniform in [0.2, 0.8] from then on.
+    ``switch_step`` and a rate uniform in [0.2, 0.8] from then on. Coin flips have rate
+    ``coin_p`` throughout; learning tasks start at a rate uniform in [0.1, 0.3] and gain
+    ``1 / learn_draws`` per draw (so ``0.7 * learn_draws`` to ``0.9 * learn_draws`` draws
+    learn one).
     """
     n = check_num_tasks(num_tasks)
-    shares = {"trivial": trivial, "informative": informative, "emerging": emerging}
+    shares = {
+        "trivial": trivial,
+        "informative": informative,
+        "emerging": emerging,
+        "coin_flip": coin_flip,
+        "learning": learning,
+    }
     for name, share in shares.items():
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
             raise ValueError(f"{name} must be a share in [0, 1], got {share!r}")
-    if trivial + informative + emerging > 1:
+    if sum(shares.values()) > 1:
         raise ValueError(f"the shares {shares} add up to more than 1")
+    if not 0.0 < coin_p < 1.0:
+        raise ValueError(f"coin_p must lie strictly between 0 and 1, got {coin_p!r}")
     switch_step = int_at_least(switch_step, "switch_step", 0)
+    learn_draws = int_at_least(learn_draws, "learn_draws")
     rng = np.random.default_rng(seed)
-    counts = [round(n * trivial), round(n * informative), round(n * emerging)]
+    labels = [TRIVIAL, INFORMATIVE, EMERGING, COIN_FLIP, LEARNING]
+    counts = [round(n * share) for share in shares.values()]
     kind = np.full(n, IMPOSSIBLE, np.int32)
-    kind[: sum(counts)] = np.repeat([TRIVIAL, INFORMATIVE, EMERGING], counts)
+    kind[: sum(counts)] = np.repeat(labels, counts)
     kind = rng.permutation(kind)
     rates = rng.uniform(0.2, 0.8, n).astype(np.float32)
     before = np.where(kind == TRIVIAL, 1.0, np.where(kind == INFORMATIVE, rates, 0.0))
+    before = np.where(kind == COIN_FLIP, coin_p, before)
+    # Drawn after the other rates so pools without learning tasks stay as they were.
+    start = rng.uniform(0.1, 0.3, n).astype(np.float32)
+    before = np.where(kind == LEARNING, start, before)
     after = np.where(kind == EMERGING, rates, before)
+    gain = np.where(kind == LEARNING, 1.0 / learn_draws, 0.0)
     return SimulatedPool(
         jnp.asarray(before, jnp.float32),
         jnp.asarray(after, jnp.float32),
         jnp.asarray(kind),
         jnp.asarray(switch_step, jnp.int32),
+        jnp.asarray(gain, jnp.float32),
     )
 
 
@@ -129,12 +168,14 @@ def run(
     """Runs ``sampler`` for ``steps`` steps of ``num`` groups, one seed per key, as one program.
 
     Each step samples ``num`` tasks, draws their rewards from the pool's current rates, and
-    observes them.
+    observes them. A learning task's rate at a step counts its draws before that step.
     """
     steps = int_at_least(steps, "steps")
     num = int_at_least(num, "num")
     group_size = int_at_least(group_size, "group_size")
     n = pool.kind.shape[0]
+    gain = jnp.zeros((n,), jnp.float32) if pool.gain is None else pool.gain
+    num_kinds = len(KINDS)
 
     def one_seed(key):
         init_key, run_key = jax.random.split(key)
@@ -144,22 +185,27 @@ def run(
             k_sample, k_rewards = jax.random.split(jax.random.fold_in(run_key, t))
             drawn, state = sampler.sample(state, k_sample, num)
             ids = drawn.ids if isinstance(drawn, TaskDraw) else drawn
-            rates = jnp.where(t >= pool.switch_step, pool.after, pool.before)[ids]
+            base = jnp.where(t >= pool.switch_step, pool.after, pool.before)
+            now = jnp.clip(base + gain * counts, 0.0, 1.0)
+            rates = now[ids]
             state = sampler.observe(state, _results(ids, rates, k_rewards, group_size))
             kinds = pool.kind[ids]
-            per_kind = jnp.sum(kinds[:, None] == jnp.arange(4), axis=0, dtype=jnp.int32)
+            per_kind = jnp.sum(kinds[:, None] == jnp.arange(num_kinds), axis=0, dtype=jnp.int32)
             useful = jnp.sum((rates > 0) & (rates < 1), dtype=jnp.int32)
+            open_ = (pool.kind == LEARNING) & (now < 1.0)
+            open_draws = jnp.sum(open_[ids], dtype=jnp.int32)
             after = jnp.where(t >= pool.switch_step, t, steps)
             first = first.at[ids].min(after.astype(jnp.int32))
             counts = counts.at[ids].add(1)
-            return (state, first, counts), (per_kind, useful)
+            out = (per_kind, useful, jnp.sum(open_, dtype=jnp.int32), open_draws)
+            return (state, first, counts), out
 
         first = jnp.full((n,), steps, jnp.int32)
         counts = jnp.zeros((n,), jnp.int32)
-        (_, first, counts), (draws, useful) = jax.lax.scan(
+        (state, first, counts), (draws, useful, open_, open_draws) = jax.lax.scan(
             step, (sampler.init(init_key), first, counts), jnp.arange(steps, dtype=jnp.int32)
         )
-        return SimulationTrace(draws, useful, first, counts)
+        return SimulationTrace(draws, useful, first, counts, open_, open_draws, state)
 
     return jax.jit(jax.vmap(one_seed))(keys)
 
@@ -172,7 +218,13 @@ def summarize(pool: SimulatedPool, trace: SimulationTrace) -> dict[str, np.ndarr
     - ``steps_to_find_half``: steps after the switch until half of the emerging tasks were
       drawn at least once (``inf`` if that did not happen before the end of the run);
     - ``emerging_share_late``: share of the draws in the last quarter of the run on emerging
-      tasks.
+      tasks;
+    - ``coin_flip_share``: share of all draws on coin flips;
+    - ``coin_flip_rate``: draws per coin flip per step (0 without coin flips);
+    - ``learning_rate``: draws per learning task still below rate 1, per step, over the steps
+      with such a task (0 without learning tasks): a sampler that prefers the tasks the policy
+      is learning has ``learning_rate > coin_flip_rate``;
+    - ``learned_share``: share of the learning tasks whose rate reached 1 by the end.
     """
     draws = np.asarray(trace.draws, np.float64)
     useful = np.asarray(trace.informative, np.float64)
@@ -195,4 +247,23 @@ def summarize(pool: SimulatedPool, trace: SimulationTrace) -> dict[str, np.ndarr
         ),
         "steps_to_find_half": np.asarray(found, np.float64),
         "emerging_share_late": draws[:, late, EMERGING].sum(1) / total[:, late].sum(1),
+        **_noise_summary(pool, trace, draws, total),
+    }
+
+
+def _noise_summary(pool: SimulatedPool, trace: SimulationTrace, draws, total) -> dict:
+    kind = np.asarray(pool.kind)
+    steps = draws.shape[1]
+    num_coin = max(int(np.sum(kind == COIN_FLIP)), 1)
+    open_ = np.asarray(trace.open_learning, np.float64)
+    open_draws = np.asarray(trace.open_learning_draws, np.float64)
+    learning = kind == LEARNING
+    gain = np.zeros(kind.shape) if pool.gain is None else np.asarray(pool.gain)
+    final = np.asarray(pool.before)[None, :] + gain[None, :] * np.asarray(trace.task_draws)
+    learned = (final[:, learning] >= 1.0).mean(1) if learning.any() else np.zeros(len(draws))
+    return {
+        "coin_flip_share": draws[:, :, COIN_FLIP].sum(1) / total.sum(1),
+        "coin_flip_rate": draws[:, :, COIN_FLIP].sum(1) / (num_coin * steps),
+        "learning_rate": open_draws.sum(1) / np.maximum(open_.sum(1), 1.0),
+        "learned_share": np.asarray(learned, np.float64),
     }

@@ -12,7 +12,14 @@ seeds takes well under a minute on a CPU. Prints one table row per sampler:
 - emerging share, last quarter: share of the draws in the last quarter of the run that go
   to emerging tasks (how well a sampler follows up what it found).
 
-Run: ``python -m experiments.simulated_pool`` (``--seeds 8 --tasks 4096 --num 64``).
+With ``--noisy COIN_SHARE`` the pool is a noisy one instead: coin flips (rate 0.5 whatever the
+policy does), 10% learning tasks (each draw raises the rate by 1/20 from 0.1-0.3), 20% trivial,
+the rest impossible; the table gives the share of draws on coin flips, draws per step of an open
+learning task against a coin flip, the share of learning tasks learned, and for
+``learning_progress`` the share of coin flips and of the other tasks its noise diagnostic flags.
+
+Run: ``python -m experiments.simulated_pool`` (``--seeds 8 --tasks 4096 --num 64``);
+``python -m experiments.simulated_pool --noisy 0.5 --tasks 512 --num 16 --steps 600 --seeds 4``.
 """
 
 from __future__ import annotations
@@ -37,7 +44,67 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--seeds", type=int, default=8)
     p.add_argument("--quick", action="store_true", help="a smoke run in seconds")
+    p.add_argument(
+        "--noisy", type=float, default=None, metavar="SHARE", help="a pool with coin flips"
+    )
     return p.parse_args()
+
+
+def noisy(args) -> None:
+    import jax
+
+    import curriculax as cx
+    from curriculax import simulated_pool as sp
+
+    n = args.tasks
+    pool = sp.make_pool(
+        n,
+        trivial=0.2,
+        informative=0.0,
+        emerging=0.0,
+        coin_flip=args.noisy,
+        learning=0.1,
+        learn_draws=20,
+        seed=3,
+    )
+    keys = jax.random.split(jax.random.key(7), args.seeds)
+    coin = np.asarray(pool.kind) == sp.COIN_FLIP
+    print(f"# noisy simulated pool  {datetime.date.today()}  {platform.node()}")
+    print(
+        f"# N={n} ({args.noisy:.0%} coin flips, 10% learning, 20% trivial, the rest impossible), "
+        f"{args.num} groups of {args.group_size} per step, {args.steps} steps, {args.seeds} seeds"
+    )
+    print()
+    print(
+        "| sampler | coin-flip share | draws/step: open learning task | draws/step: coin flip "
+        "| learned | flagged: coin flips | flagged: other |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    s = cx.samplers
+    arms = {
+        "uniform": s.uniform(n),
+        "learnability": s.learnability(n),
+        "learning_progress": s.learning_progress(n),
+    }
+    for name, sampler in arms.items():
+        trace = sp.run(
+            sampler, pool, steps=args.steps, num=args.num, keys=keys, group_size=args.group_size
+        )
+        m = sp.summarize(pool, trace)
+        flagged = "-", "-"
+        if name == "learning_progress":
+            f = np.asarray(jax.vmap(s.looks_like_noise)(trace.state))
+            flagged = (f"{f[:, coin].mean():.3f}", f"{f[:, ~coin].mean():.3f}")
+
+        def mean_sd(x):
+            return f"{np.mean(x):.3f} ± {np.std(x):.3f}"
+
+        print(
+            f"| {name} | {mean_sd(m['coin_flip_share'])} | {mean_sd(m['learning_rate'])} | "
+            f"{mean_sd(m['coin_flip_rate'])} | {mean_sd(m['learned_share'])} | "
+            f"{flagged[0]} | {flagged[1]} |",
+            flush=True,
+        )
 
 
 def arms(n: int) -> dict:
@@ -63,6 +130,9 @@ def main() -> None:
     args = _parse()
     if args.quick:
         args.tasks, args.num, args.steps, args.switch, args.seeds = 512, 16, 80, 40, 2
+    if args.noisy is not None:
+        noisy(args)
+        return
     import jax
 
     from curriculax import simulated_pool as sp

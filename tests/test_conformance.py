@@ -31,6 +31,12 @@ SAMPLERS = {
         32,
         8,
     ),
+    "learning_progress": (lambda: cx.samplers.learning_progress(32, patience=2.0), 32, 8),
+    "category_bandit_advantage_progress": (
+        lambda: cx.samplers.category_bandit(32, np.arange(32) % 3, reward="advantage_progress"),
+        32,
+        8,
+    ),
     "category_bandit_progress": (
         lambda: cx.samplers.category_bandit(32, np.arange(32) % 3, reward="progress"),
         32,

@@ -214,6 +214,8 @@ def test_the_metrics_reference_names_every_key():
         s.difficulty_pools(n, score_half_life=1.0),
         s.learnability(n),
         s.category_bandit(n, np.arange(n) % 4),
+        s.category_bandit(n, np.arange(n) % 4, reward="advantage_progress"),
+        s.learning_progress(n),
         s.floor(n, s.uniform(n), staleness_share=0.1),
         s.skip_zero_variance(n, s.difficulty_pools(n)),
     ]
@@ -224,5 +226,5 @@ def test_the_metrics_reference_names_every_key():
     for key in sorted(keys):
         name = re.sub(r"^(sampler/(inner/)?|gate/g/)", "", key)
         name = re.sub(r"^pool/(hard|medium|easy)$", "pool/<band>", name)
-        name = re.sub(r"^(q|prob)/\d+$", r"\1/<c>", name)
+        name = re.sub(r"^(q|prob|reliability|noise)/\d+$", r"\1/<c>", name)
         assert f"`{name}`" in text, f"docs/metrics.md does not document {key!r} (as `{name}`)"

@@ -7,6 +7,7 @@ against 0.11-0.15, and found half of the emerging tasks in a median of 54 steps 
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -54,3 +55,38 @@ def test_the_pool_has_the_requested_composition():
     assert np.array_equal(before[kind != sp.EMERGING], after[kind != sp.EMERGING])
     with pytest.raises(ValueError, match="add up to more than 1"):
         sp.make_pool(10, trivial=0.9, informative=0.2)
+
+
+def test_noisy_pools_hold_coin_flips_and_tasks_learned_by_training():
+    pool = sp.make_pool(
+        1000,
+        trivial=0.2,
+        informative=0.0,
+        emerging=0.0,
+        coin_flip=0.3,
+        learning=0.1,
+        learn_draws=10,
+        coin_p=0.4,
+    )
+    kind = np.asarray(pool.kind)
+    assert np.bincount(kind, minlength=6).tolist() == [400, 200, 0, 0, 300, 100]
+    assert np.all(np.asarray(pool.before)[kind == sp.COIN_FLIP] == np.float32(0.4))
+    start = np.asarray(pool.before)[kind == sp.LEARNING]
+    assert np.all((start >= 0.1) & (start <= 0.3))
+    # pools without the new kinds are the ones they were
+    old = sp.make_pool(1000, switch_step=5, seed=2)
+    assert np.all(np.asarray(old.gain) == 0)
+    # a learning task's rate rises with its own draws only: a sampler that always draws
+    # task ids 0..15 learns those of them that are learning tasks (8 and 12) and no other
+    fixed = cx.TaskSampler(
+        lambda key: jnp.zeros((), jnp.int32),
+        lambda state, key, num: (jnp.arange(num, dtype=jnp.int32), state),
+        lambda state, results: state,
+        lambda state: {},
+    )
+    trace = sp.run(fixed, pool, steps=20, num=16, keys=jax.random.split(jax.random.key(0), 1))
+    m = sp.summarize(pool, trace)
+    learning_ids = np.flatnonzero(kind == sp.LEARNING)
+    assert m["learned_share"][0] == pytest.approx(np.mean(learning_ids < 16))
+    assert m["coin_flip_share"][0] == pytest.approx(np.mean(kind[:16] == sp.COIN_FLIP))
+    assert 0 < m["learned_share"][0] < 0.05

@@ -10,7 +10,10 @@ reward functions with every dataset column, so:
 - **observe**: :class:`CurriculumReward` wraps the reward functions: it returns their weighted
   sum (TRL's ``reward_weights``, ``None`` and NaN as TRL treats them) and feeds every group to
   the curriculum, the task ids read from the ``task_id`` column (added when missing: row ``i``
-  is task ``i``); the curriculum's metrics are logged under ``curriculum/``;
+  is task ``i``); the curriculum's metrics are logged under ``curriculum/``: a per-batch one
+  (``admission_rate``, a gate's ``admit_rate``, ``zero_variance_share``) as its mean over the
+  logging window, like TRL's own metrics, every other one (running totals, snapshots) as its
+  value after the window's last batch;
 - **gates**: TRL cannot drop a group from a batch either, so :class:`CurriculumGRPOTrainer`
   zeroes the advantages of rejected groups (``gates="zero_advantages"``, the default; exact for
   a zero-advantage gate, and for any other gate it removes the group's policy-gradient term,
@@ -47,6 +50,7 @@ import inspect
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -196,9 +200,10 @@ class CurriculumReward:
             admitted = self.ledger.observe(ids, np.where(valid, rewards, 0.0), valid)
             self.last_admitted = admitted
             if log_metric is not None:
+                # All go through TRL's log_metric; CurriculumGRPOTrainer.log keeps only the
+                # window's last value of those that are not per batch.
                 for name, value in self.ledger.curriculum.metrics().items():
                     log_metric(f"curriculum/{name}", value)
-                log_metric("curriculum/batch_admitted", float(admitted.mean()))
         if log_metric is not None and len(self.reward_funcs) > 1:
             for j, name in enumerate(self._names):
                 if not np.isnan(per_func[:, j]).all():
@@ -324,6 +329,21 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             out["advantages"] = torch.where(keep, advantages, torch.zeros_like(advantages))
         return out
 
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """``GRPOTrainer.log``, with curriculum metrics that are not per batch at their latest.
+
+        TRL logs the mean of each metric's values over the logging window (one value per
+        generation batch). That is the window's mean for a per-batch metric, but for a running
+        total or a snapshot it would be the mean of the values after each batch, below the
+        total at the window's end; those keep only their last value.
+        """
+        if self.model.training:  # TRL's own test for the "train" metrics
+            metrics = self._metrics["train"]
+            for key, values in metrics.items():
+                if key.startswith("curriculum/") and values and not _per_batch(key):
+                    metrics[key] = values[-1:]
+        super().log(logs, start_time)
+
     def _save_checkpoint(self, model, trial) -> None:
         super()._save_checkpoint(model, trial)
         folder = os.path.join(
@@ -361,6 +381,18 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         if resume_from_checkpoint:
             self.load_curriculum(os.path.join(resume_from_checkpoint, "curriculum"))
         return super().train(resume_from_checkpoint or None, *args, **kwargs)
+
+
+_PER_BATCH = re.compile(
+    r"curriculum/(admission_rate|gate/.+/admit_rate|sampler/(inner/)*zero_variance_share)"
+)
+"""The built-in metrics that describe the last batch (docs/metrics.md); every other one is a
+running total or a snapshot of the current state."""
+
+
+def _per_batch(key: str) -> bool:
+    """Whether the logged ``curriculum/...`` key is a per-batch metric (averaged per window)."""
+    return _PER_BATCH.fullmatch(key) is not None
 
 
 def _with_task_ids(dataset: Any, field: str) -> Any:

@@ -101,12 +101,10 @@ class CurriculumObserver:
         )
         admitted = self.iterator.observe(ids, rewards, advantages=advantages.astype(np.float32))
         self.last_admitted = admitted
-        metrics = {
+        return {
             f"curriculum/{name}": (value, np.mean)
             for name, value in self.iterator.curriculum.metrics().items()
         }
-        metrics["curriculum/batch_admitted"] = (float(admitted.mean()), np.mean)
-        return metrics
 
 
 class CurriculumLearner:

@@ -1,6 +1,11 @@
 """Built-in task samplers."""
 
-from curriculax.samplers.category_bandit import CategoryBanditState, category_bandit
+from curriculax.samplers.category_bandit import (
+    CategoryBanditState,
+    category_bandit,
+    category_reliability,
+    noisy_categories,
+)
 from curriculax.samplers.difficulty_pools import (
     DEFAULT_BANDS,
     Band,
@@ -9,6 +14,12 @@ from curriculax.samplers.difficulty_pools import (
 )
 from curriculax.samplers.floor import FloorState, floor
 from curriculax.samplers.learnability import LearnabilityState, learnability
+from curriculax.samplers.learning_progress import (
+    LearningProgressState,
+    learning_progress,
+    looks_like_noise,
+    noisy_tasks,
+)
 from curriculax.samplers.sequential import SequentialState, sequential
 from curriculax.samplers.skip_zero_variance import SkipState, skip_zero_variance
 from curriculax.samplers.uniform import uniform
@@ -20,12 +31,18 @@ __all__ = [
     "DifficultyPoolsState",
     "FloorState",
     "LearnabilityState",
+    "LearningProgressState",
     "SequentialState",
     "SkipState",
     "category_bandit",
+    "category_reliability",
     "difficulty_pools",
     "floor",
     "learnability",
+    "learning_progress",
+    "looks_like_noise",
+    "noisy_categories",
+    "noisy_tasks",
     "sequential",
     "skip_zero_variance",
     "uniform",

@@ -9,13 +9,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import _counters, _permute
+from curriculax import _counters, _permute, _progress
 from curriculax._checks import check_num, check_num_tasks
 from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
 
-REWARDS = ("advantage", "progress")
-DEFAULT_TEMPERATURE = {"advantage": 0.2, "progress": 0.05}
+REWARDS = ("advantage", "progress", "advantage_progress")
+DEFAULT_TEMPERATURE = {"advantage": 0.2, "progress": 0.05, "advantage_progress": 0.2}
+DEFAULT_NOISE_BATCHES = 20
+DEFAULT_NOISE_RELIABILITY = 0.5
 _PER_CATEGORY_METRICS = 32
 
 
@@ -28,6 +30,13 @@ class CategoryBanditState(NamedTuple):
       slow: ``f32[C]`` slow moving average of the same.
       observed: ``bool[C]`` the category has had a group with a valid rollout.
       draws: ``i32[C]`` tasks drawn from each category so far.
+      fast_a, fast_b, slow_a, slow_b: ``f32[C]`` split-half moving averages of the category's
+        batch pass rate (even and odd rollouts; :mod:`curriculax._progress`), kept for every
+        reward: they feed ``advantage_progress`` and the noise diagnostic.
+      cross, power: ``f32[C]`` the moving averages behind the progress reliability.
+      batches: ``i32[C]`` batches that updated them.
+      mixed: ``i32[C]`` of those, batches in which the category had a group with reward
+        variance.
     """
 
     q: jax.Array
@@ -35,6 +44,43 @@ class CategoryBanditState(NamedTuple):
     slow: jax.Array
     observed: jax.Array
     draws: jax.Array
+    fast_a: jax.Array
+    fast_b: jax.Array
+    slow_a: jax.Array
+    slow_b: jax.Array
+    cross: jax.Array
+    power: jax.Array
+    batches: jax.Array
+    mixed: jax.Array
+
+
+def category_reliability(state: CategoryBanditState) -> jax.Array:
+    """``f32[C]`` each category's progress reliability in [0, 1] (split-half; 0: noise or
+    nothing moved, 1: its pass rate moves steadily)."""
+    return _progress.reliability(state.cross, state.power)
+
+
+def noisy_categories(
+    state: CategoryBanditState,
+    *,
+    noise_batches: int = DEFAULT_NOISE_BATCHES,
+    noise_reliability: float = DEFAULT_NOISE_RELIABILITY,
+) -> np.ndarray:
+    """Host side: the categories (``int64[M]``, ascending) whose reward varied in at least
+    ``noise_batches`` batches with a progress reliability below ``noise_reliability``
+    ("looks like noise": a broken verifier, wrong references). Pass the factory's values.
+    See docs/noise.md."""
+    flags = _noise(state, noise_batches, noise_reliability)
+    return np.flatnonzero(np.asarray(jax.device_get(flags)))
+
+
+def _noise(state: CategoryBanditState, noise_batches: int, noise_reliability: float):
+    # "Still varies": a recent pass rate strictly inside (0.05, 0.95), so a category that was
+    # learned (or given up on) is not flagged for the variance it once had.
+    recent = 0.5 * (state.fast_a + state.fast_b)
+    varies = (recent > 0.05) & (recent < 0.95)
+    unreliable = category_reliability(state) < noise_reliability
+    return (state.mixed >= noise_batches) & unreliable & varies
 
 
 def _rate(value: object, name: str, *, zero_ok: bool) -> float:
@@ -78,6 +124,9 @@ def category_bandit(
     epsilon: float = 0.1,
     fast: float = 0.5,
     slow: float = 0.05,
+    evidence: float = 0.05,
+    noise_batches: int = DEFAULT_NOISE_BATCHES,
+    noise_reliability: float = DEFAULT_NOISE_RELIABILITY,
 ) -> TaskSampler:
     """A non-stationary bandit over task categories; a task uniformly inside the chosen one.
 
@@ -95,13 +144,33 @@ def category_bandit(
       category gives now. Fooled by tasks whose reward is a coin flip (their advantages are
       large and teach nothing).
     - ``"progress"`` (TSCL, arXiv 1707.00183): ``|fast EMA - slow EMA|`` of the category's
-      mean reward: how fast it is changing. Robust to unlearnable and coin-flip categories
-      (their rate does not move); slow to start (zero until rates move).
+      mean reward: how fast it is changing. Robust to unlearnable categories (their rate
+      does not move); slow to start (zero until rates move). Not robust to a coin-flip
+      category: the noise of its batch means alone gives ``|fast - slow|`` about as large
+      as real progress.
+    - ``"advantage_progress"``: the mean ``|advantage|`` times the category's progress
+      reliability ``rho`` in [0, 1] (:mod:`curriculax._progress`): the even and odd rollouts
+      of the category's groups feed two independent fast-minus-slow gaps of its pass rate;
+      ``rho`` is the moving average of their product over that of their mean square, near 0
+      when the rate does not move, however noisy the rewards (a coin flip), and near 1 when
+      it moves steadily. The reward is ``|advantage| * (rho - noise_reliability * ramp)``,
+      ``ramp = min(1, mixed / noise_batches)`` growing with the batches in which the
+      category's rewards varied: the reliable share of the signal counts as gain and, once
+      a category has varied for ``noise_batches`` batches, variance without progress counts
+      as cost (a coin-flip group's full-size advantages teach nothing and push the policy
+      at random: worse than a wasted draw). So a category that is being learned scores like
+      ``|advantage|``, one with no variance 0, and noise below 0.
 
-    Temperature: the two rewards live on different scales (|advantage| of a mixed GRPO group
+    Temperature: the rewards live on different scales (|advantage| of a mixed GRPO group
     ~0.5-1; a learning-progress gap ~0.01-0.2), so the default depends on ``reward`` (0.2
-    for advantage, 0.05 for progress): a category with clear signal is then tens of times
-    likelier than one with none.
+    for advantage and advantage_progress, 0.05 for progress): a category with clear signal
+    is then tens of times likelier than one with none.
+
+    The noise diagnostic (every reward): a category whose rewards varied in at least
+    ``noise_batches`` batches, whose recent pass rate is still strictly inside (0.05, 0.95)
+    and whose reliability is below ``noise_reliability`` "looks like noise"
+    (``noise/flagged``, ``noise/<c>``; :func:`noisy_categories` on the host). See
+    docs/noise.md.
 
     Cost: ``sample`` O(num * C^2 + num) (a per-call draw over ``C`` categories that retires
     exhausted ones, then a task by a keyed permutation inside the category: no pass over
@@ -118,13 +187,18 @@ def category_bandit(
       temperature: softmax temperature over ``Q`` (> 0); None: 0.2 for advantage, 0.05 for
         progress.
       epsilon: share of draws uniform over the non-empty categories, in [0, 1].
-      fast: rate of the fast moving average (progress), in (0, 1].
-      slow: rate of the slow moving average (progress), in (0, fast).
+      fast: rate of the fast moving average (progress, reliability), in (0, 1].
+      slow: rate of the slow moving average (progress, reliability), in (0, fast).
+      evidence: rate of the moving averages behind the reliability, in (0, 1].
+      noise_batches: batches with reward variance before a category can be flagged as
+        noise (>= 1).
+      noise_reliability: reliability below which such a category is flagged, in (0, 1].
 
     Returns:
       A :class:`~curriculax.TaskSampler` (no per-task state). Metrics: ``entropy`` (of the
-      category distribution, nats), ``q_max``, and with at most 32 categories
-      ``q/<c>`` and ``prob/<c>`` per category.
+      category distribution, nats), ``q_max``, ``noise/flagged`` (categories that look like
+      noise, :func:`noisy_categories`), and with at most 32 categories ``q/<c>``,
+      ``prob/<c>``, ``reliability/<c>`` and ``noise/<c>`` (1.0 if flagged) per category.
 
     Example:
       >>> levels = np.repeat(np.arange(4), 25)  # 100 tasks, 4 levels
@@ -141,6 +215,10 @@ def category_bandit(
     slow = _rate(slow, "slow", zero_ok=False)
     if not slow < fast:
         raise ValueError(f"slow ({slow}) must be below fast ({fast})")
+    evidence = _rate(evidence, "evidence", zero_ok=False)
+    if isinstance(noise_batches, bool) or not isinstance(noise_batches, int) or noise_batches < 1:
+        raise ValueError(f"noise_batches must be an int >= 1, got {noise_batches!r}")
+    noise_reliability = _rate(noise_reliability, "noise_reliability", zero_ok=False)
     if temperature is None:
         temperature = DEFAULT_TEMPERATURE[reward]
     if isinstance(temperature, bool) or not isinstance(temperature, int | float):
@@ -164,13 +242,25 @@ def category_bandit(
 
     def init(key: jax.Array) -> CategoryBanditState:
         del key
+
         # Separate buffers: a donated state must not hold one buffer twice.
+        def zf():
+            return jnp.zeros((num_cats,), jnp.float32)
+
         return CategoryBanditState(
-            q=jnp.zeros((num_cats,), jnp.float32),
-            fast=jnp.zeros((num_cats,), jnp.float32),
-            slow=jnp.zeros((num_cats,), jnp.float32),
+            q=zf(),
+            fast=zf(),
+            slow=zf(),
             observed=jnp.zeros((num_cats,), bool),
             draws=jnp.zeros((num_cats,), jnp.int32),
+            fast_a=zf(),
+            fast_b=zf(),
+            slow_a=zf(),
+            slow_b=zf(),
+            cross=zf(),
+            power=zf(),
+            batches=jnp.zeros((num_cats,), jnp.int32),
+            mixed=jnp.zeros((num_cats,), jnp.int32),
         )
 
     def sample(state: CategoryBanditState, key: jax.Array, num: int):
@@ -202,19 +292,58 @@ def category_bandit(
         count = jnp.sum(valid, axis=1)
         use = in_pool & (count > 0)
         cat = jnp.where(use, jnp.asarray(cats)[jnp.clip(ids, 0, n - 1)], num_cats)
-        if reward == "advantage":
-            mask = results.token_mask.astype(bool) & valid[:, :, None]
-            total = jnp.sum(jnp.where(mask, jnp.abs(results.advantages), 0.0), axis=(1, 2))
-            signal = total / jnp.maximum(jnp.sum(mask, axis=(1, 2)), 1).astype(jnp.float32)
-        else:
-            total = jnp.sum(jnp.where(valid, results.rewards, 0.0), axis=1)
-            signal = total / jnp.maximum(count, 1).astype(jnp.float32)
-        groups = jnp.zeros((num_cats,), jnp.float32).at[cat].add(1.0, mode="drop")
-        sums = jnp.zeros((num_cats,), jnp.float32).at[cat].add(signal, mode="drop")
+        rewards = jnp.where(valid, results.rewards.astype(jnp.float32), 0.0)
+        mask = results.token_mask.astype(bool) & valid[:, :, None]
+        total = jnp.sum(jnp.where(mask, jnp.abs(results.advantages), 0.0), axis=(1, 2))
+        abs_adv = total / jnp.maximum(jnp.sum(mask, axis=(1, 2)), 1).astype(jnp.float32)
+        mean_reward = jnp.sum(rewards, axis=1) / jnp.maximum(count, 1).astype(jnp.float32)
+
+        def per_cat(x):
+            return jnp.zeros((num_cats,), jnp.float32).at[cat].add(x, mode="drop")
+
+        groups = per_cat(jnp.ones(cat.shape, jnp.float32))
         touched = groups > 0
-        batch = sums / jnp.maximum(groups, 1.0)
+        abs_adv = per_cat(abs_adv) / jnp.maximum(groups, 1.0)
+        batch = per_cat(mean_reward) / jnp.maximum(groups, 1.0)
+
+        # Split halves: the category's even and odd rollouts of this batch, pooled.
+        k = results.rewards.shape[1]
+        even = (jnp.arange(k) % 2 == 0)[None, :]
+        half_a = per_cat(jnp.sum(jnp.where(even, rewards, 0.0), axis=1))
+        half_b = per_cat(jnp.sum(jnp.where(even, 0.0, rewards), axis=1))
+        n_a = per_cat(jnp.sum(valid & even, axis=1).astype(jnp.float32))
+        n_b = per_cat(jnp.sum(valid & ~even, axis=1).astype(jnp.float32))
+        both = touched & (n_a > 0) & (n_b > 0)
+        prog = _progress.update(
+            state.fast_a,
+            state.fast_b,
+            state.slow_a,
+            state.slow_b,
+            state.cross,
+            state.power,
+            half_a / jnp.maximum(n_a, 1.0),
+            half_b / jnp.maximum(n_b, 1.0),
+            state.batches,
+            fast=fast,
+            slow=slow,
+            evidence=evidence,
+        )
+        old = (state.fast_a, state.fast_b, state.slow_a, state.slow_b, state.cross, state.power)
+        fa, fb, sa, sb, cross, power = (jnp.where(both, v, o) for v, o in zip(prog, old))
+        spread = jnp.max(jnp.where(valid, rewards, -jnp.inf), axis=1) > jnp.min(
+            jnp.where(valid, rewards, jnp.inf), axis=1
+        )
+        varied = per_cat((use & spread).astype(jnp.float32)) > 0
+
         if reward == "advantage":
-            r = batch
+            r = abs_adv
+            fast_avg, slow_avg = state.fast, state.slow
+        elif reward == "advantage_progress":
+            # Reliable signal counts as gain, noise as cost once the category has shown
+            # variance for noise_batches batches (before that, nothing counts against it).
+            mixed = _counters.add(state.mixed, (both & varied).astype(jnp.int32))
+            ramp = jnp.minimum(mixed.astype(jnp.float32) / noise_batches, 1.0)
+            r = abs_adv * (_progress.reliability(cross, power) - noise_reliability * ramp)
             fast_avg, slow_avg = state.fast, state.slow
         else:
             first = touched & ~state.observed
@@ -229,16 +358,29 @@ def category_bandit(
             fast=fast_avg.astype(jnp.float32),
             slow=slow_avg.astype(jnp.float32),
             observed=state.observed | touched,
+            fast_a=fa,
+            fast_b=fb,
+            slow_a=sa,
+            slow_b=sb,
+            cross=cross,
+            power=power,
+            batches=_counters.add(state.batches, both.astype(jnp.int32)),
+            mixed=_counters.add(state.mixed, (both & varied).astype(jnp.int32)),
         )
 
     def metrics(state: CategoryBanditState) -> dict[str, jax.Array]:
         p = probabilities(state.q)
         entropy = -jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0))
         out = {"entropy": entropy, "q_max": jnp.max(jnp.where(nonempty_np, state.q, -jnp.inf))}
+        noise = _noise(state, noise_batches, noise_reliability)
+        out["noise/flagged"] = jnp.sum(noise, dtype=jnp.int32).astype(jnp.float32)
         if num_cats <= _PER_CATEGORY_METRICS:
+            rho = category_reliability(state)
             for c in range(num_cats):
                 out[f"q/{c}"] = state.q[c]
                 out[f"prob/{c}"] = p[c]
+                out[f"reliability/{c}"] = rho[c]
+                out[f"noise/{c}"] = noise[c].astype(jnp.float32)
         return out
 
     return TaskSampler(init, sample, observe, metrics, num_tasks=n)

@@ -4,7 +4,7 @@ that forgets (MoPPS / LILO / SFL family)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
@@ -77,6 +77,88 @@ def _prior(value: object) -> tuple[float, float]:
     if not (a0 > 0 and b0 > 0 and math.isfinite(a0) and math.isfinite(b0)):
         raise ValueError(f"prior pseudo-counts must be finite and > 0, got {list(value)}")
     return a0, b0
+
+
+def ranked_draw(
+    seen: jax.Array,
+    score: Callable[[jax.Array, jax.Array], jax.Array],
+    key: jax.Array,
+    num: int,
+    n: int,
+    *,
+    uniform_share: float,
+    unseen_first: bool,
+    axis_name: str | None,
+    entry_rep: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """The draw of :func:`learnability` for any per-task score: unseen tasks first, then the
+    best scores, then a uniform floor; distinct within a call. O(N + num log N).
+
+    Args:
+      seen: ``bool[n_local]`` this device's tasks already dispatched or observed.
+      score: ``(word u32[], ids i32[n_local]) -> f32[n_local]`` scores in [0, 1] of this
+        device's tasks (``ids`` are global; ``word`` seeds per-task random numbers).
+      key: the call's key.
+      num: static count.
+      n: pool size.
+      uniform_share, unseen_first, axis_name: as for :func:`learnability`.
+      entry_rep: ``i32[n]`` (host) for pools that repeat tasks: each entry's representative,
+        the first entry holding its task (:func:`curriculax._entries.entries`). Only
+        representatives are scored, warmed up and marked seen, so a call's scored draws are
+        distinct tasks; the uniform floor still draws entries. None: every entry its own task.
+
+    Returns:
+      ``(i32[num] ids, bool[n_local] seen)`` with the drawn tasks marked seen.
+    """
+    num = check_num(num)
+    if num == 0:
+        return jnp.zeros((0,), jnp.int32), seen
+    axis = _shard.bound(axis_name)
+    n_local = seen.shape[0]
+    start = _shard.offset(axis, n_local)
+    local_ids = start + jnp.arange(n_local, dtype=jnp.int32)
+    pos = jnp.arange(num, dtype=jnp.int32)
+    words = jax.random.bits(key, (3,), jnp.uint32)
+    score_word, floor_word = words[0], words[1]
+    share_u = (words[2] >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+    if entry_rep is None:
+        is_rep = jnp.ones((n_local,), bool)
+
+        def rep_of(ids):
+            return ids
+    else:
+        rep = jnp.asarray(entry_rep, jnp.int32)
+        is_rep = rep[jnp.clip(local_ids, 0, n - 1)] == local_ids
+
+        def rep_of(ids):
+            return rep[jnp.clip(ids, 0, n - 1)]
+
+    # The uniform floor: a share of the positions left after the unseen tasks.
+    if unseen_first:
+        unseen = _shard.psum(jnp.sum(~seen & is_rep, dtype=jnp.int32), axis)
+        num_warm = jnp.minimum(unseen, num)
+    else:
+        num_warm = jnp.zeros((), jnp.int32)
+    num_floor = _random.stochastic_round(uniform_share * (num - num_warm), share_u)
+    num_best = num - num_floor
+    floor_ids = _permute.permute(pos % n, n, _permute.round_keys(floor_word))
+
+    # The rest by key: unseen tasks first (keys in [2, 3), at random among them), then
+    # the scores (keys in [1, 2)); the floor's picks are left out (key 0).
+    keys = _topk.ranking_key(score(score_word, local_ids), score_word, local_ids, _SALT_TIE)
+    if unseen_first:
+        keys = jnp.where(seen, keys, 2.0 + _random.unit(score_word, local_ids, _SALT_NEW))
+    keys = jnp.where(is_rep, keys, 0.0)
+    taken = jnp.where(pos >= num_best, rep_of(floor_ids[jnp.maximum(pos - num_best, 0)]), -1)
+    keys = keys.at[_shard.to_local(taken, start, n_local)].set(0.0, mode="drop")
+    best_keys, best_ids = _topk.top_k(keys, num, start, axis)
+    eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
+
+    # Positions: the best (cycling when too few are eligible), then the floor's picks.
+    best = jnp.where(eligible > 0, best_ids[pos % jnp.maximum(eligible, 1)], floor_ids[pos])
+    ids = jnp.where(pos < num_best, best, floor_ids[jnp.maximum(pos - num_best, 0)])
+    ids = ids.astype(jnp.int32)
+    return ids, seen.at[_shard.to_local(rep_of(ids), start, n_local)].set(True, mode="drop")
 
 
 def learnability(
@@ -244,54 +326,24 @@ def learnability(
         )
 
     def sample(state: LearnabilityState, key: jax.Array, num: int):
-        num = check_num(num)
-        if num == 0:
-            return jnp.zeros((0,), jnp.int32), state
-        axis = _shard.bound(axis_name)
-        n_local = state.successes.shape[0]
-        start = _shard.offset(axis, n_local)
-        local_ids = start + jnp.arange(n_local, dtype=jnp.int32)
-        pos = jnp.arange(num, dtype=jnp.int32)
-        words = jax.random.bits(key, (3,), jnp.uint32)
-        score_word, floor_word = words[0], words[1]
-        share_u = (words[2] >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+        def score(word, ids):
+            a, b = posterior(state)
+            thompson = draw == "thompson"
+            p = _random.beta(word, ids, a, b, _SALT_BETA) if thompson else a / (a + b)
+            return 1.0 - jnp.abs(p - target) / width
 
-        # The uniform floor: a share of the positions left after the unseen tasks.
-        is_rep = local_reps(start, n_local)
-        if unseen_first:
-            unseen = _shard.psum(jnp.sum(~state.seen & is_rep, dtype=jnp.int32), axis)
-            num_warm = jnp.minimum(unseen, num)
-        else:
-            num_warm = jnp.zeros((), jnp.int32)
-        num_floor = _random.stochastic_round(uniform_share * (num - num_warm), share_u)
-        num_best = num - num_floor
-        floor_ids = _permute.permute(pos % n, n, _permute.round_keys(floor_word))
-
-        # The rest by key: unseen tasks first (keys in [2, 3), at random among them), then
-        # the scores (keys in [1, 2)); the floor's picks are left out (key 0).
-        a, b = posterior(state)
-        if draw == "thompson":
-            p = _random.beta(score_word, local_ids, a, b, _SALT_BETA)
-        else:
-            p = a / (a + b)
-        score = 1.0 - jnp.abs(p - target) / width
-        keys = _topk.ranking_key(score, score_word, local_ids, _SALT_TIE)
-        if unseen_first:
-            keys = jnp.where(state.seen, keys, 2.0 + _random.unit(score_word, local_ids, _SALT_NEW))
-        keys = jnp.where(is_rep, keys, 0.0)
-        taken = jnp.where(pos >= num_best, rep_of(floor_ids[jnp.maximum(pos - num_best, 0)]), -1)
-        keys = keys.at[_shard.to_local(taken, start, n_local)].set(0.0, mode="drop")
-        best_keys, best_ids = _topk.top_k(keys, num, start, axis)
-        eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
-
-        # Positions: the best (cycling when too few are eligible), then the floor's picks.
-        best = jnp.where(eligible > 0, best_ids[pos % jnp.maximum(eligible, 1)], floor_ids[pos])
-        ids = jnp.where(pos < num_best, best, floor_ids[jnp.maximum(pos - num_best, 0)])
-        ids = ids.astype(jnp.int32)
-        new = state._replace(
-            seen=state.seen.at[_shard.to_local(rep_of(ids), start, n_local)].set(True, mode="drop"),
+        ids, seen = ranked_draw(
+            state.seen,
+            score,
+            key,
+            num,
+            n,
+            uniform_share=uniform_share,
+            unseen_first=unseen_first,
+            axis_name=axis_name,
+            entry_rep=ent.rep if shared else None,
         )
-        return ids, new
+        return ids, state._replace(seen=seen)
 
     def observe(state: LearnabilityState, results: GroupResults) -> LearnabilityState:
         if results.task_ids.shape[0] == 0:

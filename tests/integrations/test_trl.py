@@ -13,12 +13,13 @@ from trl import GRPOConfig
 
 import curriculax as cx
 from curriculax.integrations._ledger import DrawLedger
-from curriculax.integrations.trl import CurriculumGRPOTrainer, CurriculumSampler
+from curriculax.integrations.trl import CurriculumGRPOTrainer, CurriculumSampler, _per_batch
 from experiments import trl_curriculum
 from tests.integrations._common import (
     Spy,
     check_gated_advantages,
     host_curriculum,
+    mixed,
     readme_block,
     solved,
 )
@@ -41,7 +42,7 @@ def _reward(trained):
     return solved_part
 
 
-def _args(out, max_steps):
+def _args(out, max_steps, logging_steps=1):
     return GRPOConfig(
         output_dir=str(out),
         per_device_train_batch_size=P * G,
@@ -52,7 +53,7 @@ def _args(out, max_steps):
         save_steps=3,
         report_to=[],
         use_cpu=True,
-        logging_steps=1,
+        logging_steps=logging_steps,
         seed=0,
         bf16=False,
         disable_tqdm=True,
@@ -74,14 +75,14 @@ def _spy_advantages(trainer, batches):
     trainer._generate_and_score_completions = spy
 
 
-def _trainer(out, max_steps, seed=0, gates="zero_advantages"):
+def _trainer(out, max_steps, seed=0, gates="zero_advantages", logging_steps=1):
     cur = host_curriculum(N, seed)
     spy = Spy(cur)
     trained, batches = [], []
     trainer = CurriculumGRPOTrainer(
         model=trl_curriculum.model(0),
         reward_funcs=_reward(trained),
-        args=_args(out, max_steps),
+        args=_args(out, max_steps, logging_steps),
         train_dataset=_dataset(),
         processing_class=trl_curriculum.tokenizer(),
         curriculum=cur,
@@ -119,7 +120,7 @@ def test_grpo_trainer_trains_on_the_curriculums_choices_and_resumes(tmp_path):
     assert cur.observe_calls == 6
     # Rejected groups carry no advantage; admitted ones keep TRL's.
     check_gated_advantages(batches, G, zeroed=True)
-    logged = [h for h in trainer.state.log_history if "curriculum/batch_admitted" in h]
+    logged = [h for h in trainer.state.log_history if "curriculum/admission_rate" in h]
     assert len(logged) == 6
 
     # Resume from step 3: the resumed run trains what this one did in steps 4-6.
@@ -136,6 +137,63 @@ def test_grpo_trainer_trains_on_the_curriculums_choices_and_resumes(tmp_path):
     # 6); it is drawn, never trained nor observed.
     assert spy2.drawn[:2] == spy.drawn[4:6] and len(spy2.drawn) == 3
     assert cur2.metrics() == cur.metrics()
+
+
+def test_running_totals_are_logged_at_their_latest_and_per_batch_metrics_averaged(tmp_path):
+    """TRL averages what is logged over each window of ``logging_steps``; running totals and
+    snapshots must still read their value at the logging step."""
+    steps, window = 6, 3
+    trainer, cur, _, _, batches = _trainer(tmp_path, max_steps=steps, logging_steps=window)
+    after = []  # the curriculum's metrics after each observed batch
+    observe = cur.observe
+
+    def observe_then_read(*args, **kwargs):
+        out = observe(*args, **kwargs)
+        after.append(cur.metrics())
+        return out
+
+    cur.observe = observe_then_read
+    trainer.train()
+    assert len(batches) == len(after) == steps  # one generation batch of P groups per step
+
+    logs = [h for h in trainer.state.log_history if "curriculum/groups" in h]
+    assert [h["step"] for h in logs] == [window, 2 * window]
+    means_differ = False
+    for log in logs:
+        step = log["step"]
+        done, in_window = batches[:step], range(step - window, step)
+        # Running totals: the true count at this step (the window mean would be P * (step - 1)).
+        assert log["curriculum/groups"] == P * step
+        assert log["curriculum/admitted"] == sum(int(a.sum()) for _, _, a in done)
+        rejected = sum(not mixed(i, G) for ids, _, _ in done for i in ids)
+        assert log["curriculum/gate/zero_advantage/rejected"] == rejected
+        # Every running total or snapshot is the curriculum's value after the step's batch.
+        latest = after[step - 1]
+        for name, value in latest.items():
+            if name in ("admission_rate", "gate/zero_advantage/admit_rate"):
+                continue
+            got = log[f"curriculum/{name}"]
+            assert got == (None if np.isnan(value) else pytest.approx(float(value))), name
+        # Per-batch metrics: the mean over the window's batches.
+        rates = [float(batches[i][2].mean()) for i in in_window]
+        assert log["curriculum/admission_rate"] == pytest.approx(np.mean(rates))
+        mixed_share = [np.mean([mixed(i, G) for i in batches[b][0]]) for b in in_window]
+        assert log["curriculum/gate/zero_advantage/admit_rate"] == pytest.approx(
+            np.mean(mixed_share)
+        )
+        means_differ |= log["curriculum/admission_rate"] != pytest.approx(rates[-1])
+    assert means_differ  # else this run could not tell a window mean from the last value
+    assert "curriculum/batch_admitted" not in logs[-1]
+
+
+def test_the_per_batch_metrics_are_the_ones_docs_metrics_md_calls_per_batch():
+    s = cx.samplers
+    inner = s.skip_zero_variance(N, s.difficulty_pools(N))
+    cur = cx.HostCurriculum(
+        cx.curriculum(s.floor(N, inner), gates={"g": cx.gates.advantage_range()}), seed=0
+    )
+    per_batch = {k for k in cur.metrics() if _per_batch(f"curriculum/{k}")}
+    assert per_batch == {"admission_rate", "gate/g/admit_rate", "sampler/inner/zero_variance_share"}
 
 
 def test_gates_log_only_leaves_trls_advantages(tmp_path):

@@ -98,7 +98,7 @@ def test_grpo_learner_trains_on_the_curriculums_choices_and_resumes(tmp_path):
     # Rejected groups carry no advantage; admitted ones keep tunix's.
     check_gated_advantages(batches, G, zeroed=True)
     logged = learner.rl_cluster._rl_metrics_logger.get_metric_history(
-        "curriculum", "batch_admitted", "train"
+        "curriculum", "admission_rate", "train"
     )
     assert len(logged) == 6
 

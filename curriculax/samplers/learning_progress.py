@@ -1,0 +1,422 @@
+"""Learning progress per task: draw the tasks the policy is learning, not the noisy ones."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax import _counters, _progress, _random, _shard
+from curriculax._checks import check_num_tasks
+from curriculax._types import GroupResults, TaskSampler
+from curriculax.samplers.difficulty_pools import last_occurrence
+from curriculax.samplers.learnability import (
+    DRAWS,
+    _half_life,
+    _number,
+    _prior,
+    _share,
+    ranked_draw,
+)
+
+_SALT_BETA = 0
+DEFAULT_NOISE_VISITS = 8
+DEFAULT_NOISE_RELIABILITY = 0.5
+
+
+class LearningProgressState(NamedTuple):
+    """State of :func:`learning_progress`.
+
+    The pass-rate posterior is :class:`~curriculax.samplers.LearnabilityState`'s (evidence
+    that forgets with a half-life in pool passes); the progress fields are the split-half
+    moving averages of :mod:`curriculax._progress`, one per task, updated per visit.
+
+    Attributes:
+      successes, failures: ``f32[N]`` posterior evidence as of ``updated``.
+      updated: ``i32[N]`` clock reading when the evidence was last written.
+      seen: ``bool[N]`` dispatched or observed.
+      fast_a, fast_b, slow_a, slow_b: ``f32[N]`` fast and slow moving averages of the pass
+        rate of each group's even (``a``) and odd (``b``) rollouts.
+      cross: ``f32[N]`` moving average of ``(fast_a - slow_a) * (fast_b - slow_b)``.
+      power: ``f32[N]`` moving average of their mean square.
+      visits: ``i32[N]`` visits that updated the progress averages (both halves valid).
+      mixed: ``i32[N]`` of those, visits whose group had both a success and a failure: the
+        visits that carried reward variance.
+      clock: ``i32[]`` groups observed so far.
+    """
+
+    successes: jax.Array
+    failures: jax.Array
+    updated: jax.Array
+    seen: jax.Array
+    fast_a: jax.Array
+    fast_b: jax.Array
+    slow_a: jax.Array
+    slow_b: jax.Array
+    cross: jax.Array
+    power: jax.Array
+    visits: jax.Array
+    mixed: jax.Array
+    clock: jax.Array
+
+    PER_TASK = (
+        "successes",
+        "failures",
+        "updated",
+        "seen",
+        "fast_a",
+        "fast_b",
+        "slow_a",
+        "slow_b",
+        "cross",
+        "power",
+        "visits",
+        "mixed",
+    )
+
+
+def reliability(state: LearningProgressState) -> jax.Array:
+    """``f32[N]`` each task's progress reliability in [0, 1] (split-half; 0: noise or nothing
+    moved, 1: its pass rate moves steadily)."""
+    return _progress.reliability(state.cross, state.power)
+
+
+def looks_like_noise(
+    state: LearningProgressState,
+    *,
+    noise_visits: int = DEFAULT_NOISE_VISITS,
+    noise_reliability: float = DEFAULT_NOISE_RELIABILITY,
+) -> jax.Array:
+    """``bool[N]``: tasks with at least ``noise_visits`` visits that carried reward variance,
+    a recent pass rate (the fast moving averages) still strictly inside (0.05, 0.95), and a
+    progress reliability below ``noise_reliability``: variance that never turned into
+    progress. A task learned (or lost) since is not flagged for the variance it once had.
+    Pure (usable under ``jit``); :func:`noisy_tasks` gives the ids on the host."""
+    recent = 0.5 * (state.fast_a + state.fast_b)
+    varies = (recent > 0.05) & (recent < 0.95)
+    unreliable = reliability(state) < noise_reliability
+    return (state.mixed >= noise_visits) & unreliable & varies
+
+
+def noisy_tasks(
+    state: Any,
+    *,
+    noise_visits: int = DEFAULT_NOISE_VISITS,
+    noise_reliability: float = DEFAULT_NOISE_RELIABILITY,
+) -> np.ndarray:
+    """Host side: the ids (``int64[M]``, ascending) of the tasks :func:`looks_like_noise`
+    flags, for a user to inspect (a wrong reference, a verifier that accepts at random).
+
+    Args:
+      state: a :class:`LearningProgressState`, or any state holding exactly one (a
+        curriculum's, an engine's, a floor wrapper's).
+      noise_visits, noise_reliability: the factory's values.
+
+    Raises:
+      ValueError: if ``state`` holds no LearningProgressState, or several.
+    """
+    found = _find(state)
+    if len(found) != 1:
+        raise ValueError(
+            f"noisy_tasks needs a state holding exactly one LearningProgressState, found "
+            f"{len(found)}; pass the learning_progress sampler's own state"
+        )
+    flags = looks_like_noise(
+        found[0], noise_visits=noise_visits, noise_reliability=noise_reliability
+    )
+    return np.flatnonzero(np.asarray(jax.device_get(flags)))
+
+
+def _find(node: Any) -> list[LearningProgressState]:
+    if isinstance(node, LearningProgressState):
+        return [node]
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in _find(v)]
+    if isinstance(node, list | tuple):
+        return [s for v in node for s in _find(v)]
+    return []
+
+
+def _rate(value: object, name: str) -> float:
+    rate = _number(value, name)
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"{name} must lie in (0, 1], got {rate}")
+    return rate
+
+
+def learning_progress(
+    num_tasks: int,
+    *,
+    target: float = 0.5,
+    draw: str = "thompson",
+    half_life: float | None = 1.0,
+    prior: Sequence[float] = (1.0, 1.0),
+    success_threshold: float | None = None,
+    patience: float = 8.0,
+    fast: float = 0.5,
+    slow: float = 0.1,
+    evidence: float = 0.1,
+    uniform_share: float = 0.05,
+    unseen_first: bool = True,
+    noise_visits: int = DEFAULT_NOISE_VISITS,
+    noise_reliability: float = DEFAULT_NOISE_RELIABILITY,
+    axis_name: str | None = None,
+) -> TaskSampler:
+    """Draws informative tasks whose variance turns into progress; noisy ones fade out.
+
+    :func:`~curriculax.samplers.learnability` draws the tasks whose pass rate is closest to
+    ``target``: the ones with the most reward variance. A task whose reward ignores the answer
+    (a wrong reference, a verifier that accepts at random: a coin flip) has the most variance
+    of all and teaches nothing. This sampler scores each task by
+
+        ``informativeness * (rho + (1 - rho) * 2 ** (-mixed / patience))``
+
+    where informativeness is learnability's score (``1 - |p - target| / max(target, 1 -
+    target)`` for a Thompson draw ``p`` of the forgetting posterior), ``mixed`` counts the
+    task's visits that carried reward variance (a success and a failure in one group), and
+    ``rho`` in [0, 1] is the split-half reliability of its learning progress
+    (:mod:`curriculax._progress`): each group's even and odd rollouts feed two independent
+    fast-minus-slow moving averages of the pass rate, and ``rho`` is the moving average of
+    their product over that of their mean square. A task whose rate does not move has
+    ``rho`` near 0 in expectation, however much its reward varies (the two halves' noises are
+    independent, the self-play judge's split-sample care); one the policy is learning has
+    ``rho`` near 1. So a new task competes on informativeness alone, and each visit with
+    variance but no progress halves its weight every ``patience`` such visits, while a task
+    whose variance turns into progress keeps its weight. The uniform floor
+    (``uniform_share``) keeps every task reachable, so nothing is dropped forever.
+
+    The draw is learnability's (``ranked_draw``): unseen tasks first, then the best scores by
+    top-k, then the uniform floor; distinct within a call. Cost per ``sample``: O(N + num
+    log N); ``observe``: O(G K + G log G).
+
+    When to use it: a pool with noisy rewards (or one you do not trust) where per-task pass
+    rates are spread, as for a pretrained policy. Like learnability it is blind where every
+    task reads 0 until a whole level is learned (a policy from scratch; see learnability's
+    "When not to use it"); a category bandit with ``reward = "advantage_progress"`` is the
+    robust choice over levels. Telling a coin flip from a task costs a few visits each
+    (about ``patience`` visits with variance), so a pool dominated by noise still spends
+    that much on it.
+
+    The noise diagnostic: ``noise/flagged`` counts the tasks with at least ``noise_visits``
+    visits with variance and ``rho < noise_reliability`` (:func:`looks_like_noise`);
+    :func:`noisy_tasks` lists their ids on the host. See docs/noise.md.
+
+    Args:
+      num_tasks: pool size ``N``.
+      target, draw, half_life, prior, success_threshold: the posterior and informativeness,
+        as for :func:`~curriculax.samplers.learnability`.
+      patience: visits with variance (and no progress) that halve a task's weight, > 0.
+      fast: rate of the fast per-visit moving average of each half's pass rate, in (0, 1].
+      slow: rate of the slow one, in (0, fast).
+      evidence: rate of the moving averages behind ``rho``, in (0, 1].
+      uniform_share: share of each call's positions (after unseen tasks) drawn uniformly.
+      unseen_first: dispatch every task once before drawing any by score.
+      noise_visits: visits with variance before a task can be flagged as noise (>= 1).
+      noise_reliability: ``rho`` below which such a task is flagged, in (0, 1].
+      axis_name: the mesh axis along which the per-task state is split under
+        ``shard_map`` (as for learnability; draws identical to the unsplit sampler's).
+
+    Returns:
+      A :class:`~curriculax.TaskSampler`. Metrics: learnability's (``pool/unseen``,
+      ``pool/unsolved``, ``pool/learnable``, ``pool/solved``, ``mean_pass_rate``,
+      ``clock``), ``progress/learning`` (tasks with ``rho >= 0.5``), ``noise/flagged``.
+
+    Raises:
+      ValueError or TypeError: naming the bad argument and value.
+
+    Example:
+      >>> s = learning_progress(1000)
+      >>> ids, state = s.sample(s.init(jax.random.key(0)), jax.random.key(1), 8)
+      >>> noisy_tasks(state).tolist()
+      []
+    """
+    n = check_num_tasks(num_tasks)
+    target = _number(target, "target")
+    if not 0.0 < target < 1.0:
+        raise ValueError(f"target must lie strictly between 0 and 1, got {target}")
+    if draw not in DRAWS:
+        raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
+    h = _half_life(half_life)
+    a0, b0 = _prior(prior)
+    if success_threshold is not None:
+        success_threshold = _number(success_threshold, "success_threshold")
+    patience = _number(patience, "patience")
+    if not (patience > 0 and math.isfinite(patience)):
+        raise ValueError(f"patience must be finite and > 0 visits, got {patience}")
+    fast, slow, evidence = _rate(fast, "fast"), _rate(slow, "slow"), _rate(evidence, "evidence")
+    if not slow < fast:
+        raise ValueError(f"slow ({slow}) must be below fast ({fast})")
+    uniform_share = _share(uniform_share, "uniform_share")
+    if not isinstance(unseen_first, bool):
+        raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
+    if isinstance(noise_visits, bool) or not isinstance(noise_visits, int) or noise_visits < 1:
+        raise ValueError(f"noise_visits must be an int >= 1, got {noise_visits!r}")
+    noise_reliability = _rate(noise_reliability, "noise_reliability")
+    width = max(target, 1.0 - target)
+
+    def noise(state: LearningProgressState) -> jax.Array:
+        return looks_like_noise(
+            state, noise_visits=noise_visits, noise_reliability=noise_reliability
+        )
+
+    def posterior(state: LearningProgressState) -> tuple[jax.Array, jax.Array]:
+        if math.isinf(h):
+            fade = jnp.ones_like(state.successes)
+        else:
+            age = (state.clock - state.updated).astype(jnp.float32)
+            fade = jnp.exp2(-age / jnp.float32(h * n))
+        return a0 + state.successes * fade, b0 + state.failures * fade
+
+    def init(key: jax.Array) -> LearningProgressState:
+        del key
+
+        def zf():  # a fresh buffer per field: a donated state must hold each buffer once
+            return jnp.zeros((n,), jnp.float32)
+
+        return LearningProgressState(
+            successes=zf(),
+            failures=zf(),
+            updated=jnp.zeros((n,), jnp.int32),
+            seen=jnp.zeros((n,), bool),
+            fast_a=zf(),
+            fast_b=zf(),
+            slow_a=zf(),
+            slow_b=zf(),
+            cross=zf(),
+            power=zf(),
+            visits=jnp.zeros((n,), jnp.int32),
+            mixed=jnp.zeros((n,), jnp.int32),
+            clock=_counters.zero(),
+        )
+
+    def sample(state: LearningProgressState, key: jax.Array, num: int):
+        def score(word, ids):
+            a, b = posterior(state)
+            thompson = draw == "thompson"
+            p = _random.beta(word, ids, a, b, _SALT_BETA) if thompson else a / (a + b)
+            informative = 1.0 - jnp.abs(p - target) / width
+            rho = reliability(state)
+            fresh = jnp.exp2(-state.mixed.astype(jnp.float32) / jnp.float32(patience))
+            return informative * (rho + (1.0 - rho) * fresh)
+
+        ids, seen = ranked_draw(
+            state.seen,
+            score,
+            key,
+            num,
+            n,
+            uniform_share=uniform_share,
+            unseen_first=unseen_first,
+            axis_name=axis_name,
+        )
+        return ids, state._replace(seen=seen)
+
+    def observe(state: LearningProgressState, results: GroupResults) -> LearningProgressState:
+        if results.task_ids.shape[0] == 0:
+            return state
+        n_local = state.successes.shape[0]
+        start = _shard.offset(_shard.bound(axis_name), n_local)
+        ids = results.task_ids.astype(jnp.int32)
+        in_pool = (ids >= 0) & (ids < n)
+        valid = results.valid.astype(bool)
+        rewards = results.rewards.astype(jnp.float32)
+        if success_threshold is None:
+            hit = jnp.clip(rewards, 0.0, 1.0)
+        else:
+            hit = (rewards >= success_threshold).astype(jnp.float32)
+        wins = jnp.sum(jnp.where(valid, hit, 0.0), axis=1)
+        count = jnp.sum(valid, axis=1).astype(jnp.float32)
+        losses = count - wins
+        slot = _shard.to_local(jnp.where(in_pool, ids, -1), start, n_local)
+        clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
+        # The posterior, as learnability's: decay each observed task's evidence to now, add.
+        if math.isinf(h):
+            fade = jnp.ones(ids.shape, jnp.float32)
+        else:
+            before = state.updated.at[slot].get(mode="fill", fill_value=0)
+            fade = jnp.exp2(-(state.clock - before).astype(jnp.float32) / jnp.float32(h * n))
+        s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
+        f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade
+        successes = state.successes.at[slot].set(s, mode="drop").at[slot].add(wins, mode="drop")
+        failures = state.failures.at[slot].set(f, mode="drop").at[slot].add(losses, mode="drop")
+
+        # Progress: one update per task and batch (its latest group), from the two halves.
+        half = _progress.halves(rewards, valid, hit)
+        use = last_occurrence(ids, in_pool & half.ok)
+        at = _shard.to_local(jnp.where(use, ids, -1), start, n_local)
+
+        def get(x):
+            return x.at[at].get(mode="fill", fill_value=0)
+
+        visits = get(state.visits)
+        new = _progress.update(
+            *(get(x) for x in (state.fast_a, state.fast_b, state.slow_a, state.slow_b)),
+            get(state.cross),
+            get(state.power),
+            half.a,
+            half.b,
+            visits,
+            fast=fast,
+            slow=slow,
+            evidence=evidence,
+        )
+        fa, fb, sa, sb, cross, power = (
+            old.at[at].set(v, mode="drop")
+            for old, v in zip(
+                (
+                    state.fast_a,
+                    state.fast_b,
+                    state.slow_a,
+                    state.slow_b,
+                    state.cross,
+                    state.power,
+                ),
+                new,
+            )
+        )
+        mixed_group = (wins > 0) & (losses > 0)
+        return state._replace(
+            successes=successes,
+            failures=failures,
+            updated=state.updated.at[slot].set(clock, mode="drop"),
+            seen=state.seen.at[slot].set(True, mode="drop"),
+            fast_a=fa,
+            fast_b=fb,
+            slow_a=sa,
+            slow_b=sb,
+            cross=cross,
+            power=power,
+            visits=state.visits.at[at].set(_counters.add(visits, 1), mode="drop"),
+            mixed=state.mixed.at[at].set(
+                _counters.add(get(state.mixed), mixed_group.astype(jnp.int32)), mode="drop"
+            ),
+            clock=clock,
+        )
+
+    def metrics(state: LearningProgressState) -> dict[str, jax.Array]:
+        axis = _shard.bound(axis_name)
+        a, b = posterior(state)
+        mean = a / (a + b)
+        seen = state.seen
+
+        def count(mask):
+            return _shard.psum(jnp.sum(mask, dtype=jnp.int32), axis).astype(jnp.float32)
+
+        num_seen = _shard.psum(jnp.sum(seen, dtype=jnp.int32), axis)
+        total = _shard.psum(jnp.sum(jnp.where(seen, mean, 0.0)), axis)
+        return {
+            "pool/unseen": (n - num_seen).astype(jnp.float32),
+            "pool/unsolved": count(seen & (mean < 0.2)),
+            "pool/learnable": count(seen & (mean >= 0.2) & (mean <= 0.8)),
+            "pool/solved": count(seen & (mean > 0.8)),
+            "mean_pass_rate": total / jnp.maximum(num_seen, 1).astype(jnp.float32),
+            "clock": state.clock.astype(jnp.float32),
+            "progress/learning": count(seen & (reliability(state) >= 0.5)),
+            "noise/flagged": count(noise(state)),
+        }
+
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)

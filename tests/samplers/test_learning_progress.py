@@ -1,0 +1,130 @@
+"""cx.samplers.learning_progress: seeks tasks the policy learns, not reward variance.
+
+The simulated pools below hold coin flips (rate 0.5 whatever the policy does) and learning
+tasks (each draw raises the rate by 1/20 from 0.1-0.3), the rest impossible or trivial.
+Measured with exactly this set-up (2026-12-01, 4 seeds): at 50% coin flips learning_progress
+drew each open learning task 0.051-0.056 times per step against 0.026-0.027 per coin flip
+(learnability: 0.024-0.027 against 0.048-0.049), put 0.42-0.43 of its draws on coin flips
+(uniform 0.49-0.51, learnability 0.78), learned 0.98-1.0 of the learning tasks (uniform
+0.65-0.80), and flagged 99.6-100% of the coin flips as noise against 0-0.4% of the other tasks.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import curriculax as cx
+from curriculax import simulated_pool as sp
+from curriculax.samplers.learning_progress import reliability
+from curriculax.testing import group_results
+
+N, NUM, STEPS = 512, 16, 600
+
+
+def _pool(coin_flip):
+    return sp.make_pool(
+        N,
+        trivial=0.2,
+        informative=0.0,
+        emerging=0.0,
+        coin_flip=coin_flip,
+        learning=0.1,
+        learn_draws=20,
+        seed=3,
+    )
+
+
+@pytest.fixture(scope="module")
+def noisy_runs():
+    pool = _pool(0.5)
+    keys = jax.random.split(jax.random.key(7), 4)
+    out = {}
+    for name, sampler in {
+        "learning_progress": cx.samplers.learning_progress(N),
+        "learnability": cx.samplers.learnability(N),
+    }.items():
+        trace = sp.run(sampler, pool, steps=STEPS, num=NUM, keys=keys)
+        out[name] = (sp.summarize(pool, trace), trace)
+    return pool, out
+
+
+def test_a_coin_flip_is_never_preferred_over_a_task_the_policy_is_learning(noisy_runs):
+    _, out = noisy_runs
+    m, _ = out["learning_progress"]
+    # every seed: an open learning task is drawn more often than a coin flip
+    assert np.all(m["learning_rate"] > 1.5 * m["coin_flip_rate"])
+    # learnability, which seeks variance, does the opposite on the same pool
+    lb, _ = out["learnability"]
+    assert np.all(lb["coin_flip_rate"] > lb["learning_rate"])
+    assert np.all(m["coin_flip_share"] < lb["coin_flip_share"] - 0.2)
+    assert np.min(m["learned_share"]) > np.max(lb["learned_share"])
+
+
+def test_the_noise_diagnostic_flags_coin_flips_and_not_real_tasks(noisy_runs):
+    pool, out = noisy_runs
+    _, trace = out["learning_progress"]
+    flags = np.asarray(jax.vmap(cx.samplers.looks_like_noise)(trace.state))
+    coin = np.asarray(pool.kind) == sp.COIN_FLIP
+    assert np.all(flags[:, coin].mean(1) >= 0.9)
+    assert np.all(flags[:, ~coin].mean(1) < 0.05)
+    # the metric counts them, and the host function lists them
+    one = jax.tree.map(lambda x: x[0], trace.state)
+    sampler = cx.samplers.learning_progress(N)
+    assert float(sampler.metrics(one)["noise/flagged"]) == flags[0].sum()
+    ids = cx.samplers.noisy_tasks(
+        cx.curriculum(sampler).init(jax.random.key(0))._replace(sampler=one)
+    )
+    assert ids.tolist() == np.flatnonzero(flags[0]).tolist()
+
+
+def _feed(sampler, state, task, rates, key, k=8):
+    """Observes one group per rate for ``task`` (Bernoulli(rate) rewards)."""
+    for i, rate in enumerate(rates):
+        rewards = jax.random.uniform(jax.random.fold_in(key, i), (1, k)) < rate
+        state = sampler.observe(state, group_results([task], rewards.astype(jnp.float32)))
+    return state
+
+
+def test_split_half_reliability_is_low_for_noise_and_high_for_progress():
+    s = cx.samplers.learning_progress(4)
+    state = s.init(jax.random.key(0))
+    visits = 40
+    state = _feed(s, state, 0, [0.5] * visits, jax.random.key(1))  # a coin flip
+    state = _feed(s, state, 1, np.linspace(0.0, 1.0, visits), jax.random.key(2))  # learning
+    rho = np.asarray(reliability(state))
+    assert rho[0] < 0.3 and rho[1] > 0.6
+    assert rho[2] == 0.0 and rho[3] == 0.0  # never observed
+    flags = np.asarray(cx.samplers.looks_like_noise(state))
+    assert flags.tolist() == [True, False, False, False]
+    assert int(state.mixed[0]) > 30 and int(state.visits[0]) == visits
+
+
+def test_a_task_with_variance_and_no_progress_fades_out_of_the_draws():
+    # Task 0 is a coin flip, seen many times; tasks 1-3 are fresh informative tasks
+    # (one group at p = 0.5 each). With no floor, the coin flip ranks below them.
+    s = cx.samplers.learning_progress(4, uniform_share=0.0, draw="mean")
+    state = s.init(jax.random.key(0))
+    state = _feed(s, state, 0, [0.5] * 40, jax.random.key(1))
+    for t in (1, 2, 3):
+        state = s.observe(state, group_results([t], [[1, 0, 1, 0, 1, 0, 1, 0]]))
+    ids, _ = s.sample(state, jax.random.key(3), 4)
+    assert np.asarray(ids).tolist()[-1] == 0  # ranked last
+    # with a rising task among them instead, the coin flip still ranks below it
+    state = _feed(s, state, 1, np.linspace(0.1, 0.9, 20), jax.random.key(2))
+    ids, _ = s.sample(state, jax.random.key(4), 4)
+    order = np.asarray(ids).tolist()
+    assert order.index(1) < order.index(0)
+
+
+def test_config_registration_and_argument_errors():
+    s = cx.sampler_from_config({"type": "learning_progress", "patience": 2.0}, 16)
+    assert s.num_tasks == 16
+    with pytest.raises(ValueError, match="patience"):
+        cx.samplers.learning_progress(8, patience=0.0)
+    with pytest.raises(ValueError, match=r"slow \(0.6\) must be below fast \(0.5\)"):
+        cx.samplers.learning_progress(8, slow=0.6)
+    with pytest.raises(ValueError, match="noise_visits"):
+        cx.samplers.learning_progress(8, noise_visits=0)
+    with pytest.raises(ValueError, match="exactly one LearningProgressState"):
+        cx.samplers.noisy_tasks(cx.samplers.learnability(8).init(jax.random.key(0)))
