@@ -47,9 +47,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import TaskSampler, _entries, _permute, _random, _topk
+from curriculax import TaskSampler, _entries
 from curriculax import tasks as T
 from curriculax._checks import check_num, check_num_tasks
+from curriculax.samplers.learnability import ranked_draw
 from experiments._builders import build, make_study_pool
 
 
@@ -180,27 +181,27 @@ def oracle(
         return jnp.minimum(jnp.searchsorted(cum, points, side="right"), n - 1)
 
     def top(state: OracleState, key: jax.Array, num: int):
-        pos = jnp.arange(num, dtype=jnp.int32)
-        words = jax.random.bits(key, (3,), jnp.uint32)
-        share_u = (words[2] >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
-        num_floor = _random.stochastic_round(uniform_share * num, share_u)
-        num_best = num - num_floor
-        floor_ids = _permute.permute(pos % n, n, _permute.round_keys(words[1]))
-        rep = jnp.asarray(ent.rep)
-        # Log-scaled scores relative to the best weight: the 15 ranking bits then order
-        # weights from the best down to 1e-30 of it (0.2% apart), where linear scores would
-        # tie every task below 3e-5 of the best (most of a pool whose tasks sit at p ~ 0 or 1)
-        # and hand those draws out at random.
-        rel = state.weight / jnp.maximum(jnp.max(state.weight), jnp.float32(1e-30))
-        score = 1.0 + jnp.log(jnp.maximum(rel, jnp.float32(1e-30))) / jnp.float32(69.1)
-        keys = _topk.ranking_key(score, words[0], jnp.arange(n, dtype=jnp.int32), 0)
-        keys = jnp.where(jnp.asarray(ent.is_rep), keys, 0.0)
-        taken = jnp.where(pos >= num_best, rep[floor_ids[jnp.maximum(pos - num_best, 0)]], n)
-        keys = keys.at[taken].set(0.0, mode="drop")
-        best_keys, best_ids = _topk.top_k(keys, num, jnp.int32(0), None)
-        eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
-        best = jnp.where(eligible > 0, best_ids[pos % jnp.maximum(eligible, 1)], floor_ids[pos])
-        return jnp.where(pos < num_best, best, floor_ids[jnp.maximum(pos - num_best, 0)])
+        def score(word, ids):
+            del word, ids
+            # Log-scaled scores relative to the best weight: the 15 ranking bits then order
+            # weights from the best down to 1e-30 of it (0.2% apart), where linear scores
+            # would tie every task below 3e-5 of the best (most of a pool whose tasks sit at
+            # p ~ 0 or 1) and hand those draws out at random.
+            rel = state.weight / jnp.maximum(jnp.max(state.weight), jnp.float32(1e-30))
+            return 1.0 + jnp.log(jnp.maximum(rel, jnp.float32(1e-30))) / jnp.float32(69.1)
+
+        ids, _ = ranked_draw(
+            jnp.ones((n,), bool),
+            score,
+            key,
+            num,
+            n,
+            uniform_share=uniform_share,
+            unseen_first=False,
+            axis_name=None,
+            entry_rep=ent.rep,
+        )
+        return ids
 
     def sample(state: OracleState, key: jax.Array, num: int):
         num = check_num(num)
