@@ -144,10 +144,14 @@ def base_spec(config) -> dict | None:
     base = base_config(config.init)
     if base is None:
         return None
+    task = dataclasses.asdict(base_task(config, base))
+    # What samplers are told (task.labels) never reaches the base's supervised training, so
+    # arms that differ only in their labels share one base.
+    task.pop("labels", None)
     return {
         "format": FORMAT,
         "base": dataclasses.asdict(base),
-        "task": dataclasses.asdict(base_task(config, base)),
+        "task": task,
         "model": dataclasses.asdict(config.model),
     }
 

@@ -38,6 +38,31 @@ FRONTIER_CURRICULUM = {
 }
 
 
+LABELS = ("levels", "none")
+
+
+def check_labels(labels) -> None:
+    """Raises a ValueError naming what is wrong with a ``task.labels`` value."""
+    if isinstance(labels, str):
+        if labels not in LABELS:
+            raise ValueError(
+                f"task.labels must be one of {list(LABELS)} or a table {{noise = q}}, got "
+                f"{labels!r}"
+            )
+        return
+    if not isinstance(labels, dict) or "noise" not in labels or set(labels) - {"noise", "seed"}:
+        raise ValueError(
+            f"task.labels as a table takes 'noise' (a probability) and optionally 'seed', got "
+            f"{labels!r}"
+        )
+    q = labels["noise"]
+    if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= q <= 1.0:
+        raise ValueError(f"task.labels.noise must be a probability in [0, 1], got {q!r}")
+    seed = labels.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"task.labels.seed must be an int, got {seed!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskConfig:
     """The task family and the training pool's composition.
@@ -51,6 +76,13 @@ class TaskConfig:
     with probability ``distractor_p`` whatever the answer, spread over the levels like the real
     tasks. They sit in their own category (level index ``num_levels``) and never in the
     held-out set.
+
+    ``labels`` is what the samplers are told about each task's category (see
+    :func:`sampler_categories`): ``"levels"`` (the true level, coin flips their own), ``"none"``
+    (one category for the whole pool, as in sets without difficulty labels), or
+    ``{noise = q}`` (each distinct task's label replaced, with probability ``q``, by a category
+    drawn uniformly from the pool's; ``seed``, default 0, fixes the draw, so every arm and seed
+    of a study sees the same labels). Tables and plots still report the true levels.
 
     The held-out set holds ``held_out_per_level`` tasks of every level in the pool (none of
     them in any training pool); the study's target is measured on ``eval_levels`` (default:
@@ -68,6 +100,7 @@ class TaskConfig:
     eval_levels: tuple[int, ...] = ()  # levels of the held-out target; () = every pool level
     distractors: float = 0.0  # share of the pool that is coin-flip tasks
     distractor_p: float = 0.5  # P(reward 1) of a coin-flip task, whatever the answer
+    labels: str | dict = "levels"  # what samplers see: "levels" | "none" | {noise = q, seed = s}
 
     def __post_init__(self):
         if self.level_mass and len(self.level_mass) != self.num_levels:
@@ -95,6 +128,7 @@ class TaskConfig:
             raise ValueError("task.distractors needs a symbol family (reversal or copy)")
         if self.pool_size < 0:
             raise ValueError(f"task.pool_size must be >= 0, got {self.pool_size}")
+        check_labels(self.labels)
 
     @property
     def mass(self) -> np.ndarray:
@@ -257,13 +291,17 @@ class Pool(NamedTuple):
 
 
 class Built(NamedTuple):
-    """What :func:`build` returns: the engine, its held-out set and pool, and the rollout
-    function the env uses (the solver's, with coin flips for distractors)."""
+    """What :func:`build` returns: the engine, its held-out set and pool, the rollout
+    function the env uses (the solver's, with coin flips for distractors), and
+    ``pass_probability(solver_state, tasks) -> f32[M]``, each task's exact probability of a
+    reward of 1 in one rollout (:func:`make_pass_probability`; None when the reward is not
+    exact match)."""
 
     engine: Engine
     held_out: T.TaskSet
     pool: Pool
     rollout: Callable
+    pass_probability: Callable | None = None
 
 
 def shares_to_counts(shares: np.ndarray, total: int) -> np.ndarray:
@@ -352,6 +390,36 @@ def set_level_counts(train: T.TaskSet, counts: np.ndarray) -> T.TaskSet:
     return out._replace(key=jnp.asarray(keys))
 
 
+def sampler_categories(pool: Pool, labels: str | dict = "levels") -> np.ndarray:
+    """``i32[N]`` the category of each pool entry as the samplers are told it (host-side).
+
+    Args:
+      pool: the study's pool (its ``category`` holds the true levels, coin flips their own).
+      labels: ``"levels"``: the true categories. ``"none"``: 0 for every entry (one
+        category). ``{"noise": q, "seed": s}``: each distinct task (copies of a task keep one
+        label, as a data set labels a problem once) keeps its category with probability
+        ``1 - q`` and otherwise gets one drawn uniformly from the categories present in the
+        pool (which may be its own); seeded by ``s`` (default 0) only.
+
+    Example:
+      >>> sampler_categories(pool, {"noise": 0.5})
+    """
+    check_labels(labels)
+    category = np.asarray(pool.category, np.int32)
+    if labels == "levels":
+        return category
+    if labels == "none":
+        return np.zeros_like(category)
+    rng = np.random.default_rng(labels.get("seed", 0))
+    first = T.distinct_tasks(pool.train)
+    present = np.unique(category)
+    n = category.size
+    flip = rng.random(n) < labels["noise"]
+    drawn = present[rng.integers(0, present.size, n)]
+    per_first = np.where(flip, drawn, category)
+    return per_first[first].astype(np.int32)
+
+
 def coin_flip_rollout(rollout: Callable, coin_level: int, p: float) -> Callable:
     """Wraps a solver's ``rollout``: groups whose task has level ``coin_level`` get rewards
     drawn as coin flips (1 with probability ``p``), whatever the completions were. The engine
@@ -367,6 +435,44 @@ def coin_flip_rollout(rollout: Callable, coin_level: int, p: float) -> Callable:
     return wrapped
 
 
+def make_pass_probability(config: GRPOExperimentConfig, pool: Pool) -> Callable:
+    """``pass_probability(solver_state, tasks) -> f32[M]``: each task's exact probability of
+    a reward of 1 in one rollout of the run's policy (:func:`curriculax.rl.answer_probability`
+    at the run's temperature and output tokens); a coin-flip task's is ``distractor_p``,
+    whatever the policy. Pure, jit-able.
+
+    Raises:
+      ValueError: the run's reward is not ``"exact"`` (a partial-credit reward's mean has no
+        teacher-forced closed form; sample rollouts instead).
+    """
+    if config.grpo.reward != "exact":
+        raise ValueError(
+            f"exact pass rates need grpo.reward = 'exact', got {config.grpo.reward!r}; "
+            "measure by sampled rollouts instead (oracle exact = false)"
+        )
+    spec = pool.spec
+    graphdef = rl.policy_graphdef(config.model)
+    output_tokens = spec.answer_tokens()
+    temperature = config.grpo.temperature
+    coin_level, coin_p = pool.coin_level, config.task.distractor_p
+
+    def pass_probability(solver_state, tasks: T.TaskSet) -> jax.Array:
+        p = rl.answer_probability(
+            graphdef,
+            solver_state.params,
+            tasks.prompt,
+            tasks.answer,
+            tasks.answer_len,
+            temperature=temperature,
+            output_tokens=output_tokens,
+        )
+        if coin_level is not None:
+            p = jnp.where(tasks.level == coin_level, jnp.float32(coin_p), p)
+        return p
+
+    return pass_probability
+
+
 def build(
     config: GRPOExperimentConfig,
     mesh=None,
@@ -380,8 +486,10 @@ def build(
       config: the experiment.
       mesh: optional device mesh.
       curriculum: a curriculum config (default ``config.curriculum``). The pool's
-        ``categories`` (each entry's level; coin flips their own) go to every sampler factory
-        that takes them (e.g. ``category_bandit``), as config context.
+        ``categories`` (each entry's label as ``config.task.labels`` says, see
+        :func:`sampler_categories`) and ``entry_task`` (:func:`curriculax.tasks.distinct_tasks`:
+        copies of a task share per-task state) go to every sampler factory that takes them
+        (e.g. ``category_bandit``, ``learnability``), as config context.
       sampler: a ready sampler instead of the config's (its gates still come from the config).
     """
     pool = make_study_pool(config)
@@ -391,7 +499,12 @@ def build(
         cur = cx.curriculum_from_config({"gates": spec.get("gates", {})}, n)
         cur = cx.curriculum(sampler, dict(cur.gates))
     else:
-        cur = cx.curriculum_from_config(spec, n, categories=pool.category)
+        cur = cx.curriculum_from_config(
+            spec,
+            n,
+            categories=sampler_categories(pool, config.task.labels),
+            entry_task=T.distinct_tasks(pool.train),
+        )
     solver = make_solver(config, pool.spec)
     rollout = solver.rollout
     if pool.coin_level is not None:
@@ -408,7 +521,8 @@ def build(
         ),
         mesh=mesh,
     )
-    return Built(engine, pool.held_out, pool, rollout)
+    exact = make_pass_probability(config, pool) if config.grpo.reward == "exact" else None
+    return Built(engine, pool.held_out, pool, rollout, exact)
 
 
 def held_out_report(

@@ -21,6 +21,11 @@ SAMPLERS = {
         5,
         8,
     ),
+    "learnability_repeated_entries": (
+        lambda: cx.samplers.learnability(32, entry_task=np.arange(32) % 5),
+        32,
+        8,
+    ),
     "category_bandit_advantage": (  # the recommended default
         lambda: cx.samplers.category_bandit(32, np.arange(32) % 3, reward="advantage"),
         32,

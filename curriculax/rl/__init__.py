@@ -18,6 +18,7 @@ from curriculax.rl._model import (
 )
 from curriculax.rl._sampling import (
     Samples,
+    answer_probability,
     completion_mask,
     default_output_tokens,
     policy_log_softmax,
@@ -35,6 +36,7 @@ __all__ = [
     "Samples",
     "Transformer",
     "TransformerConfig",
+    "answer_probability",
     "apply_policy",
     "completion_mask",
     "default_output_tokens",

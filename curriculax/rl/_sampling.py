@@ -204,3 +204,49 @@ def score_completions(
     # Disallowed tokens have probability exactly 0, so their (finite) log-probability adds 0.
     entropy = -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
     return logprobs, entropy
+
+
+def answer_probability(
+    graphdef: nnx.GraphDef,
+    params: Params,
+    prompts: Array,
+    answers: Array,
+    answer_len: Array,
+    *,
+    temperature: float = 1.0,
+    output_tokens: Sequence[int] | None = None,
+) -> Array:
+    """The exact probability that one sampled completion matches its answer, EOS included.
+
+    Exact match (:func:`~curriculax.tasks.verify`) reads only the first ``answer_len``
+    completion positions, so its probability under :func:`sample` is the product, over those
+    positions, of the policy's probability of the answer token given the prompt and the
+    answer's earlier tokens: one teacher-forced forward pass (:func:`score_completions`)
+    instead of many sampled rollouts, with no sampling noise.
+
+    Args:
+      graphdef: the policy's ``GraphDef``.
+      params: the policy's params dict.
+      prompts: ``i32[B, P]`` left-padded prompts.
+      answers: ``i32[B, A]`` answer tokens then EOS, right-padded (a task set's ``answer``).
+      answer_len: ``i32[B]`` answer tokens including EOS.
+      temperature: the sampling temperature of the rollouts this stands for.
+      output_tokens: the token ids the rollouts are drawn from.
+
+    Returns:
+      ``f32[B]`` the probability of a reward of 1 under exact match, in [0, 1].
+
+    Example:
+      >>> p = answer_probability(graphdef, params, tasks.prompt, tasks.answer,
+      ...                        tasks.answer_len, temperature=1.0)
+    """
+    logprobs, _ = score_completions(
+        graphdef,
+        params,
+        prompts,
+        answers,
+        temperature=temperature,
+        output_tokens=output_tokens,
+    )
+    in_answer = jnp.arange(answers.shape[1]) < answer_len[:, None]
+    return jnp.exp(jnp.sum(jnp.where(in_answer, logprobs, 0.0), axis=1))

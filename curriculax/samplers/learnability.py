@@ -10,7 +10,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from curriculax import _counters, _permute, _random, _shard, _topk
+from curriculax import _counters, _entries, _permute, _random, _shard, _topk
 from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 
@@ -89,6 +89,7 @@ def ranked_draw(
     uniform_share: float,
     unseen_first: bool,
     axis_name: str | None,
+    entry_rep: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """The draw of :func:`learnability` for any per-task score: unseen tasks first, then the
     best scores, then a uniform floor; distinct within a call. O(N + num log N).
@@ -101,6 +102,10 @@ def ranked_draw(
       num: static count.
       n: pool size.
       uniform_share, unseen_first, axis_name: as for :func:`learnability`.
+      entry_rep: ``i32[n]`` (host) for pools that repeat tasks: each entry's representative,
+        the first entry holding its task (:func:`curriculax._entries.entries`). Only
+        representatives are scored, warmed up and marked seen, so a call's scored draws are
+        distinct tasks; the uniform floor still draws entries. None: every entry its own task.
 
     Returns:
       ``(i32[num] ids, bool[n_local] seen)`` with the drawn tasks marked seen.
@@ -116,10 +121,21 @@ def ranked_draw(
     words = jax.random.bits(key, (3,), jnp.uint32)
     score_word, floor_word = words[0], words[1]
     share_u = (words[2] >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+    if entry_rep is None:
+        is_rep = jnp.ones((n_local,), bool)
+
+        def rep_of(ids):
+            return ids
+    else:
+        rep = jnp.asarray(entry_rep, jnp.int32)
+        is_rep = rep[jnp.clip(local_ids, 0, n - 1)] == local_ids
+
+        def rep_of(ids):
+            return rep[jnp.clip(ids, 0, n - 1)]
 
     # The uniform floor: a share of the positions left after the unseen tasks.
     if unseen_first:
-        unseen = _shard.psum(jnp.sum(~seen, dtype=jnp.int32), axis)
+        unseen = _shard.psum(jnp.sum(~seen & is_rep, dtype=jnp.int32), axis)
         num_warm = jnp.minimum(unseen, num)
     else:
         num_warm = jnp.zeros((), jnp.int32)
@@ -132,7 +148,8 @@ def ranked_draw(
     keys = _topk.ranking_key(score(score_word, local_ids), score_word, local_ids, _SALT_TIE)
     if unseen_first:
         keys = jnp.where(seen, keys, 2.0 + _random.unit(score_word, local_ids, _SALT_NEW))
-    taken = jnp.where(pos >= num_best, floor_ids[jnp.maximum(pos - num_best, 0)], -1)
+    keys = jnp.where(is_rep, keys, 0.0)
+    taken = jnp.where(pos >= num_best, rep_of(floor_ids[jnp.maximum(pos - num_best, 0)]), -1)
     keys = keys.at[_shard.to_local(taken, start, n_local)].set(0.0, mode="drop")
     best_keys, best_ids = _topk.top_k(keys, num, start, axis)
     eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
@@ -141,7 +158,7 @@ def ranked_draw(
     best = jnp.where(eligible > 0, best_ids[pos % jnp.maximum(eligible, 1)], floor_ids[pos])
     ids = jnp.where(pos < num_best, best, floor_ids[jnp.maximum(pos - num_best, 0)])
     ids = ids.astype(jnp.int32)
-    return ids, seen.at[_shard.to_local(ids, start, n_local)].set(True, mode="drop")
+    return ids, seen.at[_shard.to_local(rep_of(ids), start, n_local)].set(True, mode="drop")
 
 
 def learnability(
@@ -154,6 +171,7 @@ def learnability(
     success_threshold: float | None = None,
     uniform_share: float = 0.05,
     unseen_first: bool = True,
+    entry_task: Sequence[int] | None = None,
     axis_name: str | None = None,
 ) -> TaskSampler:
     """Draws the tasks whose pass rate is closest to ``target``, by a posterior that forgets.
@@ -233,6 +251,14 @@ def learnability(
       uniform_share: share of each call's positions not taken by unseen tasks that is drawn
         uniformly, in [0, 1].
       unseen_first: dispatch every task once before drawing any by score.
+      entry_task: ``int[N]`` for pools that repeat tasks: entries with equal values hold the
+        same task (:func:`curriculax.tasks.distinct_tasks` computes it), so all copies of a
+        task share one posterior (kept at its first entry), a call's scored draws are
+        distinct tasks, and the warm-up visits each distinct task once. The uniform share
+        still draws entries, so it samples tasks in proportion to their copies, as
+        :func:`uniform` does; ``half_life`` counts passes over the distinct tasks.
+        ``None``: every entry is its own task. Studies pass it as config context
+        (``entry_task=...``).
       axis_name: the mesh axis along which the per-task state is split under ``shard_map``
         (as for :func:`difficulty_pools`; the engine does this for
         ``Env(..., shard_tasks=True)``). Draws are identical to the unsplit sampler's; a
@@ -267,6 +293,18 @@ def learnability(
     if not isinstance(unseen_first, bool):
         raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
     width = max(target, 1.0 - target)
+    shared = entry_task is not None
+    ent = _entries.entries(entry_task, n, "learnability")
+
+    def rep_of(ids: jax.Array) -> jax.Array:
+        """Each entry's representative (the entry holding its task's state)."""
+        return jnp.asarray(ent.rep)[jnp.clip(ids, 0, n - 1)] if shared else ids
+
+    def local_reps(start: jax.Array, n_local: int) -> jax.Array:
+        """``bool[n_local]`` which local entries are representatives."""
+        if not shared:
+            return jnp.ones((n_local,), bool)
+        return jax.lax.dynamic_slice_in_dim(jnp.asarray(ent.is_rep), start, n_local)
 
     def posterior(state: LearnabilityState) -> tuple[jax.Array, jax.Array]:
         """``(a, b)``: the Beta parameters of every local task now."""
@@ -274,7 +312,7 @@ def learnability(
             fade = jnp.ones_like(state.successes)
         else:
             age = (state.clock - state.updated).astype(jnp.float32)
-            fade = jnp.exp2(-age / jnp.float32(h * n))
+            fade = jnp.exp2(-age / jnp.float32(h * ent.num_distinct))
         return a0 + state.successes * fade, b0 + state.failures * fade
 
     def init(key: jax.Array) -> LearnabilityState:
@@ -303,6 +341,7 @@ def learnability(
             uniform_share=uniform_share,
             unseen_first=unseen_first,
             axis_name=axis_name,
+            entry_rep=ent.rep if shared else None,
         )
         return ids, state._replace(seen=seen)
 
@@ -321,7 +360,7 @@ def learnability(
             hit = (rewards >= success_threshold).astype(jnp.float32)
         wins = jnp.sum(jnp.where(valid, hit, 0.0), axis=1)
         losses = jnp.sum(valid, axis=1).astype(jnp.float32) - wins
-        slot = _shard.to_local(jnp.where(in_pool, ids, -1), start, n_local)
+        slot = _shard.to_local(jnp.where(in_pool, rep_of(ids), -1), start, n_local)
         clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
         # Bring each observed task's evidence up to now, then add the new groups
         # (a task observed twice in one batch gets both: the decayed value is set twice, the
@@ -330,7 +369,9 @@ def learnability(
             fade = jnp.ones(ids.shape, jnp.float32)
         else:
             before = state.updated.at[slot].get(mode="fill", fill_value=0)
-            fade = jnp.exp2(-(state.clock - before).astype(jnp.float32) / jnp.float32(h * n))
+            fade = jnp.exp2(
+                -(state.clock - before).astype(jnp.float32) / jnp.float32(h * ent.num_distinct)
+            )
         s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
         f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade
         successes = state.successes.at[slot].set(s, mode="drop").at[slot].add(wins, mode="drop")
@@ -347,7 +388,8 @@ def learnability(
         axis = _shard.bound(axis_name)
         a, b = posterior(state)
         mean = a / (a + b)
-        seen = state.seen
+        n_local = state.seen.shape[0]
+        seen = state.seen & local_reps(_shard.offset(axis, n_local), n_local)
 
         def count(mask):
             return _shard.psum(jnp.sum(mask & seen, dtype=jnp.int32), axis).astype(jnp.float32)
@@ -355,7 +397,7 @@ def learnability(
         num_seen = _shard.psum(jnp.sum(seen, dtype=jnp.int32), axis)
         total = _shard.psum(jnp.sum(jnp.where(seen, mean, 0.0)), axis)
         return {
-            "pool/unseen": (n - num_seen).astype(jnp.float32),
+            "pool/unseen": (ent.num_distinct - num_seen).astype(jnp.float32),
             "pool/unsolved": count(mean < 0.2),
             "pool/learnable": count((mean >= 0.2) & (mean <= 0.8)),
             "pool/solved": count(mean > 0.8),

@@ -10,13 +10,20 @@ Example:
   >>> exact, partial = tasks.verify(train.answer, train.answer_len, completions)
 """
 
-from curriculax.tasks._addition import AdditionSpec
+from curriculax.tasks._addition import AdditionSpec, carries
 from curriculax.tasks._family import TaskFamily
 from curriculax.tasks._generate import generate, num_tasks_per_level
 from curriculax.tasks._keys import content_key, held_out_mask, mix32
 from curriculax.tasks._pools import check_unique_keys, make_pools, per_level_mean, split_by_key
 from curriculax.tasks._sequences import CopySpec, ReversalSpec
-from curriculax.tasks._taskset import TaskSet, concat_tasksets, num_tasks, pad_tasks, take
+from curriculax.tasks._taskset import (
+    TaskSet,
+    concat_tasksets,
+    distinct_tasks,
+    num_tasks,
+    pad_tasks,
+    take,
+)
 from curriculax.tasks._verify import verify
 from curriculax.tasks._vocab import (
     BOS,
@@ -55,10 +62,12 @@ __all__ = [
     "ReversalSpec",
     "TaskFamily",
     "TaskSet",
+    "carries",
     "check_unique_keys",
     "concat_tasksets",
     "content_key",
     "decode",
+    "distinct_tasks",
     "generate",
     "held_out_mask",
     "make_pools",

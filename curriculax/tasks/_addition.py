@@ -109,3 +109,41 @@ class AdditionSpec:
             axis=1,
         )
         return prompt, answer.astype(jnp.int32), num_sum_digits + 1
+
+
+def carries(prompt: Array) -> Array:
+    """``i32[N]`` the number of carries in each addition prompt's sum (jit-able).
+
+    Difficulty within a level: every task of a level adds two numbers of the same digit count,
+    but a sum with no carry is digit-wise copying of ``(a_k + b_k) mod 10`` while each carry
+    makes answer digit ``k + 1`` depend on digits ``k``; a ``d``-digit level holds tasks with 0
+    to ``d`` carries (the last one being the extra leading digit). So a per-task score can see a
+    difference that the level label cannot.
+
+    Args:
+      prompt: ``i32[N, P]`` left-padded addition prompts (``BOS a_0 .. a_{d-1} + b_0 ..
+        b_{d-1} SEP``, least-significant digit first, as :class:`AdditionSpec` encodes them).
+
+    Returns:
+      ``i32[N]`` carries out of each digit position, summed.
+
+    Example:
+      >>> carries(AdditionSpec().encode(1, jnp.array([[3, 7, 7, 5]]))[0])   # 47 + 85
+      Array([2], dtype=int32)
+    """
+    prompt = jnp.asarray(prompt, jnp.int32)
+    width = prompt.shape[1]
+    bos = jnp.argmax(prompt == BOS, axis=1)[:, None]
+    plus = jnp.argmax(prompt == PLUS, axis=1)[:, None]
+    num_digits = plus - bos - 1
+    total = jnp.zeros((prompt.shape[0],), jnp.int32)
+    carry = jnp.zeros((prompt.shape[0],), jnp.int32)
+    for k in range(MAX_DIGITS):  # static: at most 9 digit positions
+        a = jnp.take_along_axis(prompt, jnp.minimum(bos + 1 + k, width - 1), axis=1)[:, 0]
+        b = jnp.take_along_axis(prompt, jnp.minimum(plus + 1 + k, width - 1), axis=1)[:, 0]
+        inside = k < num_digits[:, 0]
+        carry = jnp.where(inside, ((a - DIGIT_0) + (b - DIGIT_0) + carry >= 10), 0).astype(
+            jnp.int32
+        )
+        total = total + carry
+    return total

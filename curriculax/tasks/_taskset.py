@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from curriculax.tasks._vocab import PAD
 
@@ -106,3 +107,18 @@ def concat_tasksets(tasksets: Sequence[TaskSet]) -> TaskSet:
     answer_width = max(t.answer.shape[-1] for t in tasksets)
     padded = [pad_tasks(t, prompt_width=prompt_width, answer_width=answer_width) for t in tasksets]
     return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *padded)
+
+
+def distinct_tasks(tasks: TaskSet) -> np.ndarray:
+    """``i32[N]`` for each task, the index of the first task with the same prompt and answer
+    (host-side). Pools repeat tasks to weight them (a small level filling many entries, each
+    copy with its own key); pass this as a sampler's ``entry_task`` so the copies share one
+    per-task state.
+
+    Example:
+      >>> distinct_tasks(take(tasks, jnp.array([0, 1, 0]))).tolist()
+      [0, 1, 0]
+    """
+    content = np.concatenate([np.asarray(tasks.prompt), np.asarray(tasks.answer)], axis=1)
+    _, first, inverse = np.unique(content, axis=0, return_index=True, return_inverse=True)
+    return first[inverse.reshape(-1)].astype(np.int32)

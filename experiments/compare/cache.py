@@ -13,7 +13,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from experiments._base import base_spec, spec_hash
-from experiments.compare.config import MAIN_JOB_ONLY, CompareConfig, arm_experiment, json_default
+from experiments.compare.config import (
+    MAIN_JOB_ONLY,
+    CompareConfig,
+    arm_experiment,
+    arm_oracle,
+    json_default,
+)
 
 
 def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
@@ -22,9 +28,12 @@ def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
     exp = dataclasses.asdict(arm_experiment(config, arm))
     for key in MAIN_JOB_ONLY:
         exp.pop(key)
+    arm_spec = {k: v for k, v in arm.items() if k not in ("name", "experiment")}
+    if "oracle" in arm:  # the settings it runs with, defaults filled in, not only the table
+        arm_spec["oracle"] = {**arm_oracle(arm), "gates": arm["oracle"].get("gates", {})}
     spec = {
         "experiment": exp,
-        "arm": {k: v for k, v in arm.items() if k not in ("name", "experiment")},
+        "arm": arm_spec,
         "seeds": config.seeds,
         "generations": config.generations,
         "eval_every": config.eval_every,

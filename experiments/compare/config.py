@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from experiments import _cli
+from experiments import _cli, _oracle
 from experiments._builders import FRONTIER_CURRICULUM, GRPOExperimentConfig, TaskConfig
 
 DEFAULT_ARMS = (
@@ -28,18 +28,10 @@ MAIN_JOB_ONLY = (
     "evidence_arm",
     "evidence_best_of",
 )
-# The oracle's probe: every `every` generation batches (0: at each evaluation), `samples`
-# rollouts on `per_category` entries of each level (256 by default: a level whose pass rate is
-# 0.01 shows at least one success 92% of the time; the frontier level of these families sits
-# that low, and an oracle that reads it as 0 cannot tell it from an impossible level).
-ORACLE_KEYS = {
-    "every": 0,
-    "per_category": 32,
-    "samples": 8,
-    "floor": 1e-6,
-    "mode": "learnability",
-    "mastered": 0.9,
-}
+# An oracle arm's settings (experiments/_oracle.py, DEFAULTS): the p(1 - p) oracle by default
+# (exact pass rates before every generation batch, drawn as learnability draws); the frontier
+# oracle (mode = "frontier") probes 8 rollouts on 32 tasks per level at each evaluation.
+ORACLE_KEYS = {"mode": "learnability", **_oracle.DEFAULTS["learnability"]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +82,10 @@ class CompareConfig:
         for i, arm in enumerate(self.arms):
             check_arm(arm, f"arms[{i}]")
             names.append(arm["name"])
-            orc = arm_oracle(arm)
+            try:
+                orc = arm_oracle(arm)
+            except ValueError as e:
+                raise ValueError(f"arm {arm['name']!r}: {e}") from None
             if orc and (orc["every"] < 0 or (orc["every"] and self.eval_every % orc["every"])):
                 raise ValueError(
                     f"arm {arm['name']!r}: oracle.every={orc['every']} must divide "
@@ -139,7 +134,7 @@ def arm_oracle(arm: Mapping) -> dict | None:
     """The arm's oracle settings with defaults filled in (None: not an oracle arm)."""
     if "oracle" not in arm:
         return None
-    return {**ORACLE_KEYS, **{k: v for k, v in arm["oracle"].items() if k != "gates"}}
+    return _oracle.oracle_settings(arm["oracle"])
 
 
 def arm_experiment(config: CompareConfig, arm: Mapping) -> GRPOExperimentConfig:

@@ -12,10 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import curriculax as cx
+from curriculax import tasks as T
 from curriculax.tasks import per_level_mean
 from experiments import _cli
-from experiments._builders import build, make_study_pool
-from experiments._oracle import MODES, make_measure, make_probe, oracle, probe_rows
+from experiments._builders import build, make_study_pool, sampler_categories
+from experiments._oracle import build_oracle, make_measure, oracle, probe_rows
 from experiments.compare.config import CompareConfig, arm_experiment, arm_oracle
 
 # The random-key salts, folded into each seed's key: the oracle arm's probe and the free
@@ -57,14 +58,22 @@ def check_arms(config: CompareConfig) -> None:
             n = exp.task.size
             orc = arm_oracle(arm)
             if orc is None:
-                cx.curriculum_from_config(arm["curriculum"], n, categories=pool.category)
+                cx.curriculum_from_config(
+                    arm["curriculum"],
+                    n,
+                    categories=sampler_categories(pool, exp.task.labels),
+                    entry_task=T.distinct_tasks(pool.train),
+                )
                 continue
             cx.curriculum_from_config({"gates": arm["oracle"].get("gates", {})}, n)
-            oracle(n, floor=orc["floor"])
-            if orc["mode"] not in MODES:
-                raise ValueError(f"oracle.mode must be one of {list(MODES)}, got {orc['mode']!r}")
+            oracle(n, draw=orc["draw"], floor=orc["floor"], uniform_share=orc["uniform_share"])
             if not isinstance(orc["samples"], int) or orc["samples"] < 1:
                 raise ValueError(f"oracle.samples must be an int >= 1, got {orc['samples']!r}")
+            if orc["exact"] and exp.grpo.reward != "exact":
+                raise ValueError(
+                    f"oracle.exact needs grpo.reward = 'exact', got {exp.grpo.reward!r}; "
+                    "set oracle.exact = false to measure by sampled rollouts"
+                )
             probe_rows(pool, orc["per_category"])
         except (ValueError, TypeError) as e:
             raise ValueError(f"arm {arm['name']!r}: {e}") from None
@@ -78,15 +87,7 @@ def build_arm(config: CompareConfig, arm: Mapping, mesh=None):
     orc = arm_oracle(arm)
     if orc is None:
         return build(exp, mesh, curriculum=arm["curriculum"]), config.eval_every, None
-    sampler = oracle(exp.task.size, floor=orc["floor"])
-    built = build(exp, mesh, {"gates": arm["oracle"].get("gates", {})}, sampler=sampler)
-    probe = make_probe(
-        built,
-        per_category=orc["per_category"],
-        samples=orc["samples"],
-        mode=orc["mode"],
-        mastered=orc["mastered"],
-    )
+    built, probe = build_oracle(exp, orc, arm["oracle"].get("gates", {}), mesh)
     return built, orc["every"] or config.eval_every, probe
 
 

@@ -5,12 +5,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from curriculax import tasks as T
 from curriculax.engine import Rollouts
 from experiments._builders import (
     GRPOExperimentConfig,
     TaskConfig,
+    build,
     coin_flip_rollout,
     make_study_pool,
+    sampler_categories,
     shares_to_counts,
 )
 
@@ -70,3 +73,69 @@ def test_coin_flip_tasks_pay_a_coin_flip_whatever_the_answer():
     assert np.all(rewards[~coin] == 1.0)
     assert set(np.unique(rewards[coin]).tolist()) == {0.0, 1.0}
     assert abs(rewards[coin].mean() - 0.25) < 0.03
+
+
+# ---------------------------------------------------------------- what the samplers are told
+
+
+def _labelled_pool():
+    # Level 0 (length 1, 4 symbols) repeats its 4 tasks over 50 entries; levels 1-2 and the
+    # coin flips are distinct tasks.
+    task = TaskConfig(num_levels=3, level_mass=(1.0, 1.0, 1.0), pool_size=200, distractors=0.25)
+    return make_study_pool(GRPOExperimentConfig(task=task))
+
+
+def test_labels_levels_none_and_noise():
+    pool = _labelled_pool()
+    assert np.array_equal(sampler_categories(pool, "levels"), pool.category)
+    assert np.array_equal(sampler_categories(pool, "none"), np.zeros_like(pool.category))
+    noisy = sampler_categories(pool, {"noise": 0.5})
+    first = T.distinct_tasks(pool.train)
+    # Copies of a task keep one label; labels stay within the pool's categories.
+    assert np.array_equal(noisy, noisy[first])
+    assert set(noisy.tolist()) <= set(pool.category.tolist())
+    # Per distinct task: kept w.p. 1 - q + q / C (C = 4 categories): 0.625 of ~154 tasks.
+    distinct = np.flatnonzero(first == np.arange(first.size))
+    kept = np.mean(noisy[distinct] == pool.category[distinct])
+    sd = np.sqrt(0.625 * 0.375 / distinct.size)
+    assert abs(kept - 0.625) < 5 * sd
+    # Seeded: the same labels every call, other ones for another seed; q = 0 and 1.
+    assert np.array_equal(noisy, sampler_categories(pool, {"noise": 0.5}))
+    assert not np.array_equal(noisy, sampler_categories(pool, {"noise": 0.5, "seed": 1}))
+    assert np.array_equal(sampler_categories(pool, {"noise": 0.0}), pool.category)
+    mixed = sampler_categories(pool, {"noise": 1.0})
+    assert np.mean(mixed[distinct] == pool.category[distinct]) < 0.5
+
+
+@pytest.mark.parametrize(
+    "labels, match",
+    [
+        ("level", r"task.labels must be one of \['levels', 'none'\]"),
+        ({"nois": 0.5}, r"task.labels as a table takes 'noise'"),
+        ({"noise": 1.5}, r"task.labels.noise must be a probability in \[0, 1\], got 1.5"),
+        ({"noise": 0.5, "seed": "a"}, r"task.labels.seed must be an int"),
+    ],
+)
+def test_bad_labels_are_named(labels, match):
+    with pytest.raises(ValueError, match=match):
+        TaskConfig(labels=labels)
+
+
+def test_build_hands_the_samplers_the_configured_labels_and_shared_tasks():
+    # A category bandit told "none" sees one category; learnability pools the copies.
+    task = TaskConfig(num_levels=2, level_mass=(1.0, 1.0), pool_size=24, labels="none")
+    exp = GRPOExperimentConfig(task=task)
+    bandit = build(exp, curriculum={"sampler": {"type": "category_bandit"}})
+    metrics = bandit.engine.envs[0].curriculum.metrics(
+        bandit.engine.envs[0].curriculum.init(jax.random.key(0))
+    )
+    assert "sampler/prob/0" in metrics and "sampler/prob/1" not in metrics, sorted(metrics)
+    learn = build(exp, curriculum={"sampler": {"type": "learnability"}})
+    cur = learn.engine.envs[0].curriculum
+    distinct = np.unique(T.distinct_tasks(learn.pool.train)).size
+    assert distinct < 24  # level 0 repeats its 4 tasks
+    # One warm-up call of as many draws as distinct tasks leaves none unseen.
+    _, state = jax.jit(cur.sample, static_argnums=2)(
+        cur.init(jax.random.key(0)), jax.random.key(1), distinct
+    )
+    assert float(cur.metrics(state)["sampler/pool/unseen"]) == 0.0

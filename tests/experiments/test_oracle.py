@@ -5,10 +5,19 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
+from curriculax import tasks as T
 from curriculax.engine import Rollouts
-from experiments._builders import GRPOExperimentConfig, TaskConfig, make_study_pool
-from experiments._oracle import OracleState, make_probe, probe_rows
+from experiments._builders import GRPOExperimentConfig, TaskConfig, build, make_study_pool
+from experiments._oracle import (
+    OracleState,
+    build_oracle,
+    make_probe,
+    oracle,
+    oracle_settings,
+    probe_rows,
+)
 
 
 class _Built(NamedTuple):
@@ -70,3 +79,121 @@ def test_learnability_oracle_scores_tasks_not_levels():
     level = pool.category
     assert np.allclose(weight[level == 0], 0.25) and np.allclose(weight[level == 1], 0.0)
     assert np.allclose(rate[level == 0], 0.5) and set(rate[level == 1].tolist()) == {0.0, 1.0}
+
+
+# --------------------------------------------------------------- the sound p(1 - p) oracle
+
+
+def _top(n, weight, num=16, calls=64, **kwargs):
+    """``i32[calls, num]``: draws of a ``"top"`` oracle from fixed weights, one key per call."""
+    s = oracle(n, draw="top", **kwargs)
+    state = OracleState(jnp.zeros(n), jnp.asarray(weight, jnp.float32))
+    keys = jax.random.split(jax.random.key(0), calls)
+    return np.asarray(jax.jit(jax.vmap(lambda k: s.sample(state, k, num)[0]))(keys))
+
+
+def test_one_task_with_all_the_weight_gets_one_position_per_call_not_the_call():
+    # The degenerate case of the old arm: one task with one hit in 8, every other task 0.
+    n = 300
+    weight = np.zeros(n)
+    weight[137] = (1 / 8) * (7 / 8)
+    draws = _top(n, weight)
+    for call in draws:
+        assert len(set(call.tolist())) == 16  # distinct within the call
+        assert (call == 137).sum() == 1
+    # The other 15 positions spread over the pool (ties broken at random), not a handful.
+    assert len(set(draws.reshape(-1).tolist())) > 200
+
+
+def test_copies_of_a_task_count_once_within_a_call():
+    # Entries 0-99 hold 4 tasks (entry i: task i % 4), the rest are distinct; the 4 repeated
+    # tasks have all the weight, as a solved-sometimes short level would.
+    n = 300
+    entry_task = np.where(np.arange(n) < 100, np.arange(n) % 4, np.arange(n))
+    weight = np.where(np.arange(n) < 100, 0.2, 0.0)
+    draws = _top(n, weight, entry_task=entry_task, uniform_share=0.0)
+    for call in draws:
+        tasks = entry_task[call]
+        assert len(set(tasks.tolist())) == 16
+        assert set(range(4)) <= set(tasks.tolist())
+
+
+def test_the_uniform_share_is_drawn_over_the_entries():
+    # Tasks 0-99 carry equal weight, the rest none: only the uniform share leaves them.
+    n, num, calls, share = 1000, 16, 2000, 0.05
+    weight = np.where(np.arange(n) < 100, 0.25, 0.0)
+    draws = _top(n, weight, num=num, calls=calls, uniform_share=share)
+    outside = int((draws >= 100).sum())
+    expected = share * num * calls * 0.9  # a uniform pick lands outside 0-99 w.p. 0.9
+    assert abs(outside - expected) < 5 * np.sqrt(expected) + 1
+    none = _top(n, weight, num=num, calls=200, uniform_share=0.0)
+    assert int((none >= 100).sum()) == 0
+
+
+def test_oracle_settings_fill_each_modes_defaults_and_name_bad_keys():
+    sound = oracle_settings({})
+    assert sound["mode"] == "learnability" and sound["exact"] and sound["every"] == 1
+    assert sound["draw"] == "top" and sound["uniform_share"] == 0.05
+    frontier = oracle_settings({"mode": "frontier", "gates": {}})
+    assert frontier["draw"] == "proportional" and frontier["every"] == 0
+    with pytest.raises(ValueError, match=r"unknown oracle key\(s\) \['sample'\]"):
+        oracle_settings({"sample": 8})
+    with pytest.raises(ValueError, match=r"oracle.draw must be one of"):
+        oracle_settings({"draw": "greedy"})
+
+
+def _small_experiment():
+    task = TaskConfig(num_levels=2, level_mass=(1.0, 1.0), pool_size=24, held_out_per_level=2)
+    return GRPOExperimentConfig(task=task)
+
+
+def test_exact_pass_rates_match_sampled_rollouts():
+    # A random policy: each task's teacher-forced probability of its answer against the
+    # share of 4096 sampled rollouts that match it exactly.
+    exp = _small_experiment()
+    built = build(exp)
+    rows = probe_rows(built.pool)
+    tasks = T.take(built.pool.train, jnp.asarray(rows.rows[:6]))
+    state = built.engine.init(jax.random.key(3)).solver
+    exact = np.asarray(jax.jit(built.pass_probability)(state, tasks))
+    out = jax.jit(built.rollout, static_argnums=3)(state, tasks, jax.random.key(4), 4096)
+    sampled = np.asarray(jnp.mean(out.rewards, axis=1))
+    assert np.all((exact > 0) & (exact < 1))
+    se = np.sqrt(exact * (1 - exact) / 4096)
+    assert np.all(np.abs(sampled - exact) < 5 * se), (exact, sampled)
+
+
+def test_the_sound_oracle_draws_the_distinct_tasks_of_highest_true_p_one_minus_p():
+    exp = _small_experiment()
+    built, probe = build_oracle(exp, oracle_settings({"uniform_share": 0.0}))
+    env = built.engine.env_names[0]
+    state = jax.jit(probe)(built.engine.init(jax.random.key(0)), jax.random.key(1))
+    sampler_state = state.curricula[env].sampler
+    rows = probe_rows(built.pool)
+    p = np.asarray(
+        jax.jit(built.pass_probability)(
+            state.solver, T.take(built.pool.train, jnp.asarray(rows.rows))
+        )
+    )
+    assert np.allclose(np.asarray(sampler_state.pass_rate)[rows.rows], p, rtol=1e-5)
+    cur = built.engine.envs[0].curriculum
+    ids, _ = jax.jit(cur.sample, static_argnums=2)(state.curricula[env], jax.random.key(2), 8)
+    entry_task = T.distinct_tasks(built.pool.train)
+    chosen = entry_task[np.asarray(ids)]
+    assert len(set(chosen.tolist())) == 8
+    # The 8 highest p (1 - p) (up to the ranking keys' resolution: 0.2% apart).
+    score = dict(zip(rows.rows.tolist(), (p * (1 - p)).tolist(), strict=True))
+    eighth = np.sort(p * (1 - p))[::-1][7]
+    assert min(score[t] for t in chosen.tolist()) >= eighth * (1 - 0.01)
+
+
+def test_tiny_weights_are_still_ranked_not_tied():
+    # One task near 0.5 and the rest orders of magnitude below it (p ~ 1e-4 .. 1e-9): the
+    # draws take the next-best tasks in order, not random ones.
+    n = 100
+    weight = np.zeros(n)
+    weight[0] = 0.25
+    weight[1:8] = 10.0 ** -np.arange(4, 11)  # tasks 1-7, decreasing
+    draws = _top(n, weight, num=8, calls=16, uniform_share=0.0)
+    for call in draws:
+        assert sorted(call.tolist()) == list(range(8))

@@ -231,3 +231,55 @@ def test_it_is_registered_and_its_defaults_build_from_a_config():
 def test_bad_arguments_name_the_argument_and_value(kwargs, error, match):
     with pytest.raises(error, match=match):
         cx.samplers.learnability(10, **kwargs)
+
+
+# ------------------------------------------------------------------------ repeated entries
+
+
+def test_repeated_entries_share_one_posterior_and_calls_draw_distinct_tasks():
+    # 12 entries holding 4 tasks (entry i holds task i % 4), as a study pool repeats a small
+    # level's tasks to give the level its share.
+    n, entry_task = 12, np.arange(12) % 4
+    s = cx.samplers.learnability(n, entry_task=entry_task, uniform_share=0.0)
+    sample = jax.jit(s.sample, static_argnums=2)
+    state = s.init(jax.random.key(0))
+    # The warm-up visits each distinct task once: 4 draws, then nothing is unseen.
+    ids, state = sample(state, jax.random.key(1), 4)
+    assert sorted(entry_task[np.asarray(ids)].tolist()) == [0, 1, 2, 3]
+    assert float(s.metrics(state)["pool/unseen"]) == 0
+    # Results of two copies of task 1 (entries 5 and 9) land on one posterior, at entry 1.
+    state = s.observe(state, group_results([5, 9], [[1, 1, 0, 0], [1, 0, 0, 0]]))
+    assert state.successes.tolist()[1] == 3.0 and state.failures.tolist()[1] == 5.0
+    assert float(jnp.sum(state.successes)) == 3.0  # nothing written at the copies
+    # Scored draws are distinct tasks: a call of 4 returns each task once (no copy twice).
+    for k in range(5):
+        ids, _ = sample(state, jax.random.key(10 + k), 4)
+        assert sorted(entry_task[np.asarray(ids)].tolist()) == [0, 1, 2, 3]
+
+
+def test_repeated_entries_pool_evidence_a_per_entry_sampler_splits():
+    # Task 0 has 20 copies; 20 groups with 1 hit in 8 each, one per copy: with entry_task the
+    # task has 160 rollouts of evidence, per entry each copy has 8.
+    n, entry_task = 24, np.where(np.arange(24) < 20, 0, np.arange(24))
+    results = group_results(list(range(20)), [[1, 0, 0, 0, 0, 0, 0, 0]] * 20)
+    shared = cx.samplers.learnability(n, entry_task=entry_task, half_life=None)
+    apart = cx.samplers.learnability(n, half_life=None)
+    st = shared.observe(shared.init(jax.random.key(0)), results)
+    sa = apart.observe(apart.init(jax.random.key(0)), results)
+    assert float(st.successes[0] + st.failures[0]) == 160.0
+    assert float(jnp.max(sa.successes + sa.failures)) == 8.0
+
+
+def test_entry_task_must_give_one_integer_per_entry():
+    with pytest.raises(
+        ValueError,
+        match=r"entry_task must be an integer array .*\(shape \(10,\)\), got .* shape \(9,\)",
+    ):
+        cx.samplers.learnability(10, entry_task=np.arange(9))
+    cur = cx.curriculum_from_config(
+        {"sampler": {"type": "learnability"}}, 6, entry_task=np.array([0, 0, 1, 1, 2, 2])
+    )
+    ids, _ = jax.jit(cur.sample, static_argnums=2)(
+        cur.init(jax.random.key(0)), jax.random.key(1), 3
+    )
+    assert sorted((np.asarray(ids) // 2).tolist()) == [0, 1, 2]

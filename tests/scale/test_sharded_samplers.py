@@ -21,6 +21,10 @@ from curriculax.testing import synthetic_results
 N, NUM, STEPS = 64, 8, 12
 SAMPLERS = {
     "learnability": lambda axis: cx.samplers.learnability(N, axis_name=axis),
+    # Copies spread over the devices: entry i holds task i % 12, its state at entry i % 12.
+    "learnability_repeated_entries": lambda axis: cx.samplers.learnability(
+        N, entry_task=np.arange(N) % 12, axis_name=axis
+    ),
     "learning_progress": lambda axis: cx.samplers.learning_progress(
         N, patience=1.0, noise_visits=2, axis_name=axis
     ),
@@ -86,4 +90,4 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok ") == 4, out.stdout
+    assert out.stdout.count("ok ") == 5, out.stdout  # one line per sampler of SCRIPT

@@ -82,3 +82,39 @@ def test_bad_specs_fail_at_construction(make, match):
 def test_level_out_of_range():
     with pytest.raises(ValueError, match="outside"):
         T.ReversalSpec(num_levels=3).radices(3)
+
+
+def _python_carries(prompt):
+    text = T.decode(prompt).split()
+    plus = text.index("+")
+    a, b = [int(t) for t in text[1:plus]], [int(t) for t in text[plus + 1 : -1]]
+    carry = count = 0
+    for x, y in zip(a, b, strict=True):  # least-significant digit first
+        carry = int(x + y + carry >= 10)
+        count += carry
+    return count
+
+
+def test_addition_carries_vary_within_a_level():
+    # Every level adds numbers of one digit count, but its tasks need 0 .. d carries: a
+    # difficulty the level label does not show.
+    spec = T.AdditionSpec(num_levels=5)
+    pool = T.generate(jax.random.key(0), spec, 200)
+    got = np.asarray(jax.jit(T.carries)(pool.prompt))
+    want = [_python_carries(p) for p in np.asarray(pool.prompt)]
+    np.testing.assert_array_equal(got, want)
+    level = np.asarray(pool.level)
+    for lv in range(1, spec.num_levels):
+        d = spec.digits(lv)
+        seen = set(got[level == lv].tolist())
+        assert {0, 1, 2} <= seen and max(seen) <= d, (lv, seen)
+
+
+def test_a_study_pool_of_additions_has_levels_with_mixed_carries():
+    from experiments._builders import GRPOExperimentConfig, TaskConfig, make_study_pool
+
+    task = TaskConfig(family="addition", num_levels=4, pool_size=200, held_out_per_level=8)
+    pool = make_study_pool(GRPOExperimentConfig(task=task))
+    c = np.asarray(T.carries(pool.train.prompt))
+    for lv in (1, 2, 3):
+        assert len(set(c[pool.category == lv].tolist())) >= 3
