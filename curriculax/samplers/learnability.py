@@ -79,6 +79,130 @@ def _prior(value: object) -> tuple[float, float]:
     return a0, b0
 
 
+def _posterior(state: NamedTuple, a0: float, b0: float, horizon: float):
+    """``(a, b)``: the Beta parameters of every local task now.
+
+    ``state`` has ``successes``, ``failures`` (``f32[n_local]``), ``updated`` (``i32[n_local]``)
+    and ``clock`` (``i32[]``); ``horizon`` is the half-life in groups (``inf``: no forgetting).
+    """
+    if math.isinf(horizon):
+        fade = jnp.ones_like(state.successes)
+    else:
+        age = (state.clock - state.updated).astype(jnp.float32)
+        fade = jnp.exp2(-age / jnp.float32(horizon))
+    return a0 + state.successes * fade, b0 + state.failures * fade
+
+
+def _closeness(
+    a: jax.Array, b: jax.Array, word: jax.Array, ids: jax.Array, *, thompson: bool, target: float
+) -> jax.Array:
+    """``f32[n_local]`` learnability's score ``1 - |p - target| / max(target, 1 - target)``,
+    ``p`` a Thompson draw of ``Beta(a, b)`` (or its mean when not ``thompson``)."""
+    p = _random.beta(word, ids, a, b, _SALT_BETA) if thompson else a / (a + b)
+    return 1.0 - jnp.abs(p - target) / max(target, 1.0 - target)
+
+
+class _Observed(NamedTuple):
+    """What :func:`_posterior_update` read from a batch (``f32[G]`` / ``[G, K]`` / ``bool``),
+    for samplers that update more than the posterior."""
+
+    ids: jax.Array
+    in_pool: jax.Array
+    valid: jax.Array
+    rewards: jax.Array
+    hit: jax.Array
+    wins: jax.Array
+    losses: jax.Array
+    start: jax.Array
+    n_local: int
+
+
+def _posterior_update(
+    state: NamedTuple,
+    results: GroupResults,
+    *,
+    n: int,
+    success_threshold: float | None,
+    horizon: float,
+    axis_name: str | None,
+    rep_of: Callable[[jax.Array], jax.Array] | None = None,
+) -> tuple[dict[str, jax.Array], _Observed]:
+    """Learnability's ``observe``: each observed task's evidence decayed to now, plus the
+    batch's successes and failures (valid rollouts only), marked seen; the clock advances by
+    the groups in the pool.
+
+    Args:
+      state: holds ``successes``, ``failures``, ``updated``, ``seen`` (per local task) and
+        ``clock``.
+      results: the batch (``G >= 1`` groups).
+      n: pool size.
+      success_threshold: as for :func:`learnability`.
+      horizon: the half-life in groups (``inf``: no forgetting).
+      axis_name: the mesh axis the per-task state is split along, or None.
+      rep_of: maps ids to the entry holding their task's state (None: the id itself).
+
+    Returns:
+      ``(fields, observed)``: the new ``successes``, ``failures``, ``updated``, ``seen`` and
+      ``clock`` for ``state._replace(**fields)``, and what was read from the batch.
+    """
+    n_local = state.successes.shape[0]
+    start = _shard.offset(_shard.bound(axis_name), n_local)
+    ids = results.task_ids.astype(jnp.int32)
+    in_pool = (ids >= 0) & (ids < n)
+    valid = results.valid.astype(bool)
+    rewards = results.rewards.astype(jnp.float32)
+    if success_threshold is None:
+        hit = jnp.clip(rewards, 0.0, 1.0)
+    else:
+        hit = (rewards >= success_threshold).astype(jnp.float32)
+    wins = jnp.sum(jnp.where(valid, hit, 0.0), axis=1)
+    losses = jnp.sum(valid, axis=1).astype(jnp.float32) - wins
+    owner = ids if rep_of is None else rep_of(ids)
+    slot = _shard.to_local(jnp.where(in_pool, owner, -1), start, n_local)
+    clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
+    # Bring each observed task's evidence up to now, then add the new groups
+    # (a task observed twice in one batch gets both: the decayed value is set twice, the
+    # same value both times, and the additions accumulate).
+    if math.isinf(horizon):
+        fade = jnp.ones(ids.shape, jnp.float32)
+    else:
+        before = state.updated.at[slot].get(mode="fill", fill_value=0)
+        fade = jnp.exp2(-(state.clock - before).astype(jnp.float32) / jnp.float32(horizon))
+    s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
+    f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade
+    fields = {
+        "successes": state.successes.at[slot].set(s, mode="drop").at[slot].add(wins, mode="drop"),
+        "failures": state.failures.at[slot].set(f, mode="drop").at[slot].add(losses, mode="drop"),
+        "updated": state.updated.at[slot].set(clock, mode="drop"),
+        "seen": state.seen.at[slot].set(True, mode="drop"),
+        "clock": clock,
+    }
+    observed = _Observed(ids, in_pool, valid, rewards, hit, wins, losses, start, n_local)
+    return fields, observed
+
+
+def _count(mask: jax.Array, axis: str | None) -> jax.Array:
+    """``f32[]`` the pool-wide count of ``mask`` (summed over the devices of ``axis``)."""
+    return _shard.psum(jnp.sum(mask, dtype=jnp.int32), axis).astype(jnp.float32)
+
+
+def _pool_metrics(
+    mean: jax.Array, seen: jax.Array, num: int, clock: jax.Array, axis: str | None
+) -> dict[str, jax.Array]:
+    """Learnability's metrics from the posterior means and seen marks of the local tasks
+    (``num``: the pool's distinct tasks)."""
+    num_seen = _shard.psum(jnp.sum(seen, dtype=jnp.int32), axis)
+    total = _shard.psum(jnp.sum(jnp.where(seen, mean, 0.0)), axis)
+    return {
+        "pool/unseen": (num - num_seen).astype(jnp.float32),
+        "pool/unsolved": _count((mean < 0.2) & seen, axis),
+        "pool/learnable": _count((mean >= 0.2) & (mean <= 0.8) & seen, axis),
+        "pool/solved": _count((mean > 0.8) & seen, axis),
+        "mean_pass_rate": total / jnp.maximum(num_seen, 1).astype(jnp.float32),
+        "clock": clock.astype(jnp.float32),
+    }
+
+
 def ranked_draw(
     seen: jax.Array,
     score: Callable[[jax.Array, jax.Array], jax.Array],
@@ -292,7 +416,6 @@ def learnability(
     uniform_share = _share(uniform_share, "uniform_share")
     if not isinstance(unseen_first, bool):
         raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
-    width = max(target, 1.0 - target)
     shared = entry_task is not None
     ent = _entries.entries(entry_task, n, "learnability")
 
@@ -306,14 +429,7 @@ def learnability(
             return jnp.ones((n_local,), bool)
         return jax.lax.dynamic_slice_in_dim(jnp.asarray(ent.is_rep), start, n_local)
 
-    def posterior(state: LearnabilityState) -> tuple[jax.Array, jax.Array]:
-        """``(a, b)``: the Beta parameters of every local task now."""
-        if math.isinf(h):
-            fade = jnp.ones_like(state.successes)
-        else:
-            age = (state.clock - state.updated).astype(jnp.float32)
-            fade = jnp.exp2(-age / jnp.float32(h * ent.num_distinct))
-        return a0 + state.successes * fade, b0 + state.failures * fade
+    horizon = h * ent.num_distinct
 
     def init(key: jax.Array) -> LearnabilityState:
         del key
@@ -327,10 +443,8 @@ def learnability(
 
     def sample(state: LearnabilityState, key: jax.Array, num: int):
         def score(word, ids):
-            a, b = posterior(state)
-            thompson = draw == "thompson"
-            p = _random.beta(word, ids, a, b, _SALT_BETA) if thompson else a / (a + b)
-            return 1.0 - jnp.abs(p - target) / width
+            a, b = _posterior(state, a0, b0, horizon)
+            return _closeness(a, b, word, ids, thompson=draw == "thompson", target=target)
 
         ids, seen = ranked_draw(
             state.seen,
@@ -348,61 +462,22 @@ def learnability(
     def observe(state: LearnabilityState, results: GroupResults) -> LearnabilityState:
         if results.task_ids.shape[0] == 0:
             return state
-        n_local = state.successes.shape[0]
-        start = _shard.offset(_shard.bound(axis_name), n_local)
-        ids = results.task_ids.astype(jnp.int32)
-        in_pool = (ids >= 0) & (ids < n)
-        valid = results.valid.astype(bool)
-        rewards = results.rewards.astype(jnp.float32)
-        if success_threshold is None:
-            hit = jnp.clip(rewards, 0.0, 1.0)
-        else:
-            hit = (rewards >= success_threshold).astype(jnp.float32)
-        wins = jnp.sum(jnp.where(valid, hit, 0.0), axis=1)
-        losses = jnp.sum(valid, axis=1).astype(jnp.float32) - wins
-        slot = _shard.to_local(jnp.where(in_pool, rep_of(ids), -1), start, n_local)
-        clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
-        # Bring each observed task's evidence up to now, then add the new groups
-        # (a task observed twice in one batch gets both: the decayed value is set twice, the
-        # same value both times, and the additions accumulate).
-        if math.isinf(h):
-            fade = jnp.ones(ids.shape, jnp.float32)
-        else:
-            before = state.updated.at[slot].get(mode="fill", fill_value=0)
-            fade = jnp.exp2(
-                -(state.clock - before).astype(jnp.float32) / jnp.float32(h * ent.num_distinct)
-            )
-        s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
-        f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade
-        successes = state.successes.at[slot].set(s, mode="drop").at[slot].add(wins, mode="drop")
-        failures = state.failures.at[slot].set(f, mode="drop").at[slot].add(losses, mode="drop")
-        return state._replace(
-            successes=successes,
-            failures=failures,
-            updated=state.updated.at[slot].set(clock, mode="drop"),
-            seen=state.seen.at[slot].set(True, mode="drop"),
-            clock=clock,
+        fields, _ = _posterior_update(
+            state,
+            results,
+            n=n,
+            success_threshold=success_threshold,
+            horizon=horizon,
+            axis_name=axis_name,
+            rep_of=rep_of if shared else None,
         )
+        return state._replace(**fields)
 
     def metrics(state: LearnabilityState) -> dict[str, jax.Array]:
         axis = _shard.bound(axis_name)
-        a, b = posterior(state)
-        mean = a / (a + b)
+        a, b = _posterior(state, a0, b0, horizon)
         n_local = state.seen.shape[0]
         seen = state.seen & local_reps(_shard.offset(axis, n_local), n_local)
-
-        def count(mask):
-            return _shard.psum(jnp.sum(mask & seen, dtype=jnp.int32), axis).astype(jnp.float32)
-
-        num_seen = _shard.psum(jnp.sum(seen, dtype=jnp.int32), axis)
-        total = _shard.psum(jnp.sum(jnp.where(seen, mean, 0.0)), axis)
-        return {
-            "pool/unseen": (ent.num_distinct - num_seen).astype(jnp.float32),
-            "pool/unsolved": count(mean < 0.2),
-            "pool/learnable": count((mean >= 0.2) & (mean <= 0.8)),
-            "pool/solved": count(mean > 0.8),
-            "mean_pass_rate": total / jnp.maximum(num_seen, 1).astype(jnp.float32),
-            "clock": state.clock.astype(jnp.float32),
-        }
+        return _pool_metrics(a / (a + b), seen, ent.num_distinct, state.clock, axis)
 
     return TaskSampler(init, sample, observe, metrics, num_tasks=n)
