@@ -115,25 +115,22 @@ def reliability(cross: jax.Array, power: jax.Array) -> jax.Array:
     return jnp.where(ok, jnp.clip(cross / jnp.where(ok, power, 1.0), 0.0, 1.0), 0.0)
 
 
-def looks_like_noise(
-    fast_a: jax.Array,
-    fast_b: jax.Array,
-    cross: jax.Array,
-    power: jax.Array,
-    mixed: jax.Array,
-    *,
-    min_mixed: int,
-    max_reliability: float,
-) -> jax.Array:
-    """``bool[...]``: at least ``min_mixed`` updates that carried reward variance, a recent pass
-    rate (the fast averages) still strictly inside (0.05, 0.95), and a reliability below
-    ``max_reliability``: variance that never turned into progress. "Still varies" keeps an
-    element that was learned (or given up on) from being flagged for the variance it once had.
+def looks_like_noise(state: NamedTuple, *, min_mixed: int, max_reliability: float) -> jax.Array:
+    """``bool[...]``: the elements (tasks, categories) of ``state`` with at least ``min_mixed``
+    updates that carried reward variance, a recent pass rate (the fast averages) still
+    strictly inside (0.05, 0.95), and a reliability below ``max_reliability``: variance that
+    never turned into progress. "Still varies" keeps an element that was learned (or given up
+    on) from being flagged for the variance it once had.
+
+    Args:
+      state: holds this module's ``fast_a``, ``fast_b``, ``cross``, ``power`` and a count
+        ``mixed`` of updates with reward variance (one shape).
+      min_mixed, max_reliability: the sampler's noise thresholds.
     """
-    recent = 0.5 * (fast_a + fast_b)
+    recent = 0.5 * (state.fast_a + state.fast_b)
     varies = (recent > 0.05) & (recent < 0.95)
-    unreliable = reliability(cross, power) < max_reliability
-    return (mixed >= min_mixed) & unreliable & varies
+    unreliable = reliability(state.cross, state.power) < max_reliability
+    return (state.mixed >= min_mixed) & unreliable & varies
 
 
 def flagged(mask: jax.Array) -> np.ndarray:

@@ -75,13 +75,7 @@ def noisy_categories(
 
 def _noise(state: CategoryBanditState, noise_batches: int, noise_reliability: float):
     return _progress.looks_like_noise(
-        state.fast_a,
-        state.fast_b,
-        state.cross,
-        state.power,
-        state.mixed,
-        min_mixed=noise_batches,
-        max_reliability=noise_reliability,
+        state, min_mixed=noise_batches, max_reliability=noise_reliability
     )
 
 

@@ -14,19 +14,7 @@ from curriculax import _counters, _progress, _shard
 from curriculax._checks import check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers.difficulty_pools import last_occurrence
-from curriculax.samplers.learnability import (
-    DRAWS,
-    _closeness,
-    _count,
-    _half_life,
-    _number,
-    _pool_metrics,
-    _posterior,
-    _posterior_update,
-    _prior,
-    _share,
-    ranked_draw,
-)
+from curriculax.samplers.learnability import _beta_pool, _count, _number
 
 DEFAULT_NOISE_VISITS = 8
 DEFAULT_NOISE_RELIABILITY = 0.5
@@ -101,13 +89,7 @@ def looks_like_noise(
     progress. A task learned (or lost) since is not flagged for the variance it once had.
     Pure (usable under ``jit``); :func:`noisy_tasks` gives the ids on the host."""
     return _progress.looks_like_noise(
-        state.fast_a,
-        state.fast_b,
-        state.cross,
-        state.power,
-        state.mixed,
-        min_mixed=noise_visits,
-        max_reliability=noise_reliability,
+        state, min_mixed=noise_visits, max_reliability=noise_reliability
     )
 
 
@@ -244,28 +226,26 @@ def learning_progress(
       []
     """
     n = check_num_tasks(num_tasks)
-    target = _number(target, "target")
-    if not 0.0 < target < 1.0:
-        raise ValueError(f"target must lie strictly between 0 and 1, got {target}")
-    if draw not in DRAWS:
-        raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
-    h = _half_life(half_life)
-    a0, b0 = _prior(prior)
-    if success_threshold is not None:
-        success_threshold = _number(success_threshold, "success_threshold")
+    pool = _beta_pool(
+        n,
+        target=target,
+        draw=draw,
+        half_life=half_life,
+        prior=prior,
+        success_threshold=success_threshold,
+        uniform_share=uniform_share,
+        unseen_first=unseen_first,
+        axis_name=axis_name,
+    )
     patience = _number(patience, "patience")
     if not (patience > 0 and math.isfinite(patience)):
         raise ValueError(f"patience must be finite and > 0 visits, got {patience}")
     fast, slow, evidence = _rate(fast, "fast"), _rate(slow, "slow"), _rate(evidence, "evidence")
     if not slow < fast:
         raise ValueError(f"slow ({slow}) must be below fast ({fast})")
-    uniform_share = _share(uniform_share, "uniform_share")
-    if not isinstance(unseen_first, bool):
-        raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
     if isinstance(noise_visits, bool) or not isinstance(noise_visits, int) or noise_visits < 1:
         raise ValueError(f"noise_visits must be an int >= 1, got {noise_visits!r}")
     noise_reliability = _rate(noise_reliability, "noise_reliability")
-    horizon = h * n
 
     def noise(state: LearningProgressState) -> jax.Array:
         return looks_like_noise(
@@ -296,36 +276,17 @@ def learning_progress(
 
     def sample(state: LearningProgressState, key: jax.Array, num: int):
         def score(word, ids):
-            a, b = _posterior(state, a0, b0, horizon)
-            informative = _closeness(a, b, word, ids, thompson=draw == "thompson", target=target)
             rho = reliability(state)
             fresh = jnp.exp2(-state.mixed.astype(jnp.float32) / jnp.float32(patience))
-            return informative * (rho + (1.0 - rho) * fresh)
+            return pool.closeness(state, word, ids) * (rho + (1.0 - rho) * fresh)
 
-        ids, seen = ranked_draw(
-            state.seen,
-            score,
-            key,
-            num,
-            n,
-            uniform_share=uniform_share,
-            unseen_first=unseen_first,
-            axis_name=axis_name,
-        )
-        return ids, state._replace(seen=seen)
+        return pool.draw(state, score, key, num)
 
     def observe(state: LearningProgressState, results: GroupResults) -> LearningProgressState:
         if results.task_ids.shape[0] == 0:
             return state
         # The posterior, as learnability's: decay each observed task's evidence to now, add.
-        fields, obs = _posterior_update(
-            state,
-            results,
-            n=n,
-            success_threshold=success_threshold,
-            horizon=horizon,
-            axis_name=axis_name,
-        )
+        fields, obs = pool.update(state, results)
         ids, in_pool, wins, losses = obs.ids, obs.in_pool, obs.wins, obs.losses
 
         # Progress: one update per task and batch (its latest group), from the two halves.
@@ -379,8 +340,7 @@ def learning_progress(
 
     def metrics(state: LearningProgressState) -> dict[str, jax.Array]:
         axis = _shard.bound(axis_name)
-        a, b = _posterior(state, a0, b0, horizon)
-        out = _pool_metrics(a / (a + b), state.seen, n, state.clock, axis)
+        out = pool.metrics(state, state.seen)
         out["progress/learning"] = _count((reliability(state) >= 0.5) & state.seen, axis)
         out["noise/flagged"] = _count(noise(state), axis)
         return out
