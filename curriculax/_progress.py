@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 class Halves(NamedTuple):
@@ -112,3 +113,26 @@ def reliability(cross: jax.Array, power: jax.Array) -> jax.Array:
     """``f32[...]`` in [0, 1]: ``cross / power`` clipped below at 0 (0 where nothing moved)."""
     ok = power > 1e-9
     return jnp.where(ok, jnp.clip(cross / jnp.where(ok, power, 1.0), 0.0, 1.0), 0.0)
+
+
+def looks_like_noise(state: NamedTuple, *, min_mixed: int, max_reliability: float) -> jax.Array:
+    """``bool[...]``: the elements (tasks, categories) of ``state`` with at least ``min_mixed``
+    updates that carried reward variance, a recent pass rate (the fast averages) still
+    strictly inside (0.05, 0.95), and a reliability below ``max_reliability``: variance that
+    never turned into progress. "Still varies" keeps an element that was learned (or given up
+    on) from being flagged for the variance it once had.
+
+    Args:
+      state: holds this module's ``fast_a``, ``fast_b``, ``cross``, ``power`` and a count
+        ``mixed`` of updates with reward variance (one shape).
+      min_mixed, max_reliability: the sampler's noise thresholds.
+    """
+    recent = 0.5 * (state.fast_a + state.fast_b)
+    varies = (recent > 0.05) & (recent < 0.95)
+    unreliable = reliability(state.cross, state.power) < max_reliability
+    return (state.mixed >= min_mixed) & unreliable & varies
+
+
+def flagged(mask: jax.Array) -> np.ndarray:
+    """Host side: the indices (``int64[M]``, ascending) where ``mask`` is true."""
+    return np.flatnonzero(np.asarray(jax.device_get(mask)))

@@ -70,17 +70,13 @@ def noisy_categories(
     ``noise_batches`` batches with a progress reliability below ``noise_reliability``
     ("looks like noise": a broken verifier, wrong references). Pass the factory's values.
     See docs/noise.md."""
-    flags = _noise(state, noise_batches, noise_reliability)
-    return np.flatnonzero(np.asarray(jax.device_get(flags)))
+    return _progress.flagged(_noise(state, noise_batches, noise_reliability))
 
 
 def _noise(state: CategoryBanditState, noise_batches: int, noise_reliability: float):
-    # "Still varies": a recent pass rate strictly inside (0.05, 0.95), so a category that was
-    # learned (or given up on) is not flagged for the variance it once had.
-    recent = 0.5 * (state.fast_a + state.fast_b)
-    varies = (recent > 0.05) & (recent < 0.95)
-    unreliable = category_reliability(state) < noise_reliability
-    return (state.mixed >= noise_batches) & unreliable & varies
+    return _progress.looks_like_noise(
+        state, min_mixed=noise_batches, max_reliability=noise_reliability
+    )
 
 
 def _rate(value: object, name: str, *, zero_ok: bool) -> float:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from curriculax import _counters, _entries, _permute, _random, _shard, _topk
 from curriculax._checks import check_num, check_num_tasks
@@ -77,6 +79,209 @@ def _prior(value: object) -> tuple[float, float]:
     if not (a0 > 0 and b0 > 0 and math.isfinite(a0) and math.isfinite(b0)):
         raise ValueError(f"prior pseudo-counts must be finite and > 0, got {list(value)}")
     return a0, b0
+
+
+class _Observed(NamedTuple):
+    """What :func:`_posterior_update` read from a batch (``f32[G]`` / ``[G, K]`` / ``bool``),
+    for samplers that update more than the posterior."""
+
+    ids: jax.Array
+    in_pool: jax.Array
+    valid: jax.Array
+    rewards: jax.Array
+    hit: jax.Array
+    wins: jax.Array
+    losses: jax.Array
+    start: jax.Array
+    n_local: int
+
+
+def _count(mask: jax.Array, axis: str | None) -> jax.Array:
+    """``f32[]`` the pool-wide count of ``mask`` (summed over the devices of ``axis``)."""
+    return _shard.psum(jnp.sum(mask, dtype=jnp.int32), axis).astype(jnp.float32)
+
+
+class _BetaPool(NamedTuple):
+    """Learnability's validated settings and the per-task Beta posterior, draw, update and
+    metrics built on them: the one home for samplers that score tasks by that posterior
+    (learnability, learning_progress). Their states hold ``successes``, ``failures``,
+    ``updated``, ``seen`` (per local task) and ``clock``.
+
+    Attributes:
+      n: pool size (entries).
+      num_distinct: distinct tasks (``n`` unless entries repeat tasks).
+      entry_rep: ``int[n]`` each entry's representative, or None (every entry its own task).
+      target, thompson, a0, b0, success_threshold, uniform_share, unseen_first, axis_name:
+        as for :func:`learnability` (``thompson``: ``draw == "thompson"``).
+      horizon: the half-life in groups (``inf``: no forgetting).
+    """
+
+    n: int
+    num_distinct: int
+    entry_rep: np.ndarray | None
+    target: float
+    thompson: bool
+    a0: float
+    b0: float
+    horizon: float
+    success_threshold: float | None
+    uniform_share: float
+    unseen_first: bool
+    axis_name: str | None
+
+    def posterior(self, state: NamedTuple) -> tuple[jax.Array, jax.Array]:
+        """``(a, b)``: the Beta parameters of every local task now."""
+        if math.isinf(self.horizon):
+            fade = jnp.ones_like(state.successes)
+        else:
+            age = (state.clock - state.updated).astype(jnp.float32)
+            fade = jnp.exp2(-age / jnp.float32(self.horizon))
+        return self.a0 + state.successes * fade, self.b0 + state.failures * fade
+
+    def closeness(self, state: NamedTuple, word: jax.Array, ids: jax.Array) -> jax.Array:
+        """``f32[n_local]`` learnability's score ``1 - |p - target| / max(target, 1 -
+        target)``, ``p`` a Thompson draw of the posterior (or its mean)."""
+        a, b = self.posterior(state)
+        p = _random.beta(word, ids, a, b, _SALT_BETA) if self.thompson else a / (a + b)
+        return 1.0 - jnp.abs(p - self.target) / max(self.target, 1.0 - self.target)
+
+    def draw(
+        self,
+        state: NamedTuple,
+        score: Callable[[jax.Array, jax.Array], jax.Array],
+        key: jax.Array,
+        num: int,
+    ) -> tuple[jax.Array, NamedTuple]:
+        """:func:`ranked_draw` by ``score``: ``(i32[num] ids, state with the drawn marked
+        seen)``."""
+        ids, seen = ranked_draw(
+            state.seen,
+            score,
+            key,
+            num,
+            self.n,
+            uniform_share=self.uniform_share,
+            unseen_first=self.unseen_first,
+            axis_name=self.axis_name,
+            entry_rep=self.entry_rep,
+        )
+        return ids, state._replace(seen=seen)
+
+    def update(
+        self, state: NamedTuple, results: GroupResults
+    ) -> tuple[dict[str, jax.Array], _Observed]:
+        """Learnability's ``observe`` (``G >= 1`` groups): each observed task's evidence
+        decayed to now, plus the batch's successes and failures (valid rollouts only), marked
+        seen; the clock advances by the groups in the pool.
+
+        Returns:
+          ``(fields, observed)``: the new ``successes``, ``failures``, ``updated``, ``seen``
+          and ``clock`` for ``state._replace(**fields)``, and what was read from the batch.
+        """
+        n, n_local = self.n, state.successes.shape[0]
+        start = _shard.offset(_shard.bound(self.axis_name), n_local)
+        ids = results.task_ids.astype(jnp.int32)
+        in_pool = (ids >= 0) & (ids < n)
+        valid = results.valid.astype(bool)
+        rewards = results.rewards.astype(jnp.float32)
+        if self.success_threshold is None:
+            hit = jnp.clip(rewards, 0.0, 1.0)
+        else:
+            hit = (rewards >= self.success_threshold).astype(jnp.float32)
+        wins = jnp.sum(jnp.where(valid, hit, 0.0), axis=1)
+        losses = jnp.sum(valid, axis=1).astype(jnp.float32) - wins
+        rep = (
+            ids if self.entry_rep is None else jnp.asarray(self.entry_rep)[jnp.clip(ids, 0, n - 1)]
+        )
+        slot = _shard.to_local(jnp.where(in_pool, rep, -1), start, n_local)
+        clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
+        # Bring each observed task's evidence up to now, then add the new groups
+        # (a task observed twice in one batch gets both: the decayed value is set twice, the
+        # same value both times, and the additions accumulate).
+        if math.isinf(self.horizon):
+            fade = jnp.ones(ids.shape, jnp.float32)
+        else:
+            before = state.updated.at[slot].get(mode="fill", fill_value=0)
+            age = (state.clock - before).astype(jnp.float32)
+            fade = jnp.exp2(-age / jnp.float32(self.horizon))
+        s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
+        f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade
+        fields = {
+            "successes": state.successes.at[slot]
+            .set(s, mode="drop")
+            .at[slot]
+            .add(wins, mode="drop"),
+            "failures": state.failures.at[slot]
+            .set(f, mode="drop")
+            .at[slot]
+            .add(losses, mode="drop"),
+            "updated": state.updated.at[slot].set(clock, mode="drop"),
+            "seen": state.seen.at[slot].set(True, mode="drop"),
+            "clock": clock,
+        }
+        observed = _Observed(ids, in_pool, valid, rewards, hit, wins, losses, start, n_local)
+        return fields, observed
+
+    def metrics(self, state: NamedTuple, seen: jax.Array) -> dict[str, jax.Array]:
+        """Learnability's metrics over the local tasks marked in ``seen`` (``bool[n_local]``)."""
+        axis = _shard.bound(self.axis_name)
+        a, b = self.posterior(state)
+        mean = a / (a + b)
+        num_seen = _shard.psum(jnp.sum(seen, dtype=jnp.int32), axis)
+        total = _shard.psum(jnp.sum(jnp.where(seen, mean, 0.0)), axis)
+        return {
+            "pool/unseen": (self.num_distinct - num_seen).astype(jnp.float32),
+            "pool/unsolved": _count((mean < 0.2) & seen, axis),
+            "pool/learnable": _count((mean >= 0.2) & (mean <= 0.8) & seen, axis),
+            "pool/solved": _count((mean > 0.8) & seen, axis),
+            "mean_pass_rate": total / jnp.maximum(num_seen, 1).astype(jnp.float32),
+            "clock": state.clock.astype(jnp.float32),
+        }
+
+
+def _beta_pool(
+    n: int,
+    *,
+    target: object,
+    draw: object,
+    half_life: object,
+    prior: object,
+    success_threshold: object,
+    uniform_share: object,
+    unseen_first: object,
+    axis_name: str | None,
+    entry_rep: np.ndarray | None = None,
+    num_distinct: int | None = None,
+) -> _BetaPool:
+    """Validates learnability's arguments (raising ValueError or TypeError that names the bad
+    one) into a :class:`_BetaPool` over a pool of ``n`` entries."""
+    target = _number(target, "target")
+    if not 0.0 < target < 1.0:
+        raise ValueError(f"target must lie strictly between 0 and 1, got {target}")
+    if draw not in DRAWS:
+        raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
+    h = _half_life(half_life)
+    a0, b0 = _prior(prior)
+    if success_threshold is not None:
+        success_threshold = _number(success_threshold, "success_threshold")
+    uniform_share = _share(uniform_share, "uniform_share")
+    if not isinstance(unseen_first, bool):
+        raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
+    num_distinct = n if num_distinct is None else num_distinct
+    return _BetaPool(
+        n=n,
+        num_distinct=num_distinct,
+        entry_rep=entry_rep,
+        target=target,
+        thompson=draw == "thompson",
+        a0=a0,
+        b0=b0,
+        horizon=h * num_distinct,
+        success_threshold=success_threshold,
+        uniform_share=uniform_share,
+        unseen_first=unseen_first,
+        axis_name=axis_name,
+    )
 
 
 def ranked_draw(
@@ -280,40 +485,27 @@ def learnability(
       (8,)
     """
     n = check_num_tasks(num_tasks)
-    target = _number(target, "target")
-    if not 0.0 < target < 1.0:
-        raise ValueError(f"target must lie strictly between 0 and 1, got {target}")
-    if draw not in DRAWS:
-        raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
-    h = _half_life(half_life)
-    a0, b0 = _prior(prior)
-    if success_threshold is not None:
-        success_threshold = _number(success_threshold, "success_threshold")
-    uniform_share = _share(uniform_share, "uniform_share")
-    if not isinstance(unseen_first, bool):
-        raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
-    width = max(target, 1.0 - target)
     shared = entry_task is not None
     ent = _entries.entries(entry_task, n, "learnability")
-
-    def rep_of(ids: jax.Array) -> jax.Array:
-        """Each entry's representative (the entry holding its task's state)."""
-        return jnp.asarray(ent.rep)[jnp.clip(ids, 0, n - 1)] if shared else ids
+    pool = _beta_pool(
+        n,
+        target=target,
+        draw=draw,
+        half_life=half_life,
+        prior=prior,
+        success_threshold=success_threshold,
+        uniform_share=uniform_share,
+        unseen_first=unseen_first,
+        axis_name=axis_name,
+        entry_rep=ent.rep if shared else None,
+        num_distinct=ent.num_distinct,
+    )
 
     def local_reps(start: jax.Array, n_local: int) -> jax.Array:
         """``bool[n_local]`` which local entries are representatives."""
         if not shared:
             return jnp.ones((n_local,), bool)
         return jax.lax.dynamic_slice_in_dim(jnp.asarray(ent.is_rep), start, n_local)
-
-    def posterior(state: LearnabilityState) -> tuple[jax.Array, jax.Array]:
-        """``(a, b)``: the Beta parameters of every local task now."""
-        if math.isinf(h):
-            fade = jnp.ones_like(state.successes)
-        else:
-            age = (state.clock - state.updated).astype(jnp.float32)
-            fade = jnp.exp2(-age / jnp.float32(h * ent.num_distinct))
-        return a0 + state.successes * fade, b0 + state.failures * fade
 
     def init(key: jax.Array) -> LearnabilityState:
         del key
@@ -326,83 +518,16 @@ def learnability(
         )
 
     def sample(state: LearnabilityState, key: jax.Array, num: int):
-        def score(word, ids):
-            a, b = posterior(state)
-            thompson = draw == "thompson"
-            p = _random.beta(word, ids, a, b, _SALT_BETA) if thompson else a / (a + b)
-            return 1.0 - jnp.abs(p - target) / width
-
-        ids, seen = ranked_draw(
-            state.seen,
-            score,
-            key,
-            num,
-            n,
-            uniform_share=uniform_share,
-            unseen_first=unseen_first,
-            axis_name=axis_name,
-            entry_rep=ent.rep if shared else None,
-        )
-        return ids, state._replace(seen=seen)
+        return pool.draw(state, partial(pool.closeness, state), key, num)
 
     def observe(state: LearnabilityState, results: GroupResults) -> LearnabilityState:
         if results.task_ids.shape[0] == 0:
             return state
-        n_local = state.successes.shape[0]
-        start = _shard.offset(_shard.bound(axis_name), n_local)
-        ids = results.task_ids.astype(jnp.int32)
-        in_pool = (ids >= 0) & (ids < n)
-        valid = results.valid.astype(bool)
-        rewards = results.rewards.astype(jnp.float32)
-        if success_threshold is None:
-            hit = jnp.clip(rewards, 0.0, 1.0)
-        else:
-            hit = (rewards >= success_threshold).astype(jnp.float32)
-        wins = jnp.sum(jnp.where(valid, hit, 0.0), axis=1)
-        losses = jnp.sum(valid, axis=1).astype(jnp.float32) - wins
-        slot = _shard.to_local(jnp.where(in_pool, rep_of(ids), -1), start, n_local)
-        clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
-        # Bring each observed task's evidence up to now, then add the new groups
-        # (a task observed twice in one batch gets both: the decayed value is set twice, the
-        # same value both times, and the additions accumulate).
-        if math.isinf(h):
-            fade = jnp.ones(ids.shape, jnp.float32)
-        else:
-            before = state.updated.at[slot].get(mode="fill", fill_value=0)
-            fade = jnp.exp2(
-                -(state.clock - before).astype(jnp.float32) / jnp.float32(h * ent.num_distinct)
-            )
-        s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
-        f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade
-        successes = state.successes.at[slot].set(s, mode="drop").at[slot].add(wins, mode="drop")
-        failures = state.failures.at[slot].set(f, mode="drop").at[slot].add(losses, mode="drop")
-        return state._replace(
-            successes=successes,
-            failures=failures,
-            updated=state.updated.at[slot].set(clock, mode="drop"),
-            seen=state.seen.at[slot].set(True, mode="drop"),
-            clock=clock,
-        )
+        return state._replace(**pool.update(state, results)[0])
 
     def metrics(state: LearnabilityState) -> dict[str, jax.Array]:
-        axis = _shard.bound(axis_name)
-        a, b = posterior(state)
-        mean = a / (a + b)
         n_local = state.seen.shape[0]
-        seen = state.seen & local_reps(_shard.offset(axis, n_local), n_local)
-
-        def count(mask):
-            return _shard.psum(jnp.sum(mask & seen, dtype=jnp.int32), axis).astype(jnp.float32)
-
-        num_seen = _shard.psum(jnp.sum(seen, dtype=jnp.int32), axis)
-        total = _shard.psum(jnp.sum(jnp.where(seen, mean, 0.0)), axis)
-        return {
-            "pool/unseen": (ent.num_distinct - num_seen).astype(jnp.float32),
-            "pool/unsolved": count(mean < 0.2),
-            "pool/learnable": count((mean >= 0.2) & (mean <= 0.8)),
-            "pool/solved": count(mean > 0.8),
-            "mean_pass_rate": total / jnp.maximum(num_seen, 1).astype(jnp.float32),
-            "clock": state.clock.astype(jnp.float32),
-        }
+        start = _shard.offset(_shard.bound(axis_name), n_local)
+        return pool.metrics(state, state.seen & local_reps(start, n_local))
 
     return TaskSampler(init, sample, observe, metrics, num_tasks=n)

@@ -10,20 +10,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import _counters, _progress, _random, _shard
+from curriculax import _counters, _progress, _shard
 from curriculax._checks import check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers.difficulty_pools import last_occurrence
-from curriculax.samplers.learnability import (
-    DRAWS,
-    _half_life,
-    _number,
-    _prior,
-    _share,
-    ranked_draw,
-)
+from curriculax.samplers.learnability import _beta_pool, _count, _number
 
-_SALT_BETA = 0
 DEFAULT_NOISE_VISITS = 8
 DEFAULT_NOISE_RELIABILITY = 0.5
 
@@ -96,10 +88,9 @@ def looks_like_noise(
     progress reliability below ``noise_reliability``: variance that never turned into
     progress. A task learned (or lost) since is not flagged for the variance it once had.
     Pure (usable under ``jit``); :func:`noisy_tasks` gives the ids on the host."""
-    recent = 0.5 * (state.fast_a + state.fast_b)
-    varies = (recent > 0.05) & (recent < 0.95)
-    unreliable = reliability(state) < noise_reliability
-    return (state.mixed >= noise_visits) & unreliable & varies
+    return _progress.looks_like_noise(
+        state, min_mixed=noise_visits, max_reliability=noise_reliability
+    )
 
 
 def noisy_tasks(
@@ -128,7 +119,7 @@ def noisy_tasks(
     flags = looks_like_noise(
         found[0], noise_visits=noise_visits, noise_reliability=noise_reliability
     )
-    return np.flatnonzero(np.asarray(jax.device_get(flags)))
+    return _progress.flagged(flags)
 
 
 def _find(node: Any) -> list[LearningProgressState]:
@@ -235,41 +226,31 @@ def learning_progress(
       []
     """
     n = check_num_tasks(num_tasks)
-    target = _number(target, "target")
-    if not 0.0 < target < 1.0:
-        raise ValueError(f"target must lie strictly between 0 and 1, got {target}")
-    if draw not in DRAWS:
-        raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
-    h = _half_life(half_life)
-    a0, b0 = _prior(prior)
-    if success_threshold is not None:
-        success_threshold = _number(success_threshold, "success_threshold")
+    pool = _beta_pool(
+        n,
+        target=target,
+        draw=draw,
+        half_life=half_life,
+        prior=prior,
+        success_threshold=success_threshold,
+        uniform_share=uniform_share,
+        unseen_first=unseen_first,
+        axis_name=axis_name,
+    )
     patience = _number(patience, "patience")
     if not (patience > 0 and math.isfinite(patience)):
         raise ValueError(f"patience must be finite and > 0 visits, got {patience}")
     fast, slow, evidence = _rate(fast, "fast"), _rate(slow, "slow"), _rate(evidence, "evidence")
     if not slow < fast:
         raise ValueError(f"slow ({slow}) must be below fast ({fast})")
-    uniform_share = _share(uniform_share, "uniform_share")
-    if not isinstance(unseen_first, bool):
-        raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
     if isinstance(noise_visits, bool) or not isinstance(noise_visits, int) or noise_visits < 1:
         raise ValueError(f"noise_visits must be an int >= 1, got {noise_visits!r}")
     noise_reliability = _rate(noise_reliability, "noise_reliability")
-    width = max(target, 1.0 - target)
 
     def noise(state: LearningProgressState) -> jax.Array:
         return looks_like_noise(
             state, noise_visits=noise_visits, noise_reliability=noise_reliability
         )
-
-    def posterior(state: LearningProgressState) -> tuple[jax.Array, jax.Array]:
-        if math.isinf(h):
-            fade = jnp.ones_like(state.successes)
-        else:
-            age = (state.clock - state.updated).astype(jnp.float32)
-            fade = jnp.exp2(-age / jnp.float32(h * n))
-        return a0 + state.successes * fade, b0 + state.failures * fade
 
     def init(key: jax.Array) -> LearningProgressState:
         del key
@@ -295,59 +276,23 @@ def learning_progress(
 
     def sample(state: LearningProgressState, key: jax.Array, num: int):
         def score(word, ids):
-            a, b = posterior(state)
-            thompson = draw == "thompson"
-            p = _random.beta(word, ids, a, b, _SALT_BETA) if thompson else a / (a + b)
-            informative = 1.0 - jnp.abs(p - target) / width
             rho = reliability(state)
             fresh = jnp.exp2(-state.mixed.astype(jnp.float32) / jnp.float32(patience))
-            return informative * (rho + (1.0 - rho) * fresh)
+            return pool.closeness(state, word, ids) * (rho + (1.0 - rho) * fresh)
 
-        ids, seen = ranked_draw(
-            state.seen,
-            score,
-            key,
-            num,
-            n,
-            uniform_share=uniform_share,
-            unseen_first=unseen_first,
-            axis_name=axis_name,
-        )
-        return ids, state._replace(seen=seen)
+        return pool.draw(state, score, key, num)
 
     def observe(state: LearningProgressState, results: GroupResults) -> LearningProgressState:
         if results.task_ids.shape[0] == 0:
             return state
-        n_local = state.successes.shape[0]
-        start = _shard.offset(_shard.bound(axis_name), n_local)
-        ids = results.task_ids.astype(jnp.int32)
-        in_pool = (ids >= 0) & (ids < n)
-        valid = results.valid.astype(bool)
-        rewards = results.rewards.astype(jnp.float32)
-        if success_threshold is None:
-            hit = jnp.clip(rewards, 0.0, 1.0)
-        else:
-            hit = (rewards >= success_threshold).astype(jnp.float32)
-        wins = jnp.sum(jnp.where(valid, hit, 0.0), axis=1)
-        count = jnp.sum(valid, axis=1).astype(jnp.float32)
-        losses = count - wins
-        slot = _shard.to_local(jnp.where(in_pool, ids, -1), start, n_local)
-        clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
         # The posterior, as learnability's: decay each observed task's evidence to now, add.
-        if math.isinf(h):
-            fade = jnp.ones(ids.shape, jnp.float32)
-        else:
-            before = state.updated.at[slot].get(mode="fill", fill_value=0)
-            fade = jnp.exp2(-(state.clock - before).astype(jnp.float32) / jnp.float32(h * n))
-        s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
-        f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade
-        successes = state.successes.at[slot].set(s, mode="drop").at[slot].add(wins, mode="drop")
-        failures = state.failures.at[slot].set(f, mode="drop").at[slot].add(losses, mode="drop")
+        fields, obs = pool.update(state, results)
+        ids, in_pool, wins, losses = obs.ids, obs.in_pool, obs.wins, obs.losses
 
         # Progress: one update per task and batch (its latest group), from the two halves.
-        half = _progress.halves(rewards, valid, hit)
+        half = _progress.halves(obs.rewards, obs.valid, obs.hit)
         use = last_occurrence(ids, in_pool & half.ok)
-        at = _shard.to_local(jnp.where(use, ids, -1), start, n_local)
+        at = _shard.to_local(jnp.where(use, ids, -1), obs.start, obs.n_local)
 
         def get(x):
             return x.at[at].get(mode="fill", fill_value=0)
@@ -380,10 +325,7 @@ def learning_progress(
         )
         mixed_group = (wins > 0) & (losses > 0)
         return state._replace(
-            successes=successes,
-            failures=failures,
-            updated=state.updated.at[slot].set(clock, mode="drop"),
-            seen=state.seen.at[slot].set(True, mode="drop"),
+            **fields,
             fast_a=fa,
             fast_b=fb,
             slow_a=sa,
@@ -394,29 +336,13 @@ def learning_progress(
             mixed=state.mixed.at[at].set(
                 _counters.add(get(state.mixed), mixed_group.astype(jnp.int32)), mode="drop"
             ),
-            clock=clock,
         )
 
     def metrics(state: LearningProgressState) -> dict[str, jax.Array]:
         axis = _shard.bound(axis_name)
-        a, b = posterior(state)
-        mean = a / (a + b)
-        seen = state.seen
-
-        def count(mask):
-            return _shard.psum(jnp.sum(mask, dtype=jnp.int32), axis).astype(jnp.float32)
-
-        num_seen = _shard.psum(jnp.sum(seen, dtype=jnp.int32), axis)
-        total = _shard.psum(jnp.sum(jnp.where(seen, mean, 0.0)), axis)
-        return {
-            "pool/unseen": (n - num_seen).astype(jnp.float32),
-            "pool/unsolved": count(seen & (mean < 0.2)),
-            "pool/learnable": count(seen & (mean >= 0.2) & (mean <= 0.8)),
-            "pool/solved": count(seen & (mean > 0.8)),
-            "mean_pass_rate": total / jnp.maximum(num_seen, 1).astype(jnp.float32),
-            "clock": state.clock.astype(jnp.float32),
-            "progress/learning": count(seen & (reliability(state) >= 0.5)),
-            "noise/flagged": count(noise(state)),
-        }
+        out = pool.metrics(state, state.seen)
+        out["progress/learning"] = _count((reliability(state) >= 0.5) & state.seen, axis)
+        out["noise/flagged"] = _count(noise(state), axis)
+        return out
 
     return TaskSampler(init, sample, observe, metrics, num_tasks=n)
