@@ -295,9 +295,10 @@ def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
     return dataclasses.replace(obj, **{head: _set(getattr(obj, head), path[1:], value, full)})
 
 
-def load_config(cls: type[T], args: argparse.Namespace) -> T:
-    """The config: defaults, then ``--config`` TOML, then ``--set``, then ``--seed``/``--steps``."""
-    config = cls()
+def load_config(cls: type[T], args: argparse.Namespace, defaults: T | None = None) -> T:
+    """The config: defaults (``defaults``, or ``cls()``), then ``--config`` TOML, then
+    ``--set``, then ``--seed``/``--steps``."""
+    config = cls() if defaults is None else defaults
     if args.config:
         try:
             with open(args.config, "rb") as f:

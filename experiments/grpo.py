@@ -27,7 +27,7 @@ import os
 import jax
 
 from experiments import _cli, _plot
-from experiments._builders import GRPOExperimentConfig, build, held_out_report
+from experiments._builders import MAIN_JOB, GRPOExperimentConfig, build, held_out_report
 from experiments._stats import fmt_ratio_interval
 from experiments.compare.report import study_best_of, study_result
 
@@ -152,7 +152,7 @@ def missing_outputs(run_dir: str) -> list[str]:
 def main(argv=None) -> None:
     parser = _cli.base_parser(__doc__.splitlines()[0], steps=500, run_dir="runs/grpo")
     args = parser.parse_args(argv)
-    config = _cli.load_config(GRPOExperimentConfig, args)
+    config = _cli.load_config(GRPOExperimentConfig, args, defaults=MAIN_JOB)
     if config.eval_rollouts < 1:
         raise SystemExit(f"eval_rollouts must be >= 1, got {config.eval_rollouts}")
     mesh = _cli.setup_devices(args)

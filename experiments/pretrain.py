@@ -26,7 +26,7 @@ import numpy as np
 
 from experiments import _cli
 from experiments._base import base_dir, base_spec, load_base
-from experiments._builders import GRPOExperimentConfig, TaskConfig, build
+from experiments._builders import MAIN_JOB, GRPOExperimentConfig, TaskConfig, build
 from experiments._oracle import make_measure
 
 
@@ -76,7 +76,7 @@ def histogram_table(hist: dict[str, dict], samples: int) -> str:
 def load_experiment(path: str | None, sets: list[str]) -> GRPOExperimentConfig:
     """A main-job TOML, or a study TOML's ``[experiment]`` table (a study's pool starts from
     :class:`TaskConfig`'s defaults, as ``experiments.compare`` does)."""
-    config, data = GRPOExperimentConfig(), {}
+    config, data = MAIN_JOB, {}
     if path:
         with open(path, "rb") as f:
             data = tomllib.load(f)

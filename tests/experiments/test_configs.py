@@ -8,8 +8,9 @@ import pytest
 
 import curriculax as cx
 from experiments import _cli
-from experiments._builders import GRPOExperimentConfig, make_study_pool
+from experiments._builders import MAIN_JOB, GRPOExperimentConfig, make_study_pool
 from experiments.compare import CompareConfig
+from experiments.compare.config import arm_experiment
 from experiments.quickstart import QuickstartConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,14 +27,27 @@ def load(cls, name, sets=()):
 
 
 @pytest.mark.parametrize(
-    ("cls", "name"),
+    ("cls", "name", "defaults"),
     [
-        (GRPOExperimentConfig, "grpo.toml"),
-        (QuickstartConfig, "quickstart.toml"),
+        (GRPOExperimentConfig, "grpo.toml", MAIN_JOB),
+        (QuickstartConfig, "quickstart.toml", None),
     ],
 )
-def test_shipped_config_spells_out_the_defaults(cls, name):
-    assert load(cls, name) == cls()
+def test_shipped_config_spells_out_the_defaults(cls, name, defaults):
+    assert load(cls, name) == (cls() if defaults is None else defaults)
+
+
+def test_the_main_job_is_the_study_arm_it_quotes():
+    """The main job runs the arm of its evidence study (the same pool, base, labels, schedule
+    and curriculum), so the numbers it quotes are its own regime's."""
+    study = load(CompareConfig, os.path.join("compare", "base-hard-skew.toml"))
+    arm = next(a for a in study.arms if a["name"] == MAIN_JOB.evidence_arm)
+    exp = arm_experiment(study, arm)
+    assert arm["curriculum"] == MAIN_JOB.curriculum
+    main_only = {"steps", "eval_rollouts", "evidence", "evidence_arm", "evidence_best_of"}
+    fields = [f.name for f in dataclasses.fields(MAIN_JOB) if f.name not in main_only]
+    assert {k: getattr(exp, k) for k in fields} == {k: getattr(MAIN_JOB, k) for k in fields}
+    assert MAIN_JOB.steps == study.generations and MAIN_JOB.init != "scratch"
 
 
 STUDIES = sorted(os.listdir(os.path.join(ROOT, "experiments", "configs", "compare")))

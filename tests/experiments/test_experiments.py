@@ -1,11 +1,14 @@
 """The main job and the self-play demo run end to end on tiny configs."""
 
 import json
+import os
 
 from experiments import grpo
 from experiments.selfplay import selfplay_demo
 
 TINY = [  # the main job's pool, shrunk to 3 equal levels (reset the mass before the levels)
+    "--set",
+    "init=scratch",  # random weights: no base to build (test_main_job_builds_its_base...)
     "--set",
     "task.level_mass=[]",
     "--set",
@@ -107,3 +110,20 @@ def test_the_main_job_quotes_best_against_best_first_with_its_regime(monkeypatch
     assert "is not there" in grpo.best_of_text(
         dataclasses.replace(config, evidence_best_of="nowhere.json")
     )
+
+
+def test_main_job_builds_its_base_on_first_use_and_finds_it_after(tmp_path, monkeypatch, capsys):
+    """``make run`` starts from the main job's base (MAIN_JOB.init): built on the first run and
+    cached, found on the next; a tiny base here (the shipped one is the same code path)."""
+    from experiments import _base
+
+    monkeypatch.setenv(_base.CACHE_ENV, str(tmp_path / "cache"))
+    base = '{level_mass = [1, 1], examples = 16, steps = 3, batch_size = 8}'
+    args = [*TINY, "--set", f"init={{base = {base}}}", "--steps", "2"]
+    grpo.main(["--run-dir", str(tmp_path / "a"), *args])
+    first = capsys.readouterr()
+    grpo.main(["--run-dir", str(tmp_path / "b"), *args])
+    second = capsys.readouterr()
+    assert "building the base policy" in first.err + first.out
+    assert "building the base policy" not in second.err + second.out
+    assert len(os.listdir(tmp_path / "cache" / "base")) == 1
