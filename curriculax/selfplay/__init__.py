@@ -29,17 +29,6 @@ from curriculax.selfplay._compiled import (
     host_challenger,
     row_keys,
 )
-from curriculax.selfplay._learned import (
-    Generator,
-    LearnedConfig,
-    LearnedState,
-    learned_challenger,
-    learned_config,
-    learned_spec,
-    proposal_rewards,
-    restore_learned,
-    save_learned,
-)
 from curriculax.selfplay._evolve import (
     EvolutionResult,
     RoundReport,
@@ -51,6 +40,17 @@ from curriculax.selfplay._frontier import (
     FrontierState,
     JudgeReport,
     frontier_sampler,
+)
+from curriculax.selfplay._learned import (
+    Generator,
+    LearnedConfig,
+    LearnedState,
+    learned_challenger,
+    learned_config,
+    learned_spec,
+    proposal_rewards,
+    restore_learned,
+    save_learned,
 )
 
 __all__ = [

@@ -162,7 +162,7 @@ def learned_level_challenger(cfg) -> Challenger:
 
     def key_of(task):
         # floor(level) and the variant fix the task (the fraction is the variant's).
-        level = int(math.floor(float(np.asarray(task["level"]))))
+        level = math.floor(float(np.asarray(task["level"])))
         return (level * 1_000_003 + int(np.asarray(task["variant"]))) % 2**32
 
     return learned_challenger(build, _level_gate(float(cfg.num_levels)), key_of, cfg)

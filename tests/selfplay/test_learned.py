@@ -115,7 +115,7 @@ def duplicate_share(payloads):
 def test_the_generator_learns_to_propose_what_the_judge_rewards(seed):
     # The stub judge rewards level 2 only: chance (levels uniform) is 1/6 of the proposals.
     cfg = LearnedConfig(num_levels=6, num_symbols=4, seed=seed)
-    payloads, specs, spec = run_stub(cfg, rounds=25, seed=seed)
+    payloads, _, spec = run_stub(cfg, rounds=25, seed=seed)
     assert at_target(payloads[0]) < 0.35  # the first round is at chance
     late = np.mean([at_target(p) for p in payloads[20:]])
     assert late > 0.6, late  # 3.6x chance after 20-24 updates
@@ -177,7 +177,7 @@ def test_a_rejected_level_is_not_learned_even_when_the_judge_would_reward_it():
 
 
 def test_a_checkpoint_round_trip_gives_bit_identical_next_proposals(tmp_path):
-    payloads, _, spec = run_stub(CFG, rounds=3, seed=0)
+    _, _, spec = run_stub(CFG, rounds=3, seed=0)
     save_learned(tmp_path / "challenger", 3, spec)
     restored = restore_learned(tmp_path / "challenger", CFG)
     for a, b in zip(jax.tree.leaves(spec["state"]), jax.tree.leaves(restored["state"])):
