@@ -120,24 +120,39 @@ class LearnedConfig:
 
 
 def learned_config(
-    data: Mapping[str, Any] | LearnedConfig | None = None, **defaults
+    data: Mapping[str, Any] | LearnedConfig | None = None,
+    *,
+    where: str = "learned challenger",
+    **defaults,
 ) -> LearnedConfig:
     """A :class:`LearnedConfig` from a mapping (a config table), the family's ``defaults``
     (``num_levels``, ``num_symbols``, ``min_length``) filled in where the table has none.
 
+    Args:
+      data: the table (or a config, returned as is).
+      where: the table's name in error messages (e.g. ``"learned"``, a study's config key).
+      **defaults: the family's shape.
+
     Raises:
-      ValueError: naming the unknown key and the accepted ones, or the bad value.
+      ValueError: naming the unknown key (``where.key``) and the accepted ones, or the bad
+        value.
     """
     if isinstance(data, LearnedConfig):
         return data
+    if data is not None and not isinstance(data, Mapping):
+        raise ValueError(f"{where}: expected a table of LearnedConfig keys, got {data!r}")
     data = dict(data or {})
     accepted = sorted(f.name for f in dataclasses.fields(LearnedConfig))
     unknown = sorted(set(data) - set(accepted))
     if unknown:
         raise ValueError(
-            f"learned challenger: unknown key(s) {unknown}; accepted keys are {accepted}"
+            f"{where}: unknown key(s) {[f'{where}.{k}' for k in unknown]}; accepted keys are "
+            f"{accepted}"
         )
-    return LearnedConfig(**{**defaults, **data})
+    try:
+        return LearnedConfig(**{**defaults, **data})
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}".replace("learned challenger: ", "")) from None
 
 
 class Generator(nnx.Module):

@@ -4,6 +4,7 @@ A stub judge with a known reward (gain 1 only for proposals at level 2) drives `
 ``propose`` directly; the real runner runs it on the toy solver.
 """
 
+import dataclasses
 import zlib
 
 import jax
@@ -200,10 +201,10 @@ def test_a_checkpoint_round_trip_gives_bit_identical_next_proposals(tmp_path):
 
 
 def test_config_errors_name_the_bad_key():
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['widht'\]"):
-        learned_config({"widht": 8}, num_levels=6, num_symbols=4)
-    with pytest.raises(ValueError, match="depth must be an int >= 0"):
-        learned_config({"depth": -1}, num_levels=6, num_symbols=4)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['learned.widht'\]"):
+        learned_config({"widht": 8}, where="learned", num_levels=6, num_symbols=4)
+    with pytest.raises(ValueError, match="learned: depth must be an int >= 0"):
+        learned_config({"depth": -1}, where="learned", num_levels=6, num_symbols=4)
     with pytest.raises(ValueError, match="learning_rate must be > 0"):
         learned_config({"learning_rate": 0}, num_levels=6, num_symbols=4)
     cfg = learned_config({"width": 8}, num_levels=6, num_symbols=4)
@@ -238,3 +239,36 @@ def test_it_runs_through_the_self_play_runner_and_checkpoints_with_the_run(tmp_p
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored["state"])):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert "LearnedState(updates=" in (tmp_path / "summary.json").read_text()
+
+
+def test_the_study_arm_proposes_reversal_tasks_and_names_a_bad_key(tmp_path):
+    import pathlib
+
+    from curriculax import tasks as T
+    from experiments._builders import family_spec
+    from experiments.selfplay import study
+    from experiments.selfplay._challengers import arm_challenger
+
+    config = study.StudyConfig()
+    family = family_spec(config.experiment.task)
+    challenger, spec = arm_challenger("learned", family, 2, {"width": 8})
+    assert spec["state"].params["embed"]["embedding"].shape == (family.num_levels, 8)
+    key = jax.random.key(0)
+    payloads = [challenger.generate(spec, jax.random.fold_in(key, i)) for i in range(8)]
+    for p in payloads:
+        task = challenger.validate(p)
+        level = int(task.level)
+        n = family.length(level)
+        symbols = np.asarray(task.prompt)[-n - 1 : -1]  # <bos> <rev> x1 .. xn <sep>, left-padded
+        np.testing.assert_array_equal(np.asarray(task.answer)[:n], symbols[::-1])
+    verdict = Verdict(jax.tree.map(lambda x: np.asarray(x).tolist(), payloads[0]), 0.5, True)
+    assert isinstance(verdict.task, T.TaskSet) and int(verdict.task.key) == int(payloads[0].key)
+    report = stub_report(0, spec, [], make_validate())
+    spec = challenger.propose(spec, dataclasses.replace(report, judged=(verdict,)))
+    assert int(spec["state"].updates) == 1 and int(spec["state"].proposals) == 8
+    bridge = pathlib.Path(__file__).parents[2] / "experiments/configs/selfplay/bridge.toml"
+    args = ["--config", str(bridge), "--run-dir", str(tmp_path), "--arms", "learned"]
+    with pytest.raises(ValueError, match=r"\['learned.widht'\]"):
+        study.main([*args, "--set", "learned.widht=8"])
+    with pytest.raises(ValueError, match="learned: num_levels, num_symbols and min_length"):
+        study.main([*args, "--set", "learned.num_levels=3"])
