@@ -404,7 +404,9 @@ def learned_challenger(
     verdict with the proposal's key, the gate, the repeat penalty), takes one policy-gradient
     step and clears the log. A proposal whose verdict comes in a later round than its
     ``propose`` counts 0 (in the reversal study every task is judged within its round).
-    ``checkpoint(spec, directory, step)`` saves the state (:func:`save_learned`).
+    ``checkpoint(spec, directory, step)`` saves the state (:func:`save_learned`). The log of
+    proposals since the last ``propose`` is host-side and not saved: it is empty right after
+    ``propose``, where ``curriculum_evolve`` checkpoints.
 
     Args:
       build: ``(level, tokens i32[length]) -> payload``: the family's task.
