@@ -56,7 +56,8 @@ class LearnedConfig:
         the default -1 is the lowest gain a judged task can have, so an invalid proposal is
         never preferred to a valid one that is not a repeat: with 0, the round-normalized
         advantage would favour it over proposals penalized as repeats).
-      memory: how many recent proposals (their content keys) the repeat check remembers.
+      memory: how many recent proposals (their content keys) the repeat check remembers
+        across rounds; 0: only duplicates within a round are penalized.
       scale_by_std: divide the advantages by the round's reward std (GRPO); else centre only.
       seed: initial weights and RNG.
     """
@@ -81,7 +82,7 @@ class LearnedConfig:
             ("min_length", 1),
             ("width", 1),
             ("depth", 0),
-            ("memory", 1),
+            ("memory", 0),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -368,7 +369,7 @@ def learned_spec(cfg: LearnedConfig) -> dict:
     tables and records; ``state`` everything the challenger learns)."""
     graphdef, params = init_generator(cfg, jax.random.key(cfg.seed))
     del graphdef
-    r = cfg.memory
+    r = max(cfg.memory, 1)
     state = LearnedState(
         params=params,
         opt_state=_optimizer(cfg).init(params),
@@ -459,9 +460,9 @@ def learned_challenger(
         grads = jax.grad(loss)(state.params)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        recent, recent_mask, cursor = remember(
-            state.recent, state.recent_mask, state.cursor, keys, mask & valid
-        )
+        recent, recent_mask, cursor = state.recent, state.recent_mask, state.cursor
+        if cfg.memory:  # memory 0: a ring of one slot that stays empty
+            recent, recent_mask, cursor = remember(recent, recent_mask, cursor, keys, mask & valid)
         rng = jax.random.key_data(jax.random.split(jax.random.wrap_key_data(state.rng))[0])
         new = state.replace(
             params=params,

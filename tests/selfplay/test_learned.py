@@ -211,6 +211,14 @@ def test_config_errors_name_the_bad_key():
     assert (cfg.width, cfg.num_levels, cfg.max_length) == (8, 6, 6)
 
 
+def test_memory_0_penalizes_only_the_duplicates_of_a_round():
+    cfg = LearnedConfig(num_levels=6, num_symbols=4, memory=0)
+    payloads, _, spec = run_stub(cfg, rounds=3, seed=0)
+    within = sum(round(duplicate_share(p) * PER_ROUND) for p in payloads)
+    assert int(spec["state"].repeats) == within
+    assert not np.asarray(spec["state"].recent_mask).any()
+
+
 def test_it_runs_through_the_self_play_runner_and_checkpoints_with_the_run(tmp_path):
     from curriculax.selfplay.toy import capped_solver, learned_level_challenger, level_tasks
 
