@@ -41,6 +41,17 @@ from curriculax.selfplay._frontier import (
     JudgeReport,
     frontier_sampler,
 )
+from curriculax.selfplay._learned import (
+    Generator,
+    LearnedConfig,
+    LearnedState,
+    learned_challenger,
+    learned_config,
+    learned_spec,
+    proposal_rewards,
+    restore_learned,
+    save_learned,
+)
 
 __all__ = [
     "Challenge",
@@ -49,9 +60,12 @@ __all__ = [
     "EvolutionResult",
     "Frontier",
     "FrontierState",
+    "Generator",
     "InvalidTask",
     "JudgeReport",
     "Judged",
+    "LearnedConfig",
+    "LearnedState",
     "PureChallenger",
     "RoundReport",
     "Verdict",
@@ -62,9 +76,15 @@ __all__ = [
     "draw_levels",
     "frontier_sampler",
     "host_challenger",
+    "learned_challenger",
+    "learned_config",
+    "learned_spec",
     "level_direction",
     "level_probs",
+    "proposal_rewards",
+    "restore_learned",
     "row_keys",
     "run_challenge",
+    "save_learned",
     "update_values",
 ]

@@ -31,12 +31,17 @@ class Challenger(NamedTuple):
       propose: ``(spec, report) -> spec``: tunes the spec from the round's
         :class:`RoundReport` (raise the difficulty, keep it, or lower it).
       vectorized: whether ``generate``/``validate`` work on batches.
+      checkpoint: optional ``(spec, directory, step) -> None``: saves the challenger's state
+        (its spec) with the run; ``curriculum_evolve`` calls it after each ``propose`` with
+        ``RUN_DIR/challenger`` and the round when it has a run directory (the learned
+        challenger's parameters and optimizer state live in its spec).
     """
 
     generate: Callable[..., Any]
     validate: Callable[..., Any]
     propose: Callable[[Any, Any], Any]
     vectorized: bool = False
+    checkpoint: Callable[[Any, str, int], None] | None = None
 
 
 def level_direction(report: Any) -> int:

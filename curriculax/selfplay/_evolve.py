@@ -97,6 +97,7 @@ class EvolutionResult:
       held_out: the mean held-out score after each round (what ``propose`` never saw).
       state: the final engine state.
       engine: the engine (one instance for the whole run).
+      spec: the challenger's spec after the last ``propose`` (``None`` without a challenger).
     """
 
     final_reward: float
@@ -105,6 +106,7 @@ class EvolutionResult:
     held_out: tuple[float, ...]
     state: EngineState
     engine: Engine
+    spec: Any = None
 
 
 def _take(tasks: Any, idx: np.ndarray) -> Any:
@@ -216,7 +218,8 @@ def curriculum_evolve(
         content hash).
       run_dir: optional run directory: the engine's ``metrics.jsonl`` (plus one
         ``eval/held_out_reward`` record per round), traces, checkpoints, and ``summary.json``
-        (the run's summary plus ``final_reward`` and the per-round ``history``).
+        (the run's summary plus ``final_reward`` and the per-round ``history``), and the
+        challenger's state in ``challenger/`` when it has a ``checkpoint`` (one per round).
       progress: show a progress bar.
       traces: trace groups (as in :func:`curriculax.engine.run`).
       on_round: ``(report, held_out_reward)`` after each round (e.g. to print a table).
@@ -403,6 +406,13 @@ def curriculum_evolve(
             on_round(report, held_reward)
         if challenger is not None:
             spec = challenger.propose(spec, report)
+            if (
+                run_dir is not None
+                and challenger.checkpoint is not None
+                and jax.process_index() == 0
+            ):
+                # The challenger's state (its spec) is saved with the run, after each propose.
+                challenger.checkpoint(spec, os.path.join(run_dir, "challenger"), r)
         if run_dir is not None and jax.process_index() == 0:
             writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
             writer.write({"step": report.steps, "round": r, "eval/held_out_reward": held_reward})
@@ -426,4 +436,5 @@ def curriculum_evolve(
         held_out=tuple(held_out),
         state=state,
         engine=engine,
+        spec=spec,
     )

@@ -144,6 +144,30 @@ def level_bandit(*, max_level: int = 12, **bandit) -> Challenger:
     )
 
 
+def learned_level_challenger(cfg) -> Challenger:
+    """A :func:`~curriculax.selfplay.learned_challenger` over the toy's integer levels
+    ``0..cfg.num_levels-1`` (spec ``learned_spec(cfg)``): a proposal's symbols, read as a
+    base-``num_symbols`` number ``code``, give the variant and the difficulty's fraction, so a
+    task at level ``l`` has difficulty ``l + code / num_symbols ** length`` in ``[l, l + 1)``
+    and equal proposals are equal tasks.
+    """
+    from curriculax.selfplay._learned import learned_challenger
+
+    base = cfg.num_symbols
+
+    def build(level, tokens):
+        code = int(sum(int(t) * base**i for i, t in enumerate(tokens)))
+        frac = code / base ** len(tokens)
+        return {"level": np.float32(level + frac), "variant": np.int32(code % 2**31)}
+
+    def key_of(task):
+        # floor(level) and the variant fix the task (the fraction is the variant's).
+        level = math.floor(float(np.asarray(task["level"])))
+        return (level * 1_000_003 + int(np.asarray(task["variant"]))) % 2**32
+
+    return learned_challenger(build, _level_gate(float(cfg.num_levels)), key_of, cfg)
+
+
 def pure_level_bandit(
     *, max_level: int = 12, temperature: float = 0.05, floor: float = 0.1, rate: float = 0.5
 ):

@@ -35,7 +35,8 @@ policy's sampled answers stay on the target levels (a collapse onto a few answer
 
 The package, one concern per module: ``config`` (the study's TOML as a checked dataclass),
 ``run`` (one arm's seeds as one program, the random-key salts), ``cache`` (finished arms in
-``DIR/arms/``), ``report`` (the tables, the JSON, and :func:`study_result` to read a study
+``DIR/arms/``), ``noise`` (the noise diagnostic's flag rates at the end of the budget),
+``report`` (the tables, the JSON, and :func:`study_result` to read a study
 back), ``plot``, ``diversity`` and ``cli``.
 """
 
@@ -53,6 +54,7 @@ from experiments.compare.config import (
     check_arm,
 )
 from experiments.compare.diversity import diversity
+from experiments.compare.noise import flag_shares, noise_diagnostic
 from experiments.compare.plot import plot
 from experiments.compare.report import (
     StudyResult,
@@ -60,6 +62,7 @@ from experiments.compare.report import (
     best_of_text,
     compare_arms,
     load_study,
+    noise_table,
     pass_rate_split,
     pass_rate_table,
     reach,
@@ -75,6 +78,7 @@ from experiments.compare.run import (
     build_arm,
     check_arms,
     run_arm,
+    run_seeds,
     seed_keys,
 )
 
@@ -98,14 +102,18 @@ __all__ = [
     "check_arms",
     "compare_arms",
     "diversity",
+    "flag_shares",
     "load_arm",
     "load_study",
     "main",
+    "noise_diagnostic",
+    "noise_table",
     "pass_rate_split",
     "pass_rate_table",
     "plot",
     "reach",
     "run_arm",
+    "run_seeds",
     "save_arm",
     "seed_data",
     "seed_keys",

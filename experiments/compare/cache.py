@@ -90,6 +90,8 @@ def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
         curves["seconds"] = float(curves["seconds"])
         curves["load"] = tuple(curves["load"].tolist())
         curves["category_names"] = curves["category_names"].tolist()
+        if "noise_unit" in curves:  # absent from arms saved before the noise flags were kept
+            curves["noise_unit"] = str(curves["noise_unit"])
     except UNREADABLE as e:
         print(
             f"note: {path} cannot be read ({type(e).__name__}: {e}); running arm "

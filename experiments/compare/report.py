@@ -21,6 +21,7 @@ from experiments.compare.config import (
     find_arm,
     shown_categories,
 )
+from experiments.compare.noise import noise_diagnostic
 
 
 def reach(curve: dict, target: float, field: str = "rollouts") -> np.ndarray:
@@ -63,7 +64,49 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
             data[name]["pass_rates"] = rates
         if "step0_pass_rate" in c:
             data[name]["step0"] = step0_data(c["step0_pass_rate"], c["step0_category"])
+        if "noise_coin_flagged" in c:  # absent: not recorded (an arm saved before, or none)
+            data[name]["noise_flags"] = {
+                "unit": c["noise_unit"],
+                "coin_flips_flagged": _finite(c["noise_coin_flagged"]),
+                "real_flagged": _finite(c["noise_real_flagged"]),
+            }
     return data
+
+
+def noise_table(config: CompareConfig, data: dict[str, dict]) -> str:
+    """The noise diagnostic's flag rates at the end of the budget as markdown, one row per arm
+    whose sampler has the diagnostic (``-``: not recorded, or no entry of that kind); empty
+    when no arm has it."""
+    rows = []
+    for name, d in data.items():
+        diag = noise_diagnostic(find_arm(config, name))
+        if diag is None:
+            continue
+        flags = d.get("noise_flags")
+        cells = ["-", "-"]
+        if flags is not None:
+            cells = [_fmt_spread(flags[k]) for k in ("coin_flips_flagged", "real_flagged")]
+        rows.append([name, f"per {diag.unit}", *cells])
+    if not rows:
+        return ""
+    return (
+        "\n\nNoise diagnostic at the end of the budget (docs/noise.md): the share of the pool's "
+        "coin-flip entries and of its real entries that the arm's sampler flags as looking "
+        "like noise (its own `noisy_tasks` / `noisy_categories` on each seed's final state, "
+        "with the arm's thresholds; a flagged category flags every entry filed under it, as "
+        "the samplers are told the categories), mean over seeds (min-max); - : not recorded "
+        "(an arm file saved before the flags were kept) or no such entry in the pool.\n\n"
+        + md.table(["arm", "flags", "coin flips flagged", "real entries flagged"], rows)
+    )
+
+
+def _fmt_spread(values) -> str:
+    """``0.97 (0.95-1.00)``: mean (min-max) over seeds of the finite values; ``-`` if none."""
+    x = np.array([np.nan if v is None else v for v in values], np.float64)
+    x = x[np.isfinite(x)]
+    if not x.size:
+        return "-"
+    return f"{x.mean():.2f} ({x.min():.2f}-{x.max():.2f})"
 
 
 def step0_data(p: np.ndarray, category: np.ndarray) -> dict:
@@ -289,7 +332,8 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
     rates = pass_rate_table(config, data)
     best = best_of_text(config, data)
     step0 = step0_table(config, data)
-    return header + "\n\n" + main + best + draws + per_level + rates + step0 + wall
+    noise = noise_table(config, data)
+    return header + "\n\n" + main + best + draws + per_level + rates + step0 + noise + wall
 
 
 def best_of(config: CompareConfig, data: dict[str, dict]) -> list[dict]:

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +19,7 @@ from experiments import _cli
 from experiments._builders import build, make_study_pool, sampler_categories
 from experiments._oracle import build_oracle, make_measure, oracle, probe_rows
 from experiments.compare.config import CompareConfig, arm_experiment, arm_oracle
+from experiments.compare.noise import final_state, flag_shares, noise_diagnostic
 
 # The random-key salts, folded into each seed's key: the oracle arm's probe and the free
 # pass-rate measurement draw from streams of their own, apart from the engine's.
@@ -98,8 +100,32 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     differ, in the chunk), ``groups``, ``admitted``; with pass-rate diagnostics on, also
     ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
     and ``probe_category`` (each probed task's category); with the step-0 histogram on,
-    ``step0_pass_rate`` (``[S, R]``, the initial policy's) and ``step0_category``."""
+    ``step0_pass_rate`` (``[S, R]``, the initial policy's) and ``step0_category``; for a
+    sampler with a noise diagnostic (:mod:`experiments.compare.noise`), at the end of the
+    budget, ``noise_coin_flagged`` and ``noise_real_flagged`` (``f32[S]``: the shares of
+    coin-flip and of real entries it flags) and ``noise_unit`` (``"task"``, ``"category"``).
+    """
+    curves, final = run_seeds(config, arm, mesh)
+    diag = noise_diagnostic(arm)
+    if diag is not None:
+        exp = arm_experiment(config, arm)
+        pool = make_study_pool(exp)  # the truth: the pool's coin flips, not the labels
+        coin = np.zeros(pool.category.shape, bool)
+        if pool.coin_level is not None:
+            coin = pool.category == pool.coin_level
+        categories = diag.categories
+        if categories is None:
+            categories = sampler_categories(pool, exp.task.labels)
+        curves.update(flag_shares(diag, final, coin, categories))
+    return curves
+
+
+def run_seeds(config: CompareConfig, arm: Mapping, mesh=None) -> tuple[dict, Any]:
+    """``(curves, final)``: :func:`run_arm`'s curves without the noise flags, and each seed's
+    final sampler state that holds the arm's noise diagnostic (leading axis ``S``, numpy;
+    None for an arm without one: :func:`experiments.compare.noise.noise_diagnostic`)."""
     exp = arm_experiment(config, arm)
+    diag = noise_diagnostic(arm)
     built, every, probe = build_arm(config, arm, mesh)
     engine, pool = built.engine, built.pool
     held_out = pool.held_out
@@ -164,11 +190,12 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
             return state, out
 
         init = engine.init(key)
-        _, curve = jax.lax.scan(chunk, init, None, length=chunks)
+        last, curve = jax.lax.scan(chunk, init, None, length=chunks)
         if measure0 is not None:
             # Generation 0 is never an evaluation's, so this key is the step-0 probe's own.
             curve["step0_pass_rate"] = measure0(init.solver, measure_key(key, 0))
-        return curve
+        # The end-of-budget sampler state the noise flags are read from (on the host, once).
+        return curve, None if diag is None else final_state(diag, last)
 
     keys = seed_keys(config)
     fn = jax.vmap(one_seed)
@@ -183,7 +210,7 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
         fn = jax.jit(fn)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    curves = jax.device_get(fn(keys))
+    curves, final = jax.device_get(fn(keys))
     curves = {k: np.asarray(v) for k, v in curves.items()}
     curves["seconds"] = time.perf_counter() - t0
     curves["load"] = (load0, os.getloadavg()[0])
@@ -193,4 +220,4 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
         curves["probe_category"] = rows.category
     if rows0 is not None:
         curves["step0_category"] = rows0.category
-    return curves
+    return curves, final

@@ -13,12 +13,43 @@ from curriculax.selfplay import (
     InvalidTask,
     bandit_challenger,
     bandit_spec,
+    learned_challenger,
+    learned_config,
+    learned_spec,
     level_direction,
 )
 
-# The study's arms that generate tasks: the old level rule, the level bandit, and the random
-# generator (the bandit with rate 0: levels uniform, the same generation budget).
-CHALLENGER_ARMS = ("self-play", "bandit", "random generator")
+# The study's arms that generate tasks: the old level rule, the level bandit, the random
+# generator (the bandit with rate 0: levels uniform, the same generation budget) and the
+# learned challenger (a generator policy trained on the judge's gain).
+CHALLENGER_ARMS = ("self-play", "bandit", "random generator", "learned")
+
+
+def _reversal_task(spec: T.ReversalSpec, level: int, digits: jax.Array) -> T.TaskSet:
+    """One task (leaves without the task axis) of ``digits: i32[1, length(level)]``, padded to
+    the pool's widths."""
+    prompt, answer, answer_len = spec.encode(level, digits)
+    task = T.TaskSet(
+        prompt=prompt,
+        prompt_len=jnp.array([prompt.shape[1]], jnp.int32),
+        answer=answer,
+        answer_len=answer_len,
+        level=jnp.array([level], jnp.int32),
+        key=T.content_key(prompt, answer),
+    )
+    task = T.pad_tasks(task, prompt_width=spec.prompt_width, answer_width=spec.answer_width)
+    return jax.tree.map(lambda x: x[0], task)
+
+
+def _validate_reversal(spec: T.ReversalSpec):
+    def validate(payload):
+        if not isinstance(payload, T.TaskSet):
+            raise InvalidTask(f"not a TaskSet: {type(payload).__name__}")
+        if payload.prompt.shape != (spec.prompt_width,):
+            raise InvalidTask(f"prompt width {payload.prompt.shape}")
+        return payload
+
+    return validate
 
 
 def sequence_challenger(spec: T.ReversalSpec, bandit: dict | None = None) -> Challenger:
@@ -39,17 +70,7 @@ def sequence_challenger(spec: T.ReversalSpec, bandit: dict | None = None) -> Cha
 
         def build(key):
             digits = jax.random.randint(key, (1, spec.length(level)), 0, spec.num_symbols)
-            prompt, answer, answer_len = spec.encode(level, digits)
-            task = T.TaskSet(
-                prompt=prompt,
-                prompt_len=jnp.array([prompt.shape[1]], jnp.int32),
-                answer=answer,
-                answer_len=answer_len,
-                level=jnp.array([level], jnp.int32),
-                key=T.content_key(prompt, answer),
-            )
-            task = T.pad_tasks(task, prompt_width=spec.prompt_width, answer_width=spec.answer_width)
-            return jax.tree.map(lambda x: x[0], task)
+            return _reversal_task(spec, level, digits)
 
         return jax.jit(build)
 
@@ -61,12 +82,7 @@ def sequence_challenger(spec: T.ReversalSpec, bandit: dict | None = None) -> Cha
     def generate(knob, key):
         return generate_at(int(knob["level"]), key)
 
-    def validate(payload):
-        if not isinstance(payload, T.TaskSet):
-            raise InvalidTask(f"not a TaskSet: {type(payload).__name__}")
-        if payload.prompt.shape != (spec.prompt_width,):
-            raise InvalidTask(f"prompt width {payload.prompt.shape}")
-        return payload
+    validate = _validate_reversal(spec)
 
     def propose(knob, report):
         level = int(knob["level"]) + level_direction(report)
@@ -75,6 +91,47 @@ def sequence_challenger(spec: T.ReversalSpec, bandit: dict | None = None) -> Cha
     if bandit is not None:
         return bandit_challenger(generate_at, validate, lambda task: int(task.level), **bandit)
     return Challenger(generate, validate, propose)
+
+
+def sequence_learned_challenger(spec: T.ReversalSpec, learned: dict | None = None):
+    """``(challenger, initial spec)``: the learned challenger for the reversal/copy family
+    ``spec``: its generator proposes a level and that level's symbols, and the payload is the
+    task of those symbols (one :class:`~curriculax.tasks.TaskSet` row padded to the pool's
+    widths, as :func:`sequence_challenger` builds).
+
+    Args:
+      spec: the family.
+      learned: :class:`~curriculax.selfplay.LearnedConfig` keys (a config's ``learned`` table;
+        the family's ``num_levels``, ``num_symbols`` and ``min_length`` are filled in).
+    """
+    cfg = learned_config(
+        learned,
+        where="learned",
+        num_levels=spec.num_levels,
+        num_symbols=spec.num_symbols,
+        min_length=spec.min_length,
+    )
+    if (cfg.num_levels, cfg.num_symbols, cfg.min_length) != (
+        spec.num_levels,
+        spec.num_symbols,
+        spec.min_length,
+    ):
+        raise ValueError(
+            "learned: num_levels, num_symbols and min_length are the task family's "
+            f"({spec.num_levels}, {spec.num_symbols}, {spec.min_length}); leave them out"
+        )
+
+    @functools.cache
+    def builder(level: int):
+        return jax.jit(lambda digits: _reversal_task(spec, level, digits))
+
+    def build(level, tokens):
+        return jax.device_get(builder(level)(jnp.asarray(tokens, jnp.int32)[None]))
+
+    challenger = learned_challenger(
+        build, _validate_reversal(spec), lambda task: int(task.key), cfg
+    )
+    return challenger, learned_spec(cfg)
 
 
 def evolve_arm(config, seed_tasks, *, arm: str, key: int, wrap=None, **options):
@@ -101,7 +158,9 @@ def evolve_arm(config, seed_tasks, *, arm: str, key: int, wrap=None, **options):
 
     exp = config.experiment
     spec = family_spec(exp.task)
-    challenger, start = arm_challenger(arm, spec, config.start_level)
+    challenger, start = arm_challenger(
+        arm, spec, config.start_level, getattr(config, "learned", None)
+    )
     if challenger is not None and wrap is not None:
         challenger = wrap(challenger)
     return curriculum_evolve(
@@ -122,14 +181,17 @@ def evolve_arm(config, seed_tasks, *, arm: str, key: int, wrap=None, **options):
     )
 
 
-def arm_challenger(arm: str, spec: T.ReversalSpec, start_level: int):
-    """``(challenger, initial spec)`` of a study arm (``(None, None)`` for no challenger)."""
+def arm_challenger(arm: str, spec: T.ReversalSpec, start_level: int, learned: dict | None = None):
+    """``(challenger, initial spec)`` of a study arm (``(None, None)`` for no challenger);
+    ``learned``: the learned arm's :class:`~curriculax.selfplay.LearnedConfig` keys."""
     if arm == "self-play":
         return sequence_challenger(spec), {"level": start_level}
     if arm == "bandit":
         return sequence_challenger(spec, bandit={}), bandit_spec(spec.num_levels)
     if arm == "random generator":
         return sequence_challenger(spec, bandit={"rate": 0.0}), bandit_spec(spec.num_levels)
+    if arm == "learned":
+        return sequence_learned_challenger(spec, learned)
     if arm == "no challenger":
         return None, None
     raise ValueError(f"unknown arm {arm!r}; arms are {('no challenger', *CHALLENGER_ARMS)}")

@@ -13,7 +13,9 @@ policy): **self-play** (half of each generation batch from the frontier, a chall
 generates random sequences at its level and moves the level by the judge's verdicts),
 **no challenger** (the same seed sampler on the pool alone), and, where a scenario lists them,
 **bandit** (each task's level drawn by the level bandit the verdicts update) and **random
-generator** (the bandit with rate 0: levels uniform, the same generation budget). No gate in
+generator** (the bandit with rate 0: levels uniform, the same generation budget), and, with
+``--arms learned``, **learned** (a generator policy that proposes each task's level and symbols,
+trained by policy gradient on the judge's gain; its table ``learned`` in the config). No gate in
 any arm, so every update costs one generation batch and every arm spends the same rollouts.
 Scenarios (``experiments/configs/selfplay/*.toml``, each dated and fixed before its first run)
 set the pool, the held-out lengths (``held_out_levels``) and the arms.
@@ -48,7 +50,7 @@ from experiments._builders import (
 )
 from experiments.selfplay._challengers import CHALLENGER_ARMS, evolve_arm
 
-ARMS = ("self-play", "no challenger", "bandit", "random generator")
+ARMS = ("self-play", "no challenger", "bandit", "random generator", "learned")
 BASELINES = ("no challenger", "random generator")
 
 
@@ -76,6 +78,9 @@ class StudyConfig:
     # come from the same family with every level in the pool (levels the pool lacks are
     # reachable only through generated tasks: the bridge scenario).
     held_out_levels: tuple[int, ...] = ()
+    # The learned arm's generator and training (curriculax.selfplay.LearnedConfig keys, e.g.
+    # {width = 32, learning_rate = 0.1}); the family's shape is filled in.
+    learned: dict = dataclasses.field(default_factory=dict)
 
 
 def scenario_held_out(exp: GRPOExperimentConfig, levels: tuple[int, ...]):
@@ -113,6 +118,7 @@ def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
     evaluate = jax.jit(result.engine.solver.evaluate)
     levels = held_out_report(evaluate, result.state, held_out, exp.task.num_levels)
     rounds = result.curriculum
+    trained = result.spec.get("state") if isinstance(result.spec, dict) else None
     return {
         "arm": arm,
         "seed": seed,
@@ -121,7 +127,9 @@ def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
         "rollouts": [r.rollouts for r in rounds],
         "per_level": {k: v for k, v in levels.items() if k.startswith("eval/level_")},
         "level": [None if r.spec is None else r.spec["level"] for r in rounds],
-        "level_values": None if not rounds[-1].spec else rounds[-1].spec.get("values"),
+        "level_values": None
+        if not rounds[-1].spec
+        else rounds[-1].spec.get("values", rounds[-1].spec.get("probs")),
         "generated": sum(r.generated for r in rounds),
         "collisions": sum(r.collisions for r in rounds),
         "learned": sum(r.learned for r in rounds),
@@ -129,6 +137,10 @@ def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
         "dropped_easy": sum(r.dropped_easy for r in rounds),
         "seconds": round(seconds, 1),
         "challenger_seconds": round(timer[0], 2),
+        # The learned challenger's own training: policy-gradient updates and the proposals
+        # they trained on (its compute is in challenger_seconds; it spends no solver rollouts).
+        "challenger_updates": None if trained is None else int(trained.updates),
+        "challenger_proposals": None if trained is None else int(trained.proposals),
     }
 
 
@@ -251,6 +263,7 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
         ]
     pairs = [("self-play", "random generator")]
     pairs += [("bandit", other) for other in (*BASELINES, "self-play")]
+    pairs += [("learned", other) for other in (*BASELINES, "bandit")]
     if any(a in stats and b in stats for a, b in pairs):
         lines.append("")
     for arm_a, arm_b in pairs:
@@ -270,6 +283,13 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
         if not by_arm.get(arm):
             continue
         rs = by_arm[arm]
+        training = ""
+        if arm == "learned":
+            training = (
+                f" and its training: {sum(r['challenger_updates'] or 0 for r in rs):,} "
+                f"policy-gradient updates on {sum(r['challenger_proposals'] or 0 for r in rs):,} "
+                "proposals (in that host time)"
+            )
         lines += [
             "",
             f"Challenger ({arm}): final level (length - 1; a bandit's most likely) per seed "
@@ -281,7 +301,7 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
             f"{sum(r['collisions'] for r in rs):,} rejected as held-out collisions; "
             f"its own cost: 0 rollouts (the judge reads the solver's training rollouts), "
             f"{sum(r.get('challenger_seconds', 0.0) for r in rs):.1f} s of host time in "
-            "generate/validate/propose.",
+            f"generate/validate/propose{training}.",
         ]
     budgets = sorted({r["rollouts"][-1] for r in runs})
     if len(budgets) > 1:
@@ -318,6 +338,12 @@ def main(argv=None) -> None:
         config = dataclasses.replace(config, seeds=args.seeds)
     if args.arms:
         config = dataclasses.replace(config, arms=tuple(args.arms))
+    if "learned" in config.arms:
+        # A bad learned table fails here, naming its key, not after the other arms ran.
+        from experiments._builders import family_spec
+        from experiments.selfplay._challengers import sequence_learned_challenger
+
+        sequence_learned_challenger(family_spec(config.experiment.task), config.learned)
     seed0 = config.experiment.seed if args.seed is None else args.seed
     os.makedirs(args.run_dir, exist_ok=True)
     if not jax.config.jax_compilation_cache_dir:
