@@ -20,9 +20,14 @@ any arm, so every update costs one generation batch and every arm spends the sam
 Scenarios (``experiments/configs/selfplay/*.toml``, each dated and fixed before its first run)
 set the pool, the held-out lengths (``held_out_levels``) and the arms.
 
-Seeds run one after another, not ``vmap``-ped: the challenger's ``generate`` and ``propose``
-are host callables with a spec of their own per seed, so the loop between rounds is host
-Python per seed; the compiled programs are shared through JAX's persistent compilation cache.
+On the host path (the default) seeds run one after another: the challenger's ``generate`` and
+``propose`` are host callables with a spec of their own per seed, so the loop between rounds is
+host Python per seed; the compiled programs are shared through JAX's persistent compilation
+cache. With ``--compiled`` every seed of an arm runs as one compiled program
+(:func:`~curriculax.selfplay.compiled_evolve` with the arm's pure challenger,
+``experiments/selfplay/_challengers.py``: the same tasks from the same keys, the same judge,
+held-out set and rollouts, the same records; ``seed_batch`` seeds ``vmap``-ped at a time, 0:
+all); the learned arm is host-only.
 Finished runs are appended to ``runs.jsonl``; ``--resume`` skips them (a run directory holding
 some refuses without ``--resume`` or ``--overwrite``). Writes ``study.md``
 (the table) and ``summary.json`` (per-seed numbers, curves, statistics).

@@ -22,6 +22,7 @@ from experiments.selfplay._challengers import (
 )
 
 ROOT = pathlib.Path(__file__).parents[2]
+PATH_FIELDS = {"path", "seconds", "challenger_seconds", "program_seconds", "program_seeds"}
 # Reversal over 4 symbols, lengths 1-3, a pool of 4 tasks per length (every length-1 task),
 # held out: 4 tasks of lengths 2-3 (so generated length-2 tasks collide with them often).
 TINY = [
@@ -90,9 +91,8 @@ def test_a_compiled_study_arm_gives_the_host_arms_records_on_one_seed():
     compiled = study.run_compiled(config, "bandit", [3])[0]
     assert (host["path"], compiled["path"]) == ("host", "compiled")
     assert compiled["challenger_seconds"] is None and compiled["program_seeds"] == 1
-    path_fields = {"path", "seconds", "challenger_seconds", "program_seconds", "program_seeds"}
-    assert set(compiled) - path_fields == set(host) - path_fields
-    for field in sorted(set(host) - path_fields):
+    assert set(compiled) - PATH_FIELDS == set(host) - PATH_FIELDS
+    for field in sorted(set(host) - PATH_FIELDS):
         assert compiled[field] == host[field], field
     # The judge, the bandit's values and the held-out filter had work to agree on.
     assert host["stuck"] + host["learned"] > 0 and host["collisions"] > 0
@@ -140,11 +140,16 @@ def test_the_dry_run_demo_output_is_unchanged(tmp_path):
 
 def test_the_study_runs_compiled_and_refuses_the_learned_arm(tmp_path):
     args = ["--run-dir", str(tmp_path), "--seeds", "2", "--compiled"]
-    args += [x for t in [*TINY, "rounds=1"] for x in ("--set", t)]
+    args += [x for t in [*TINY, "rounds=2"] for x in ("--set", t)]
     study.main([*args, "--arms", "self-play"])
     runs = json.loads((tmp_path / "summary.json").read_text())["runs"]
     assert sorted((r["arm"], r["seed"]) for r in runs) == [("self-play", 0), ("self-play", 1)]
     assert {r["path"] for r in runs} == {"compiled"}
+    # The old level rule (judged_direction in the program) gives the host rule's record too.
+    host = study.run_one(_config(["rounds=2"]), "self-play", 1)
+    compiled = next(r for r in runs if r["seed"] == 1)
+    for field in sorted(set(host) - PATH_FIELDS):
+        assert compiled[field] == host[field], field
     assert "not separable" in (tmp_path / "study.md").read_text()
     try:
         study.main([*args, "--arms", "learned", "--overwrite"])
