@@ -13,7 +13,9 @@ did. With ``rate=0`` the values never move and every level is drawn uniformly: t
 generator with the same generation budget, the control a bandit's gain is measured against.
 
 The value arithmetic is pure JAX (fixed shapes, explicit keys), so it can run inside a
-compiled round; :func:`bandit_challenger` wraps it as a host :class:`Challenger`.
+compiled round; :func:`bandit_challenger` wraps it as a host :class:`Challenger`, and
+:func:`pure_bandit_challenger` as a :class:`~curriculax.selfplay.PureChallenger` for the
+compiled round loop (the same draws per key).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax.selfplay._challenger import Challenger
+from curriculax.selfplay._compiled import PureChallenger
 
 
 def level_probs(values: jax.Array, temperature: float, floor: float) -> jax.Array:
@@ -85,6 +88,15 @@ def bandit_spec(num_levels: int) -> dict:
     return {"level": 0, "values": (0.0,) * num_levels}
 
 
+def _check(temperature: float, floor: float, rate: float) -> None:
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"floor must be in [0, 1], got {floor}")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate must be in [0, 1], got {rate}")
+
+
 def bandit_challenger(
     generate_at: Callable[[int, jax.Array], Any],
     validate: Callable[[Any], Any],
@@ -111,12 +123,7 @@ def bandit_challenger(
       floor: probability mass drawn uniformly, so every level keeps being tried.
       rate: value step size per round; 0 gives the random generator (uniform levels).
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    if not 0.0 <= floor <= 1.0:
-        raise ValueError(f"floor must be in [0, 1], got {floor}")
-    if not 0.0 <= rate <= 1.0:
-        raise ValueError(f"rate must be in [0, 1], got {rate}")
+    _check(temperature, floor, rate)
     draw = jax.jit(draw_levels, static_argnums=(2, 3, 4))
     update = jax.jit(update_values, static_argnums=(4,))
 
@@ -139,3 +146,56 @@ def bandit_challenger(
         return {**spec, "level": int(np.argmax(probs)), "values": tuple(map(float, values))}
 
     return Challenger(generate, validate, propose)
+
+
+def pure_bandit_spec(num_levels: int) -> dict:
+    """The initial spec of :func:`pure_bandit_challenger`: ``{"level": i32[], "values":
+    f32[L]}``, values 0 (levels drawn uniformly)."""
+    return {"level": jnp.int32(0), "values": jnp.zeros((num_levels,), jnp.float32)}
+
+
+def pure_bandit_challenger(
+    build_at: Callable[[jax.Array, jax.Array], Any],
+    validate: Callable[[Any], Any],
+    level_of: Callable[[Any], jax.Array],
+    *,
+    temperature: float = 0.05,
+    floor: float = 0.1,
+    rate: float = 0.5,
+    retry: bool = False,
+) -> PureChallenger:
+    """:func:`bandit_challenger` as a :class:`~curriculax.selfplay.PureChallenger` (pure JAX,
+    for :func:`~curriculax.selfplay.compiled_evolve`), spec :func:`pure_bandit_spec`.
+
+    Each key draws like ``bandit_challenger``'s ``generate``: ``k_level, k_task =
+    split(key)``, a level from the values, then ``build_at(level, k_task)``; so with
+    ``build_at(level, key)`` computing what ``generate_at(int(level), key)`` returns, the two
+    draw the same tasks from the same keys. ``propose`` credits each judged task's gain to
+    ``level_of(tasks)`` (:func:`update_values`) and sets ``level`` to the most likely one.
+
+    Args:
+      build_at: ``(level i32[], key) -> payload``: one task at a traced level.
+      validate: ``(payloads) -> (tasks, valid bool[P])``.
+      level_of: ``(tasks) -> i32[F]``: the levels of the judged tasks (a batch).
+      temperature, floor, rate: as :func:`bandit_challenger` (``rate=0``: the random
+        generator).
+      retry: the host's one-task-per-key draw (:attr:`PureChallenger.retry`), as
+        ``bandit_challenger`` (a one-task challenger) does on the host path.
+    """
+    _check(temperature, floor, rate)
+
+    def one(values, key):
+        k_level, k_task = jax.random.split(key)
+        level = draw_levels(values, k_level, 1, temperature, floor)[0]
+        return build_at(level, k_task)
+
+    def generate(spec, keys):
+        return jax.vmap(one, in_axes=(None, 0))(spec["values"], keys)
+
+    def propose(spec, judged):
+        levels = level_of(judged.tasks)
+        values = update_values(spec["values"], levels, judged.gain, judged.mask, rate)
+        level = jnp.argmax(level_probs(values, temperature, floor)).astype(jnp.int32)
+        return {"level": level, "values": values}
+
+    return PureChallenger(generate, validate, propose, retry)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from curriculax.engine._env import _keys_from_data, content_keys
@@ -60,6 +61,18 @@ def level_direction(report: Any) -> int:
     if report.learned == 0 and report.stuck > 0:
         return -1
     return 0
+
+
+def judged_direction(judged: Any) -> jax.Array:
+    """:func:`level_direction` in JAX, from a :class:`~curriculax.selfplay.Judged` (what a
+    :class:`~curriculax.selfplay.PureChallenger`'s ``propose`` gets): ``i32[]`` +1, 0 or -1,
+    the same rule on the same counts, for the compiled round loop."""
+    learned = jnp.sum(judged.learned & judged.mask, dtype=jnp.int32)
+    stuck = judged.count - learned
+    too_easy = judged.dropped_easy > judged.generated // 2
+    up = too_easy | ((learned > stuck) & (judged.r0 > 0))
+    down = (learned == 0) & (stuck > 0)
+    return jnp.where(up, 1, jnp.where(down, -1, 0)).astype(jnp.int32)
 
 
 @dataclasses.dataclass(frozen=True)

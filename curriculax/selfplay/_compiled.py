@@ -22,7 +22,7 @@ import numpy as np
 from curriculax._curriculum import curriculum
 from curriculax.engine._engine import Engine, EngineConfig
 from curriculax.engine._env import Env, _keys_from_data, check_unique_keys, content_keys
-from curriculax.selfplay._challenger import Challenger
+from curriculax.selfplay._challenger import Challenger, InvalidTask
 from curriculax.selfplay._evolve import _build_sampler
 from curriculax.selfplay._frontier import frontier_sampler
 
@@ -38,6 +38,9 @@ class Judged(NamedTuple):
       mask: ``bool[F]`` the first ``count`` entries.
       count: ``i32[]`` tasks judged this round.
       dropped_easy: ``i32[]`` tasks dropped as easy this round.
+      generated: ``i32[]`` valid tasks generated this round (``RoundReport.generated``).
+      r0: ``f32[]`` the round's mean gain (``RoundReport.r0``), so a level rule such as
+        :func:`~curriculax.selfplay.level_direction` reads what the host path's report holds.
     """
 
     tasks: Any
@@ -46,6 +49,8 @@ class Judged(NamedTuple):
     mask: jax.Array
     count: jax.Array
     dropped_easy: jax.Array
+    generated: jax.Array
+    r0: jax.Array
 
 
 class PureChallenger(NamedTuple):
@@ -55,11 +60,18 @@ class PureChallenger(NamedTuple):
       generate: ``(spec, keys[P]) -> payloads`` (leaves ``[P, ...]``, the pool's layout).
       validate: ``(payloads) -> (tasks, valid bool[P])``.
       propose: ``(spec, Judged) -> spec`` (the same pytree structure and shapes).
+      retry: draw like a one-task-per-key host challenger (``Challenger(vectorized=False)``,
+        e.g. the study's reversal challengers): up to ``4 * count`` tries with keys
+        ``fold_in(key, i)``, where a payload rejected as invalid, a held-out collision or a
+        repeat of this round is replaced by the next try (and counted only if tried before
+        ``count`` tasks were accepted). ``False``: one try per slot (``split(key, count)``),
+        as a vectorized host challenger.
     """
 
     generate: Callable[..., Any]
     validate: Callable[..., Any]
     propose: Callable[..., Any]
+    retry: bool = False
 
 
 def row_keys(tasks: Any) -> jax.Array:
@@ -95,27 +107,41 @@ def _compact(mask: jax.Array, tree: Any) -> Any:
 
 
 def _challenge(challenger: PureChallenger, spec, key, count: int, forbidden: jax.Array):
-    """What :func:`~curriculax.selfplay.run_challenge` does for a vectorized challenger."""
-    subkeys = jax.random.split(key, count)
+    """What :func:`~curriculax.selfplay.run_challenge` does for a pure challenger: ``(tasks,
+    valid, keys, gen_seeds, invalid, collisions, generated)``, the accepted tasks first."""
+    tries = 4 * count if challenger.retry else count
+    if challenger.retry:  # the host loop's keys: fold_in(key, i) for try i
+        subkeys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(tries))
+    else:
+        subkeys = jax.random.split(key, count)
     tasks, ok = challenger.validate(challenger.generate(spec, subkeys))
     ok = jnp.asarray(ok, bool)
     keys = row_keys(tasks)
     collide = ok & jnp.isin(keys, forbidden)
     cand = ok & ~collide
-    idx = jnp.arange(count)
+    idx = jnp.arange(tries)
     earlier = (keys[:, None] == keys[None, :]) & cand[None, :] & (idx[None, :] < idx[:, None])
-    accept = cand & ~jnp.any(earlier, axis=1)
-    seeds = jax.random.key_data(subkeys).reshape(count, -1)[:, -1].astype(jnp.uint32)
+    first = cand & ~jnp.any(earlier, axis=1)
+    # The host loop stops once `count` tasks are accepted: tries after that are not made.
+    before = jnp.cumsum(first) - first
+    tried = before < count
+    accept = first & tried
+    seeds = jax.random.key_data(subkeys).reshape(tries, -1)[:, -1].astype(jnp.uint32)
     tasks, keys, seeds = _compact(accept, (tasks, keys, seeds))
+    tasks, keys, seeds = jax.tree.map(lambda x: x[:count], (tasks, keys, seeds))
     n = jnp.sum(accept, dtype=jnp.int32)
-    return tasks, idx < n, keys, seeds, jnp.sum(~ok, dtype=jnp.int32), n
+    invalid = jnp.sum(~ok & tried, dtype=jnp.int32)
+    collisions = jnp.sum(collide & tried, dtype=jnp.int32)
+    return tasks, jnp.arange(count) < n, keys, seeds, invalid, collisions, n
 
 
 def host_challenger(pure: PureChallenger, seed_tasks: Any, capacity: int) -> Challenger:
-    """The host path's :class:`Challenger` for ``pure`` (vectorized ``generate``/``validate``;
-    ``propose`` gets the report's verdicts as a :class:`Judged` of ``capacity`` rows, the
-    frontier capacity), so a run of :func:`~curriculax.selfplay.curriculum_evolve` with it is
-    the compiled run's twin.
+    """The host path's :class:`Challenger` for ``pure`` (``propose`` gets the report's verdicts
+    as a :class:`Judged` of ``capacity`` rows, the frontier capacity), so a run of
+    :func:`~curriculax.selfplay.curriculum_evolve` with it is the compiled run's twin.
+    Vectorized ``generate``/``validate``; with ``pure.retry``, one task per key (``generate``
+    on a batch of one key, ``validate`` raising :class:`InvalidTask`), as the host's one-task
+    challengers draw.
 
     Args:
       pure: the :class:`PureChallenger`.
@@ -144,10 +170,28 @@ def host_challenger(pure: PureChallenger, seed_tasks: Any, capacity: int) -> Cha
             jnp.asarray(np.arange(capacity) < m),
             jnp.int32(m),
             jnp.int32(report.dropped_easy),
+            jnp.int32(report.generated),
+            jnp.float32(report.r0),
         )
         return propose(spec, judged)
 
-    return Challenger(pure.generate, pure.validate, host_propose, vectorized=True)
+    if not pure.retry:
+        return Challenger(pure.generate, pure.validate, host_propose, vectorized=True)
+    generate_one = jax.jit(lambda spec, key: pure.generate(spec, key[None]))
+    validate_one = jax.jit(pure.validate)
+
+    def generate(spec, key):
+        return jax.tree.map(lambda x: x[0], jax.device_get(generate_one(spec, key)))
+
+    def validate(payload):
+        tasks, ok = jax.device_get(
+            validate_one(jax.tree.map(lambda x: np.asarray(x)[None], payload))
+        )
+        if not bool(np.asarray(ok)[0]):
+            raise InvalidTask("rejected by the pure challenger's validate")
+        return jax.tree.map(lambda x: x[0], tasks)
+
+    return Challenger(generate, validate, host_propose)
 
 
 class CompiledResult(NamedTuple):
@@ -155,7 +199,8 @@ class CompiledResult(NamedTuple):
 
     Attributes:
       held_out: ``f32[S, R]`` mean held-out score after each round.
-      generated, invalid, learned, stuck, dropped_easy: ``i32[S, R]`` per round.
+      generated, invalid, collisions, learned, stuck, dropped_easy: ``i32[S, R]`` per round
+        (``collisions``: generated tasks rejected because they equal a held-out task).
       r0: ``f32[S, R]``.
       rollouts: ``i32[S, R]`` solver rollouts after each round.
       spec: the spec each round generated with, leaves ``[S, R, ...]``.
@@ -165,6 +210,7 @@ class CompiledResult(NamedTuple):
     held_out: jax.Array
     generated: jax.Array
     invalid: jax.Array
+    collisions: jax.Array
     learned: jax.Array
     stuck: jax.Array
     dropped_easy: jax.Array
@@ -178,7 +224,7 @@ def compiled_evolve(
     solver,
     seed_tasks: Any,
     *,
-    challenger: PureChallenger,
+    challenger: PureChallenger | None,
     spec: Any,
     held_out_tasks: Any,
     keys: jax.Array,
@@ -194,13 +240,22 @@ def compiled_evolve(
     success_threshold: float = 1.0,
     pass_rate: float = 0.5,
     z: float = 2.0,
+    seed_batch: int | None = None,
 ) -> CompiledResult:
     """:func:`~curriculax.selfplay.curriculum_evolve` with a :class:`PureChallenger`, every
     seed of ``keys`` (``key[S]``) in one compiled, ``vmap``-ped program.
 
     The same run as the host path with :func:`host_challenger` for the same key (an explicit
     ``held_out_tasks``; no gates; one generation batch per update, ``groups_per_generation``
-    equal to ``batch_groups``, so a round is ``steps_per_round`` engine steps).
+    equal to ``batch_groups``, so a round is ``steps_per_round`` engine steps). With
+    ``challenger=None`` (``spec`` ignored) it is the host path's run without a challenger:
+    the seed sampler alone, the held-out set evaluated after each round (the challenge and
+    judge counts are 0, ``spec`` is ``None``).
+
+    Args:
+      seed_batch: seeds ``vmap``-ped together; the batches run one after another inside the
+        same program (``lax.map``). ``None``: all seeds at once. On a CPU whose cores one
+        seed already keeps busy, a smaller batch can be faster per seed.
     """
     held_keys = _keys_from_data(held_out_tasks)
     held_keys = np.asarray(
@@ -213,28 +268,59 @@ def compiled_evolve(
     check_unique_keys(keys_np, "seed_tasks")
     if np.intersect1d(keys_np, held_keys).size:
         raise ValueError("held_out_tasks share keys with seed_tasks; they must be disjoint")
+    if challenger is not None and not isinstance(challenger, PureChallenger):
+        raise TypeError(
+            f"challenger must be a selfplay.PureChallenger (pure JAX), got "
+            f"{type(challenger).__name__}; host callables run on curriculum_evolve"
+        )
     n = len(keys_np)
     layout = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), seed_tasks)
     capacity = frontier_capacity or 4 * generated_per_round
-    frontier = frontier_sampler(
-        _build_sampler(sampler, n),
-        n,
-        layout,
-        capacity=capacity,
-        frontier_share=frontier_share,
-        max_attempts=max_attempts,
-        success_threshold=success_threshold,
-        pass_rate=pass_rate,
-        z=z,
-    )
-    env = Env("train", seed_tasks, curriculum(frontier.sampler), group_size, keys=keys_np)
+    inner = _build_sampler(sampler, n)
+    frontier = None
+    if challenger is not None:
+        frontier = frontier_sampler(
+            inner,
+            n,
+            layout,
+            capacity=capacity,
+            frontier_share=frontier_share,
+            max_attempts=max_attempts,
+            success_threshold=success_threshold,
+            pass_rate=pass_rate,
+            z=z,
+        )
+        inner = frontier.sampler
+    env = Env("train", seed_tasks, curriculum(inner), group_size, keys=keys_np)
     engine = Engine(solver, [env], EngineConfig(batch_groups=batch_groups))
     forbidden = jnp.asarray(held_keys)
     held = jax.tree.map(jnp.asarray, held_out_tasks)
+    zero = jnp.zeros((), jnp.int32)
 
     def set_frontier(state, fstate):
         cs = state.curricula["train"]
         return state._replace(curricula={"train": cs._replace(sampler=fstate)})
+
+    def solve(state):
+        return jax.lax.fori_loop(0, steps_per_round, lambda _, s: engine.step(s)[0], state)
+
+    def plain_round(k_eval, state, r):
+        """A round without a challenger: train, then evaluate."""
+        state = solve(state)
+        score = jnp.mean(solver.evaluate(state.solver, held, jax.random.fold_in(k_eval, r)))
+        out = dict(
+            held_out=score,
+            generated=zero,
+            invalid=zero,
+            collisions=zero,
+            learned=zero,
+            stuck=zero,
+            dropped_easy=zero,
+            r0=jnp.zeros((), jnp.float32),
+            rollouts=state.counters.rollouts,
+            spec=None,
+        )
+        return state, out
 
     def one_seed(key):
         k_init, k_rounds, k_eval = jax.random.split(key, 3)
@@ -242,14 +328,16 @@ def compiled_evolve(
 
         def round_(carry, r):
             state, spec = carry
+            if challenger is None:
+                state, out = plain_round(k_eval, state, r)
+                return (state, spec), out
             fstate = state.curricula["train"].sampler
             easy_before = fstate.dropped_easy
-            tasks, valid, tkeys, seeds, invalid, generated = _challenge(
+            tasks, valid, tkeys, seeds, invalid, collisions, generated = _challenge(
                 challenger, spec, jax.random.fold_in(k_rounds, r), generated_per_round, forbidden
             )
             fstate = frontier.insert(fstate, tasks, valid, tkeys, r, seeds, invalid)
-            state = set_frontier(state, fstate)
-            state = jax.lax.fori_loop(0, steps_per_round, lambda _, s: engine.step(s)[0], state)
+            state = solve(set_frontier(state, fstate))
             fstate, rep = frontier.judge(state.curricula["train"].sampler)
             state = set_frontier(state, fstate)
             easy = fstate.dropped_easy - easy_before
@@ -260,12 +348,15 @@ def compiled_evolve(
                 jnp.arange(capacity) < jnp.sum(rep.judged_mask),
                 jnp.sum(rep.judged_mask, dtype=jnp.int32),
                 easy,
+                generated,
+                rep.r0,
             )
             score = jnp.mean(solver.evaluate(state.solver, held, jax.random.fold_in(k_eval, r)))
             out = dict(
                 held_out=score,
                 generated=generated,
                 invalid=invalid,
+                collisions=collisions,
                 learned=rep.learned,
                 stuck=rep.stuck,
                 dropped_easy=easy,
@@ -275,8 +366,13 @@ def compiled_evolve(
             )
             return (state, challenger.propose(spec, judged)), out
 
-        (state, _), out = jax.lax.scan(round_, (state, spec), jnp.arange(rounds))
+        init_spec = None if challenger is None else spec
+        (state, _), out = jax.lax.scan(round_, (state, init_spec), jnp.arange(rounds))
         return out, state
 
-    out, states = jax.jit(jax.vmap(one_seed))(keys)
+    if seed_batch is None or seed_batch >= keys.shape[0]:
+        run_all = jax.vmap(one_seed)
+    else:
+        run_all = lambda ks: jax.lax.map(one_seed, ks, batch_size=seed_batch)  # noqa: E731
+    out, states = jax.jit(run_all)(keys)
     return CompiledResult(**out, state=states)

@@ -22,7 +22,8 @@ import numpy as np
 from curriculax import _counters
 from curriculax.credit import group_signal, grpo_advantages, per_token
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
-from curriculax.selfplay._bandit import bandit_challenger, draw_levels, level_probs, update_values
+from curriculax.selfplay._bandit import bandit_challenger, pure_bandit_challenger
+from curriculax.selfplay._bandit import pure_bandit_spec as _pure_bandit_spec
 from curriculax.selfplay._challenger import Challenger, InvalidTask, level_direction
 
 
@@ -173,34 +174,29 @@ def pure_level_bandit(
 ):
     """:func:`level_bandit` as a :class:`~curriculax.selfplay.PureChallenger` (pure JAX, for
     the compiled round loop): spec ``{"level": i32[], "values": f32[max_level]}``, the same
-    draws per key as :func:`level_bandit`."""
-    from curriculax.selfplay._compiled import PureChallenger
+    draws per key as :func:`level_bandit` up to the vectorized draw (one try per slot)."""
 
-    def one(values, key):
-        k_level, k_task = jax.random.split(key)
-        level = draw_levels(values, k_level, 1, temperature, floor)[0]
-        k_l, k_v = jax.random.split(k_task)
+    def build_at(level, key):
+        k_l, k_v = jax.random.split(key)
         return {
             "level": level.astype(jnp.float32) + jax.random.uniform(k_l),
             "variant": jax.random.randint(k_v, (), 0, 2**30),
         }
 
-    def generate(spec, keys):
-        return jax.vmap(one, in_axes=(None, 0))(spec["values"], keys)
-
     def validate(payloads):
         level = payloads["level"]
         return payloads, jnp.isfinite(level) & (level >= 0.0) & (level <= max_level)
 
-    def propose(spec, judged):
-        levels = jnp.floor(judged.tasks["level"]).astype(jnp.int32)
-        values = update_values(spec["values"], levels, judged.gain, judged.mask, rate)
-        level = jnp.argmax(level_probs(values, temperature, floor)).astype(jnp.int32)
-        return {"level": level, "values": values}
-
-    return PureChallenger(generate, validate, propose)
+    return pure_bandit_challenger(
+        build_at,
+        validate,
+        lambda tasks: jnp.floor(tasks["level"]).astype(jnp.int32),
+        temperature=temperature,
+        floor=floor,
+        rate=rate,
+    )
 
 
 def pure_bandit_spec(max_level: int = 12) -> dict:
     """The initial spec of :func:`pure_level_bandit` (values 0: levels uniform)."""
-    return {"level": jnp.int32(0), "values": jnp.zeros((max_level,), jnp.float32)}
+    return _pure_bandit_spec(max_level)

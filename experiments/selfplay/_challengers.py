@@ -11,12 +11,16 @@ from curriculax import tasks as T
 from curriculax.selfplay import (
     Challenger,
     InvalidTask,
+    PureChallenger,
     bandit_challenger,
     bandit_spec,
+    judged_direction,
     learned_challenger,
     learned_config,
     learned_spec,
     level_direction,
+    pure_bandit_challenger,
+    pure_bandit_spec,
 )
 
 # The study's arms that generate tasks: the old level rule, the level bandit, the random
@@ -132,6 +136,79 @@ def sequence_learned_challenger(spec: T.ReversalSpec, learned: dict | None = Non
         build, _validate_reversal(spec), lambda task: int(task.key), cfg
     )
     return challenger, learned_spec(cfg)
+
+
+def _reversal_at(spec: T.ReversalSpec):
+    """``build_at(level i32[], key) -> TaskSet row``: what :func:`sequence_challenger`'s
+    ``generate_at(int(level), key)`` builds, at a traced level (fixed shapes: every level's
+    task is built from the same key and the level's one is picked; the family has a handful
+    of levels, so this is cheap next to a solver step)."""
+
+    def build_at(level, key):
+        rows = [
+            _reversal_task(
+                spec, lv, jax.random.randint(key, (1, spec.length(lv)), 0, spec.num_symbols)
+            )
+            for lv in range(spec.num_levels)
+        ]
+        return jax.tree.map(lambda *xs: jnp.stack(xs)[level], *rows)
+
+    return build_at
+
+
+def pure_sequence_challenger(spec: T.ReversalSpec, bandit: dict | None = None) -> PureChallenger:
+    """:func:`sequence_challenger` as a :class:`~curriculax.selfplay.PureChallenger` (pure
+    JAX, for the compiled round loop :func:`~curriculax.selfplay.compiled_evolve`): the same
+    tasks from the same keys (it draws like the host's one-task challenger, ``retry``).
+
+    Without ``bandit``: the old level rule, spec ``{"level": i32[]}``; ``propose`` moves the
+    level as :func:`~curriculax.selfplay.judged_direction` (the JAX
+    :func:`~curriculax.selfplay.level_direction`) says, within the family. With ``bandit``
+    (keyword arguments of :func:`~curriculax.selfplay.pure_bandit_challenger`; ``{"rate": 0}``
+    is the random generator): spec ``pure_bandit_spec(spec.num_levels)``.
+    """
+    build_at = _reversal_at(spec)
+    top = spec.num_levels - 1
+
+    def validate(payloads):
+        level = payloads.level
+        return payloads, (level >= 0) & (level <= top)
+
+    if bandit is not None:
+        return pure_bandit_challenger(
+            build_at, validate, lambda tasks: tasks.level, retry=True, **bandit
+        )
+
+    def generate(knob, keys):
+        return jax.vmap(build_at, in_axes=(None, 0))(knob["level"], keys)
+
+    def propose(knob, judged):
+        return {"level": jnp.clip(knob["level"] + judged_direction(judged), 0, top)}
+
+    return PureChallenger(generate, validate, propose, retry=True)
+
+
+def pure_arm_challenger(arm: str, spec: T.ReversalSpec, start_level: int):
+    """``(pure challenger, initial spec)`` of a study arm for the compiled round loop
+    (``(None, None)`` for no challenger): :func:`arm_challenger`'s challengers in pure JAX.
+    The learned arm has none (its generator trains on the host), so it raises."""
+    if arm == "self-play":
+        return pure_sequence_challenger(spec), {"level": jnp.int32(start_level)}
+    if arm == "bandit":
+        return pure_sequence_challenger(spec, bandit={}), pure_bandit_spec(spec.num_levels)
+    if arm == "random generator":
+        return (
+            pure_sequence_challenger(spec, bandit={"rate": 0.0}),
+            pure_bandit_spec(spec.num_levels),
+        )
+    if arm == "no challenger":
+        return None, None
+    if arm == "learned":
+        raise ValueError(
+            "arm 'learned' runs on the host path only (its generator trains on the host); "
+            "run it without --compiled"
+        )
+    raise ValueError(f"unknown arm {arm!r}; arms are {('no challenger', *CHALLENGER_ARMS)}")
 
 
 def evolve_arm(config, seed_tasks, *, arm: str, key: int, wrap=None, **options):

@@ -20,9 +20,14 @@ any arm, so every update costs one generation batch and every arm spends the sam
 Scenarios (``experiments/configs/selfplay/*.toml``, each dated and fixed before its first run)
 set the pool, the held-out lengths (``held_out_levels``) and the arms.
 
-Seeds run one after another, not ``vmap``-ped: the challenger's ``generate`` and ``propose``
-are host callables with a spec of their own per seed, so the loop between rounds is host
-Python per seed; the compiled programs are shared through JAX's persistent compilation cache.
+On the host path (the default) seeds run one after another: the challenger's ``generate`` and
+``propose`` are host callables with a spec of their own per seed, so the loop between rounds is
+host Python per seed; the compiled programs are shared through JAX's persistent compilation
+cache. With ``--compiled`` every seed of an arm runs as one compiled program
+(:func:`~curriculax.selfplay.compiled_evolve` with the arm's pure challenger,
+``experiments/selfplay/_challengers.py``: the same tasks from the same keys, the same judge,
+held-out set and rollouts, the same records; ``seed_batch`` seeds ``vmap``-ped at a time, 0:
+all); the learned arm is host-only.
 Finished runs are appended to ``runs.jsonl``; ``--resume`` skips them (a run directory holding
 some refuses without ``--resume`` or ``--overwrite``). Writes ``study.md``
 (the table) and ``summary.json`` (per-seed numbers, curves, statistics).
@@ -81,6 +86,10 @@ class StudyConfig:
     # The learned arm's generator and training (curriculax.selfplay.LearnedConfig keys, e.g.
     # {width = 32, learning_rate = 0.1}); the family's shape is filled in.
     learned: dict = dataclasses.field(default_factory=dict)
+    # The compiled round loop (--compiled): every seed of an arm as one compiled program
+    # (curriculax.selfplay.compiled_evolve); seed_batch seeds vmap-ped together (0: all).
+    compiled: bool = False
+    seed_batch: int = 0
 
 
 def scenario_held_out(exp: GRPOExperimentConfig, levels: tuple[int, ...]):
@@ -96,13 +105,44 @@ def scenario_held_out(exp: GRPOExperimentConfig, levels: tuple[int, ...]):
     return jax.tree.map(lambda x: x[keep], held)
 
 
-def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
-    """One run of one arm; returns its per-round record (JSON-able)."""
+def _scenario_tasks(config: StudyConfig):
+    """``(train pool, held-out tasks)`` of the scenario."""
     exp = config.experiment
     pool = make_study_pool(exp)
     train, held_out = pool.train, pool.held_out
     if config.held_out_levels:
         held_out = scenario_held_out(exp, config.held_out_levels)
+    return train, held_out
+
+
+def _record(arm, seed, *, final, held_out, rollouts, per_level, specs, counts, **extra) -> dict:
+    """One run's record (JSON-able), the same fields on both paths.
+
+    Args:
+      specs: the spec each round generated with (``None`` per round without a challenger).
+      counts: per-round lists of ``generated``, ``collisions``, ``learned``, ``stuck`` and
+        ``dropped_easy``.
+      extra: ``seconds``, ``challenger_seconds``, ... (the path's own fields).
+    """
+    last = specs[-1]
+    return {
+        "arm": arm,
+        "seed": seed,
+        "final": final,
+        "held_out": list(held_out),
+        "rollouts": list(rollouts),
+        "per_level": {k: v for k, v in per_level.items() if k.startswith("eval/level_")},
+        "level": [None if sp is None else sp["level"] for sp in specs],
+        "level_values": None if not last else last.get("values", last.get("probs")),
+        **{k: sum(v) for k, v in counts.items()},
+        **extra,
+    }
+
+
+def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
+    """One run of one arm on the host path; returns its per-round record (JSON-able)."""
+    exp = config.experiment
+    train, held_out = _scenario_tasks(config)
     timer = [0.0]
     t0 = time.perf_counter()
     result = evolve_arm(
@@ -116,32 +156,109 @@ def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
     )
     seconds = time.perf_counter() - t0
     evaluate = jax.jit(result.engine.solver.evaluate)
-    levels = held_out_report(evaluate, result.state, held_out, exp.task.num_levels)
     rounds = result.curriculum
     trained = result.spec.get("state") if isinstance(result.spec, dict) else None
-    return {
-        "arm": arm,
-        "seed": seed,
-        "final": result.final_reward,
-        "held_out": list(result.held_out),
-        "rollouts": [r.rollouts for r in rounds],
-        "per_level": {k: v for k, v in levels.items() if k.startswith("eval/level_")},
-        "level": [None if r.spec is None else r.spec["level"] for r in rounds],
-        "level_values": None
-        if not rounds[-1].spec
-        else rounds[-1].spec.get("values", rounds[-1].spec.get("probs")),
-        "generated": sum(r.generated for r in rounds),
-        "collisions": sum(r.collisions for r in rounds),
-        "learned": sum(r.learned for r in rounds),
-        "stuck": sum(r.stuck for r in rounds),
-        "dropped_easy": sum(r.dropped_easy for r in rounds),
-        "seconds": round(seconds, 1),
-        "challenger_seconds": round(timer[0], 2),
+    return _record(
+        arm,
+        seed,
+        final=result.final_reward,
+        held_out=result.held_out,
+        rollouts=[r.rollouts for r in rounds],
+        per_level=held_out_report(evaluate, result.state, held_out, exp.task.num_levels),
+        specs=[r.spec for r in rounds],
+        counts={k: [getattr(r, k) for r in rounds] for k in COUNTS},
+        path="host",
+        seconds=round(seconds, 1),
+        challenger_seconds=round(timer[0], 2),
         # The learned challenger's own training: policy-gradient updates and the proposals
         # they trained on (its compute is in challenger_seconds; it spends no solver rollouts).
-        "challenger_updates": None if trained is None else int(trained.updates),
-        "challenger_proposals": None if trained is None else int(trained.proposals),
-    }
+        challenger_updates=None if trained is None else int(trained.updates),
+        challenger_proposals=None if trained is None else int(trained.proposals),
+    )
+
+
+COUNTS = ("generated", "collisions", "learned", "stuck", "dropped_easy")
+
+
+def run_compiled(config: StudyConfig, arm: str, seeds: list[int]) -> list[dict]:
+    """Every seed of ``seeds`` of one arm as one compiled program
+    (:func:`~curriculax.selfplay.compiled_evolve` with the arm's pure challenger); returns the
+    runs' records, the host path's fields (:func:`run_one`) for the same seeds.
+
+    A record's ``seconds`` is the program's wall time (compilation included) over the seeds
+    (``program_seconds`` the whole); ``challenger_seconds`` is ``None``: the challenger runs
+    inside the program, its time is not separable (it spends no rollouts on either path).
+    """
+    from curriculax.selfplay import compiled_evolve
+    from experiments._builders import family_spec, make_solver
+    from experiments.selfplay._challengers import pure_arm_challenger
+
+    exp = config.experiment
+    if exp.groups_per_generation != exp.batch_groups:
+        raise ValueError(
+            "--compiled needs one generation batch per update: experiment.groups_per_generation "
+            f"({exp.groups_per_generation}) must equal experiment.batch_groups "
+            f"({exp.batch_groups}); run without --compiled"
+        )
+    spec = family_spec(exp.task)
+    challenger, start = pure_arm_challenger(arm, spec, config.start_level)
+    train, held_out = _scenario_tasks(config)
+    solver = make_solver(exp, spec)
+    keys = jax.vmap(jax.random.key)(np.asarray(seeds, np.uint32))
+    t0 = time.perf_counter()
+    out = compiled_evolve(
+        solver,
+        train,
+        challenger=challenger,
+        spec=start,
+        held_out_tasks=held_out,
+        keys=keys,
+        rounds=config.rounds,
+        steps_per_round=config.steps_per_round,
+        generated_per_round=config.generated_per_round,
+        frontier_share=config.frontier_share,
+        max_attempts=config.max_attempts,
+        sampler={"type": config.sampler},
+        group_size=exp.group_size,
+        batch_groups=exp.batch_groups,
+        seed_batch=config.seed_batch or None,
+    )
+    got = jax.device_get(out._replace(state=None))
+    seconds = time.perf_counter() - t0
+    evaluate = jax.jit(solver.evaluate)
+    records = []
+    for i, seed in enumerate(seeds):
+        state = jax.tree.map(lambda x, i=i: x[i], out.state)
+        if got.spec is None:
+            specs = [None] * config.rounds
+        else:
+            specs = [
+                {
+                    k: (int(v[i, r]) if np.ndim(v[i, r]) == 0 else tuple(map(float, v[i, r])))
+                    for k, v in got.spec.items()
+                }
+                for r in range(config.rounds)
+            ]
+        records.append(
+            _record(
+                arm,
+                seed,
+                final=float(got.held_out[i, -1]),
+                held_out=[float(x) for x in got.held_out[i]],
+                rollouts=[int(x) for x in got.rollouts[i]],
+                per_level=held_out_report(evaluate, state, held_out, exp.task.num_levels),
+                specs=specs,
+                counts={k: [int(x) for x in getattr(got, k)[i]] for k in COUNTS},
+                path="compiled",
+                seconds=round(seconds / len(seeds), 1),
+                program_seconds=round(seconds, 1),
+                program_seeds=len(seeds),
+                challenger_seconds=None,
+                challenger_updates=None,
+                challenger_proposals=None,
+            )
+        )
+    return records
 
 
 def _timed(challenger, timer: list[float]):
@@ -300,21 +417,51 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
             f"{sum(r['stuck'] for r in rs):,} stuck, "
             f"{sum(r['collisions'] for r in rs):,} rejected as held-out collisions; "
             f"its own cost: 0 rollouts (the judge reads the solver's training rollouts), "
-            f"{sum(r.get('challenger_seconds', 0.0) for r in rs):.1f} s of host time in "
-            f"generate/validate/propose{training}.",
+            + _challenger_time(rs)
+            + f"{training}.",
         ]
     budgets = sorted({r["rollouts"][-1] for r in runs})
     if len(budgets) > 1:
         lines += ["", f"WARNING: runs spent different rollout budgets: {budgets}"]
     seconds = sum(r["seconds"] for r in runs)
-    lines += ["", f"Compute: {seconds / 60:.1f} min over {len(runs)} runs."]
+    compiled = sum(r.get("path") == "compiled" for r in runs)
+    lines += [
+        "",
+        f"Compute: {seconds / 60:.1f} min over {len(runs)} runs"
+        + (
+            f" ({compiled} on the compiled path, each charged its program's time over its seeds)."
+            if compiled
+            else "."
+        ),
+    ]
     return "\n".join(lines) + "\n", stats
+
+
+def _challenger_time(rs: list[dict]) -> str:
+    """The challenger's host time, or why there is none (the compiled path)."""
+    host = [r for r in rs if r.get("challenger_seconds") is not None]
+    text = (
+        f"{sum(r['challenger_seconds'] for r in host):.1f} s of host time in "
+        f"generate/validate/propose"
+    )
+    if len(host) < len(rs):
+        text += (
+            f" ({len(rs) - len(host)} run(s) on the compiled path, where the challenger runs "
+            "inside the program and its time is not separable)"
+        )
+    return text
 
 
 def main(argv=None) -> None:
     parser = _cli.base_parser(__doc__.splitlines()[0], steps=0, run_dir="runs/selfplay_study")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per arm (default 8)")
     parser.add_argument("--arms", nargs="+", default=None, choices=ARMS)
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="run all seeds of an arm as one compiled program (the compiled round loop; not "
+        "the learned arm)",
+    )
     args = parser.parse_args(argv)
     _cli.refuse_unused(
         parser,
@@ -338,6 +485,13 @@ def main(argv=None) -> None:
         config = dataclasses.replace(config, seeds=args.seeds)
     if args.arms:
         config = dataclasses.replace(config, arms=tuple(args.arms))
+    if args.compiled:
+        config = dataclasses.replace(config, compiled=True)
+    if config.compiled and "learned" in config.arms:
+        raise SystemExit(
+            "error: arm 'learned' runs on the host path only (its generator trains on the "
+            "host); run it in a study without --compiled"
+        )
     if "learned" in config.arms:
         # A bad learned table fails here, naming its key, not after the other arms ran.
         from experiments._builders import family_spec
@@ -363,20 +517,30 @@ def main(argv=None) -> None:
             )
         os.remove(path)
     done = {(r["arm"], r["seed"]) for r in runs}
-    for seed in range(seed0, seed0 + config.seeds):
-        for arm in config.arms:
-            if (arm, seed) in done:
-                continue
-            record = run_one(config, arm, seed)
+    seeds = list(range(seed0, seed0 + config.seeds))
+
+    def keep(records):
+        for record in records:
             runs.append(record)
             with open(path, "a") as f:
                 f.write(json.dumps(record) + "\n")
             print(
-                f"{arm:>13} seed {seed}: final held-out {record['final']:.3f} "
-                f"({record['seconds']:.0f}s)",
+                f"{record['arm']:>16} seed {record['seed']}: final held-out "
+                f"{record['final']:.3f} ({record['seconds']:.0f}s)",
                 file=sys.stderr,
                 flush=True,
             )
+
+    if config.compiled:
+        for arm in config.arms:
+            todo = [s for s in seeds if (arm, s) not in done]
+            if todo:
+                keep(run_compiled(config, arm, todo))
+    else:
+        for seed in seeds:
+            for arm in config.arms:
+                if (arm, seed) not in done:
+                    keep([run_one(config, arm, seed)])
     table, stats = summarize(config, runs)
     print(table)
     with open(os.path.join(args.run_dir, "study.md"), "w") as f:

@@ -85,3 +85,26 @@ def test_a_frozen_solver_on_the_compiled_path_gets_at_most_5_percent_learned_and
     assert total >= 300, total
     assert int(np.asarray(out.learned).sum()) / total <= 0.05
     assert abs(float((np.asarray(out.r0) * judged).sum()) / total) <= 0.05
+
+
+def test_seed_batches_and_the_run_without_a_challenger_match():
+    tasks, held = level_tasks(), _held_out()
+    kw = dict(rounds=2, steps_per_round=4, batch_groups=8)
+    keys = jax.random.split(jax.random.key(5), 3)
+    run = lambda **o: compiled_evolve(  # noqa: E731
+        capped_solver(),
+        tasks,
+        challenger=None,
+        spec=None,
+        held_out_tasks=held,
+        keys=keys,
+        **kw,
+        **o,
+    )
+    together, batched = run(), run(seed_batch=2)  # batches of 2: the last one padded
+    np.testing.assert_array_equal(together.held_out, batched.held_out)
+    np.testing.assert_array_equal(together.state.solver.cap, batched.state.solver.cap)
+    host = curriculum_evolve(capped_solver(), tasks, held_out_tasks=held, key=keys[1], **kw)
+    np.testing.assert_allclose(np.asarray(together.held_out)[1], host.held_out, rtol=1e-6)
+    assert np.asarray(together.rollouts)[1].tolist() == [r.rollouts for r in host.curriculum]
+    assert int(np.asarray(together.generated).sum()) == 0 and together.spec is None
