@@ -72,6 +72,11 @@ def regime_text(init) -> str:
     return f"init base {base if isinstance(base, str) else 'inline ' + repr(base)}"
 
 
+def labels_text(labels) -> str:
+    """``labels levels``, ``labels none`` or ``labels noise 0.5``: what a sampler was told."""
+    return f"labels {labels}" if isinstance(labels, str) else f"labels noise {labels['noise']}"
+
+
 def best_of_text(config: GRPOExperimentConfig) -> str | None:
     """The best-against-best comparison of the study named by ``config.evidence_best_of`` (each
     arm at its own best learning rate: the fair comparison), with its regime."""
@@ -105,9 +110,10 @@ def evidence_text(config: GRPOExperimentConfig) -> str | None:
     if isinstance(result, str):
         return f"  ({result})"
     base = result.baseline
+    regime = f"{regime_text(result.init)}, {labels_text(result.labels)}"
     text = (
-        f"  at the study's shared learning rate ({config.evidence}, {result.seeds} seeds): "
-        f"'{result.arm}' reached the "
+        f"  at the study's shared learning rate ({config.evidence}, {regime}, "
+        f"{result.seeds} seeds): '{result.arm}' reached the "
         f"target on {result.reached}/{result.seeds} seeds, median {_count(result.median)} "
         f"rollouts ({base}: {_count(result.baseline_median)}, "
         f"{result.baseline_reached}/{result.seeds} seeds)"
@@ -124,6 +130,9 @@ def evidence_text(config: GRPOExperimentConfig) -> str | None:
             f"(95% CI {fmt_ratio_interval(r)}{paired}): {result.verdict}; seeds at target, "
             f"Fisher's exact p = {result.fisher_p:.3f}"
         )
+    ours = f"{regime_text(config.init)}, {labels_text(config.task.labels)}"
+    if ours != regime:
+        text += f"\n  (this run: {ours}: it is evidence from another regime)"
     return text + f"\n  reproduce: {result.command}"
 
 

@@ -544,6 +544,8 @@ class StudyResult(NamedTuple):
     fisher_p: float | None
     verdict: str | None
     command: str
+    init: str | dict = "scratch"  # the regime the arm ran in: its experiment's init ...
+    labels: str | dict = "levels"  # ... and what its sampler was told of the categories
 
 
 def study_result(path: str, arm: str) -> StudyResult | str:
@@ -560,6 +562,7 @@ def study_result(path: str, arm: str) -> StudyResult | str:
     if arm not in data:
         return f"the study {path} has no arm {arm!r}"
     hits = _hits(data[arm])
+    exp = arm_experiment(config, find_arm(config, arm))
     base = data.get(config.baseline)
     cmp = None
     if base is not None and arm != config.baseline:
@@ -577,6 +580,8 @@ def study_result(path: str, arm: str) -> StudyResult | str:
         fisher_p=None if cmp is None else cmp["fisher_p"],
         verdict=None if cmp is None else cmp["verdict"],
         command=command,
+        init=exp.init,
+        labels=exp.task.labels,
     )
 
 

@@ -2,6 +2,7 @@
 need no code change; every arm spends the same budget; per-seed numbers are kept."""
 
 import json
+import dataclasses
 import os
 import tomllib
 
@@ -312,6 +313,24 @@ def test_the_main_job_reads_the_hard_skew_study_through_study_result(monkeypatch
     text = grpo.evidence_text(GRPOExperimentConfig())  # the main job quotes the same numbers
     assert "at least 2.86x (95% CI [1.81, inf), paired [1.82, inf)): beat" in text
     assert "Fisher's exact p = 0.033" in text
+    assert "hard-skew.json, init scratch, labels levels, 10 seeds" in text
+    assert "another regime" not in text
+
+
+def test_the_main_job_quotes_its_own_regime_and_says_when_the_evidence_is_another(monkeypatch):
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from experiments import grpo
+    from experiments._builders import MAIN_JOB
+
+    result = compare.study_result(MAIN_JOB.evidence, MAIN_JOB.evidence_arm)
+    assert (result.init, result.labels) == (MAIN_JOB.init, "levels")
+    text = grpo.evidence_text(MAIN_JOB)
+    assert "init base short-lengths, labels levels, 10 seeds" in text
+    assert "another regime" not in text
+    scratch = dataclasses.replace(MAIN_JOB, init="scratch")
+    assert "(this run: init scratch, labels levels: it is evidence from another regime)" in (
+        grpo.evidence_text(scratch)
+    )
 
 
 def test_a_study_from_a_base_records_the_step0_histogram(tmp_path, monkeypatch):

@@ -118,7 +118,7 @@ def test_main_job_builds_its_base_on_first_use_and_finds_it_after(tmp_path, monk
     from experiments import _base
 
     monkeypatch.setenv(_base.CACHE_ENV, str(tmp_path / "cache"))
-    base = '{level_mass = [1, 1], examples = 16, steps = 3, batch_size = 8}'
+    base = "{level_mass = [1, 1], examples = 16, steps = 3, batch_size = 8}"
     args = [*TINY, "--set", f"init={{base = {base}}}", "--steps", "2"]
     grpo.main(["--run-dir", str(tmp_path / "a"), *args])
     first = capsys.readouterr()
