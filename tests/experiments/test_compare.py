@@ -1,8 +1,8 @@
 """A study runs end to end from a TOML: a new arm (an import-path sampler) and a new level mix
 need no code change; every arm spends the same budget; per-seed numbers are kept."""
 
-import json
 import dataclasses
+import json
 import os
 import tomllib
 
