@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import sys
 
 import numpy as np
@@ -129,12 +130,18 @@ def _run_study(config: CompareConfig, args, argv, mesh) -> None:
         )
     table, data = summarize(config, curves)
     print(table)
-    command = "python -m experiments.compare " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = command_line(argv)
     with open(os.path.join(args.run_dir, "compare.md"), "w") as f:
         f.write(f"Made by `{command}`.\n\n{table}")
     with open(os.path.join(args.run_dir, "compare.json"), "w") as f:
         json.dump(study_json(config, data, command), f, indent=2, default=json_default)
     plot(config, curves, os.path.join(args.run_dir, "compare.png"))
+
+
+def command_line(argv=None) -> str:
+    """The command as a shell would take it back: arm names with spaces and parentheses
+    quoted, so the line a study records can be pasted to rerun it."""
+    return "python -m experiments.compare " + shlex.join(sys.argv[1:] if argv is None else argv)
 
 
 def report_only(path: str, argv=None) -> None:
@@ -146,7 +153,7 @@ def report_only(path: str, argv=None) -> None:
     config, data, command = load_study(path)
     table = tables(config, data)
     print(table)
-    this = "python -m experiments.compare " + " ".join(sys.argv[1:] if argv is None else argv)
+    this = command_line(argv)
     with open(path[: -len(".json")] + ".md", "w") as f:
         f.write(
             f"Made by `{command}`; tables redone from its per-seed numbers by `{this}`.\n\n{table}"

@@ -364,3 +364,12 @@ def test_a_study_from_a_base_records_the_step0_histogram(tmp_path, monkeypatch):
         return compare.arm_fingerprint(cfg, cfg.arms[0])
 
     assert fingerprint(study) != fingerprint(study.replace("steps = 12", "steps = 13"))
+
+
+def test_the_recorded_command_can_be_pasted_back():
+    import shlex
+
+    from experiments.compare.cli import command_line
+
+    argv = ["--config", "a.toml", "--arms", "uniform", "category bandit (|advantage|)"]
+    assert shlex.split(command_line(argv))[3:] == argv
