@@ -117,6 +117,10 @@ class _AbandonedOrbaxRead(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if "never retrieved" not in str(record.msg) or not record.exc_info:
             return True
+        # A TensorStore read's error can reach the future with no Python frames at all; its
+        # message always carries the TensorStore spec it failed on.
+        if "tensorstore_spec" in str(record.exc_info[1]):
+            return False
         tb = record.exc_info[2]
         while tb is not None:
             if "orbax" in tb.tb_frame.f_code.co_filename:

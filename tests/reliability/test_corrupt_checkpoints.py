@@ -176,3 +176,21 @@ def test_an_abandoned_orbax_read_is_not_reported():
     assert out.returncode == 0, out.stderr
     assert "_read_array_index_and_device_put" not in out.stderr
     assert "Exception ignored in: <coroutine object other" in out.stderr
+
+
+def test_an_abandoned_tensorstore_read_without_python_frames_is_not_logged():
+    """A damaged checkpoint's other reads can end as asyncio futures whose TensorStore error
+    has no Python traceback; asyncio's "never retrieved" record for one is dropped, any other
+    asyncio record passes (the CI run that found it: 2026-12-02, a flaky extra stderr line)."""
+    import logging
+
+    from curriculax.checkpoint import _AbandonedOrbaxRead
+
+    def record(msg, exc):
+        return logging.LogRecord("asyncio", logging.ERROR, "", 0, msg, (), (type(exc), exc, None))
+
+    ts = ValueError('OUT_OF_RANGE: Error reading "x" [tensorstore_spec=\'{"driver":"zarr"}\']')
+    keep = _AbandonedOrbaxRead()
+    assert not keep.filter(record("Future exception was never retrieved", ts))
+    assert keep.filter(record("Future exception was never retrieved", ValueError("other")))
+    assert keep.filter(record("Task was destroyed but it is pending!", ts))
