@@ -544,8 +544,8 @@ class StudyResult(NamedTuple):
     fisher_p: float | None
     verdict: str | None
     command: str
-    init: str | dict = "scratch"  # the regime the arm ran in: its experiment's init ...
-    labels: str | dict = "levels"  # ... and what its sampler was told of the categories
+    init: str | dict  # the regime the arm ran in: its experiment's init ...
+    labels: str | dict  # ... and what its sampler was told of the categories
 
 
 def study_result(path: str, arm: str) -> StudyResult | str:
