@@ -259,9 +259,7 @@ MAIN_JOB = GRPOExperimentConfig(
     init={"base": "short-lengths"},
     evidence="docs/compare/base-hard-skew.json",
     evidence_arm="category bandit (|advantage|), labels levels",
-    # No learning-rate check from the base has run yet (lr-base-hard-skew.toml is ready), so
-    # the main job quotes the study's shared learning rate only.
-    evidence_best_of="",
+    evidence_best_of="docs/compare/lr-base-hard-skew.json",
 )
 
 

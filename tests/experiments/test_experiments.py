@@ -112,6 +112,23 @@ def test_the_main_job_quotes_best_against_best_first_with_its_regime(monkeypatch
     )
 
 
+def test_the_main_job_quotes_best_against_best_from_its_own_regime(monkeypatch):
+    """``make run`` quotes the learning-rate check run from the same base (each arm at its own
+    best learning rate), not the scratch one."""
+    import os
+
+    from experiments._builders import MAIN_JOB
+
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    text = grpo.best_of_text(MAIN_JOB)
+    assert (
+        "best against best (docs/compare/lr-base-hard-skew.json, init base short-lengths): "
+        "'uniform, lr 0.002' / 'category bandit (|advantage|), lr 0.004', median rollouts to "
+        "target: 2.75x [1.50, 7.25]; paired [1.40, 7.25]: beat" in text
+    )
+    assert "another regime" not in text
+
+
 def test_main_job_builds_its_base_on_first_use_and_finds_it_after(tmp_path, monkeypatch, capsys):
     """``make run`` starts from the main job's base (MAIN_JOB.init): built on the first run and
     cached, found on the next; a tiny base here (the shipped one is the same code path)."""
