@@ -426,11 +426,14 @@ def learnability(
     one by one and many sit at 0 < p < 1. When skill transfers across the tasks of a level
     (learning some length-3 reversals teaches the rest), and a task's pass rate stays 0 until
     the level is nearly learned, per-task scores spread the draws over the levels much as
-    uniform sampling does, so they cannot move the mass to the level that needs it: it did
-    not beat uniform sampling on any pool of the GRPO studies (docs/studies.md), where the
-    category bandit over levels beat uniform on the hard-skew pool and reached the target on
-    more seeds on the easy-skew one. Pools with difficulty levels or families are better
-    served by :func:`category_bandit`.
+    uniform sampling does, so they cannot move the mass to the level that needs it: from
+    random weights it did not beat uniform sampling on any pool of the GRPO studies
+    (docs/studies.md), where the category bandit over levels beat uniform on the hard-skew
+    pool and reached the target on more seeds on the easy-skew one. From a warm-started base,
+    where pass rates are spread from the first step, it beat uniform on the balanced,
+    easy-skew and 20% coin-flip pools without labels, and not on hard-skew. It is drawn into
+    tasks whose reward is noise (a coin flip has the most variance); see
+    :func:`learning_progress` and the category bandit's ``"advantage_progress"`` reward.
 
     The Thompson draw uses hashed per-task normals and the Wilson-Hilferty approximation of
     the Gamma draws behind a Beta draw (quantiles within ~0.007 of the exact Beta's for
