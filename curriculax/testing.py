@@ -133,7 +133,9 @@ def _orbax_roundtrip(state, what: str, directory: str | None) -> None:
 
     if not jax.tree.leaves(state):
         return  # nothing to save: an empty state restores trivially
-    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+    # A failed save can leave Orbax's background writes landing in the directory while it is
+    # removed ("Directory not empty"); the cleanup must not hide the failure it reports.
+    with tempfile.TemporaryDirectory(dir=directory, ignore_cleanup_errors=True) as tmp:
         path = os.path.abspath(os.path.join(tmp, "state"))
         ckpt = ocp.StandardCheckpointer()
         try:

@@ -247,6 +247,27 @@ def test_check_sampler_catches_each_property(name, tmp_path):
         check_sampler(broken, num_tasks=8, checkpoint_dir=str(tmp_path))
 
 
+def test_a_failed_orbax_save_is_reported_even_when_its_directory_cannot_be_removed(
+    tmp_path, monkeypatch
+):
+    # Seen in a fresh-clone run: a failed save's background writes landed in the temporary
+    # directory while it was removed, and "Directory not empty" replaced the Orbax message.
+    import errno
+    import os
+
+    real_rmdir = os.rmdir
+
+    def busy_rmdir(path, *args, **kwargs):
+        if str(tmp_path) in os.fsdecode(path) or kwargs.get("dir_fd") is not None:
+            raise OSError(errno.ENOTEMPTY, "Directory not empty", path)
+        return real_rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rmdir", busy_rmdir)
+    broken, message = BROKEN_SAMPLERS["a state Orbax cannot round-trip"]
+    with pytest.raises(AssertionError, match=message):
+        check_sampler(broken, num_tasks=8, checkpoint_dir=str(tmp_path))
+
+
 def test_the_unbroken_base_passes(tmp_path):
     check_sampler(BASE, num_tasks=8, checkpoint_dir=str(tmp_path))
     check_sampler(_breaks_from_trace(4), num_tasks=8, checkpoint_dir=str(tmp_path))
