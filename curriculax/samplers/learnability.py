@@ -431,8 +431,8 @@ def learnability(
     (docs/studies.md), where the category bandit over levels beat uniform on the hard-skew
     pool and reached the target on more seeds on the easy-skew one. From a warm-started base,
     where pass rates are spread from the first step, it beat uniform on the balanced,
-    easy-skew and 20% coin-flip pools without labels, and not on hard-skew. It is drawn into
-    tasks whose reward is noise (a coin flip has the most variance); see
+    easy-skew and 20% coin-flip pools without labels, and not on hard-skew or the 50% one.
+    It is drawn into tasks whose reward is noise (a coin flip has the most variance); see
     :func:`learning_progress` and the category bandit's ``"advantage_progress"`` reward.
 
     The Thompson draw uses hashed per-task normals and the Wilson-Hilferty approximation of
