@@ -181,7 +181,7 @@ def test_an_abandoned_orbax_read_is_not_reported():
 def test_an_abandoned_tensorstore_read_without_python_frames_is_not_logged():
     """A damaged checkpoint's other reads can end as asyncio futures whose TensorStore error
     has no Python traceback; asyncio's "never retrieved" record for one is dropped, any other
-    asyncio record passes (the CI run that found it: 2026-12-02, a flaky extra stderr line)."""
+    asyncio record passes (found by a fresh-clone run, 2026-12-01: a flaky extra stderr line)."""
     import logging
 
     from curriculax.checkpoint import _AbandonedOrbaxRead
