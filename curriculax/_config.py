@@ -221,6 +221,7 @@ def _register_builtins() -> None:
     from curriculax.gates import advantage_range
     from curriculax.samplers import (
         category_bandit,
+        category_learnability,
         difficulty_pools,
         floor,
         learnability,
@@ -236,6 +237,7 @@ def _register_builtins() -> None:
     register_sampler("learnability", learnability)
     register_sampler("learning_progress", learning_progress)
     register_sampler("category_bandit", category_bandit)
+    register_sampler("category_learnability", category_learnability)
     register_sampler("floor", floor)
     register_sampler("skip_zero_variance", skip_zero_variance)
     register_gate("advantage_range", advantage_range)

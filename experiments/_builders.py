@@ -38,7 +38,7 @@ FRONTIER_CURRICULUM = {
 }
 
 
-LABELS = ("levels", "none")
+LABELS = ("levels", "none", "levels_hide_noise")
 
 
 def check_labels(labels) -> None:
@@ -79,7 +79,9 @@ class TaskConfig:
 
     ``labels`` is what the samplers are told about each task's category (see
     :func:`sampler_categories`): ``"levels"`` (the true level, coin flips their own), ``"none"``
-    (one category for the whole pool, as in sets without difficulty labels), or
+    (one category for the whole pool, as in sets without difficulty labels),
+    ``"levels_hide_noise"`` (every entry the level it was built at, coin flips included: the
+    labels do not single out the noise, as a data set's difficulty labels would not), or
     ``{noise = q}`` (each distinct task's label replaced, with probability ``q``, by a category
     drawn uniformly from the pool's; ``seed``, default 0, fixes the draw, so every arm and seed
     of a study sees the same labels). Tables and plots still report the true levels.
@@ -100,7 +102,8 @@ class TaskConfig:
     eval_levels: tuple[int, ...] = ()  # levels of the held-out target; () = every pool level
     distractors: float = 0.0  # share of the pool that is coin-flip tasks
     distractor_p: float = 0.5  # P(reward 1) of a coin-flip task, whatever the answer
-    labels: str | dict = "levels"  # what samplers see: "levels" | "none" | {noise = q, seed = s}
+    # what samplers see: "levels" | "none" | "levels_hide_noise" | {noise = q, seed = s}
+    labels: str | dict = "levels"
 
     def __post_init__(self):
         if self.level_mass and len(self.level_mass) != self.num_levels:
@@ -286,6 +289,7 @@ class Pool(NamedTuple):
       category: ``i32[N]`` each entry's level, or ``num_levels`` for a coin-flip task.
       category_names: a name per category (``"level 0"``, ..., ``"coin flip"``).
       target: ``bool[M]`` the held-out tasks the target is measured on.
+      built_level: ``i32[N]`` the level each entry was built at (a coin flip's too).
     """
 
     spec: Any
@@ -294,6 +298,7 @@ class Pool(NamedTuple):
     category: np.ndarray
     category_names: tuple[str, ...]
     target: np.ndarray
+    built_level: np.ndarray
 
     @property
     def num_categories(self) -> int:
@@ -363,6 +368,7 @@ def make_study_pool(config: GRPOExperimentConfig) -> Pool:
     in_pool = np.isin(np.asarray(held_out.level), task.pool_levels)
     held_out = T.take(held_out, jnp.asarray(np.flatnonzero(in_pool)))
     category = np.asarray(train.level, np.int32)
+    built_level = category
     names = tuple(f"level {lv}" for lv in range(task.num_levels))
     if num_coin:
         coin_counts = shares_to_counts(task.mass, num_coin)
@@ -374,13 +380,15 @@ def make_study_pool(config: GRPOExperimentConfig) -> Pool:
             held_out_frac=task.held_out_frac,
         )
         coin = set_level_counts(coin, coin_counts)
+        coin_level = np.asarray(coin.level, np.int32)
         coin = coin._replace(level=jnp.full_like(coin.level, task.num_levels))
         train = T.concat_tasksets([train, coin])
         T.check_unique_keys(train)
         category = np.concatenate([category, np.full(num_coin, task.num_levels, np.int32)])
+        built_level = np.concatenate([built_level, np.asarray(coin_level, np.int32)])
         names = (*names, "coin flip")
     target = np.isin(np.asarray(held_out.level), task.target_levels)
-    return Pool(spec, train, held_out, category, names, target)
+    return Pool(spec, train, held_out, category, names, target, built_level)
 
 
 def set_level_counts(train: T.TaskSet, counts: np.ndarray) -> T.TaskSet:
@@ -412,7 +420,8 @@ def sampler_categories(pool: Pool, labels: str | dict = "levels") -> np.ndarray:
     Args:
       pool: the study's pool (its ``category`` holds the true levels, coin flips their own).
       labels: ``"levels"``: the true categories. ``"none"``: 0 for every entry (one
-        category). ``{"noise": q, "seed": s}``: each distinct task (copies of a task keep one
+        category). ``"levels_hide_noise"``: each entry's built level (coin flips hide among
+        the real levels). ``{"noise": q, "seed": s}``: each distinct task (copies of a task keep one
         label, as a data set labels a problem once) keeps its category with probability
         ``1 - q`` and otherwise gets one drawn uniformly from the categories present in the
         pool (which may be its own); seeded by ``s`` (default 0) only.
@@ -426,6 +435,8 @@ def sampler_categories(pool: Pool, labels: str | dict = "levels") -> np.ndarray:
         return category
     if labels == "none":
         return np.zeros_like(category)
+    if labels == "levels_hide_noise":
+        return np.asarray(pool.built_level, np.int32)
     rng = np.random.default_rng(labels.get("seed", 0))
     first = T.distinct_tasks(pool.train)
     present = np.unique(category)

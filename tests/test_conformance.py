@@ -31,6 +31,18 @@ SAMPLERS = {
         32,
         8,
     ),
+    "category_learnability": (
+        lambda: cx.samplers.category_learnability(32, np.arange(32) % 3),
+        32,
+        8,
+    ),
+    "category_learnability_repeated_entries_small_pool": (
+        lambda: cx.samplers.category_learnability(
+            12, np.arange(12) % 2, entry_task=np.arange(12) % 5
+        ),
+        12,
+        8,
+    ),
     "learning_progress": (lambda: cx.samplers.learning_progress(32, patience=2.0), 32, 8),
     "category_bandit_advantage_progress": (
         lambda: cx.samplers.category_bandit(32, np.arange(32) % 3, reward="advantage_progress"),

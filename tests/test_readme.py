@@ -216,6 +216,7 @@ def test_the_metrics_reference_names_every_key():
         s.category_bandit(n, np.arange(n) % 4),
         s.category_bandit(n, np.arange(n) % 4, reward="advantage_progress"),
         s.learning_progress(n),
+        s.category_learnability(n, np.arange(n) % 4),
         s.floor(n, s.uniform(n), staleness_share=0.1),
         s.skip_zero_variance(n, s.difficulty_pools(n)),
     ]

@@ -6,6 +6,10 @@ from curriculax.samplers.category_bandit import (
     category_reliability,
     noisy_categories,
 )
+from curriculax.samplers.category_learnability import (
+    CategoryLearnabilityState,
+    category_learnability,
+)
 from curriculax.samplers.difficulty_pools import (
     DEFAULT_BANDS,
     Band,
@@ -28,6 +32,7 @@ __all__ = [
     "DEFAULT_BANDS",
     "Band",
     "CategoryBanditState",
+    "CategoryLearnabilityState",
     "DifficultyPoolsState",
     "FloorState",
     "LearnabilityState",
@@ -35,6 +40,7 @@ __all__ = [
     "SequentialState",
     "SkipState",
     "category_bandit",
+    "category_learnability",
     "category_reliability",
     "difficulty_pools",
     "floor",

@@ -79,6 +79,18 @@ def _noise(state: CategoryBanditState, noise_batches: int, noise_reliability: fl
     )
 
 
+def category_probabilities(
+    q: jax.Array, nonempty: np.ndarray, temperature: float, epsilon: float
+) -> jax.Array:
+    """``f32[C]`` the bandit's draw distribution: ``(1 - epsilon) * softmax(q / temperature)
+    + epsilon / C'`` over the ``C'`` non-empty categories (``nonempty``: ``bool[C]``, host),
+    0 for empty ones."""
+    num_nonempty = int(np.sum(nonempty))
+    mask = jnp.asarray(nonempty)
+    soft = jax.nn.softmax(jnp.where(mask, q / temperature, -jnp.inf))
+    return (1.0 - epsilon) * soft + jnp.where(mask, epsilon / num_nonempty, 0.0)
+
+
 def _rate(value: object, name: str, *, zero_ok: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number, got {value!r}")
@@ -228,13 +240,9 @@ def category_bandit(
     order_np = np.argsort(cats, kind="stable").astype(np.int32)
     starts_np = (np.cumsum(counts_np) - counts_np).astype(np.int32)
     nonempty_np = counts_np > 0
-    num_nonempty = int(nonempty_np.sum())
 
     def probabilities(q: jax.Array) -> jax.Array:
-        nonempty = jnp.asarray(nonempty_np)
-        logits = jnp.where(nonempty, q / temperature, -jnp.inf)
-        soft = jax.nn.softmax(logits)
-        return (1.0 - epsilon) * soft + jnp.where(nonempty, epsilon / num_nonempty, 0.0)
+        return category_probabilities(q, nonempty_np, temperature, epsilon)
 
     def init(key: jax.Array) -> CategoryBanditState:
         del key

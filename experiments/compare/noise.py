@@ -1,14 +1,14 @@
 """The noise diagnostic's flag rates at the end of a study's budget (docs/noise.md).
 
 An arm whose sampler keeps a noise diagnostic (``learning_progress``: per task;
-``category_bandit``: per category, kept for every reward) is read once per arm, on the host,
-from each seed's final sampler state: which entries the sampler's own
-:func:`curriculax.samplers.noisy_tasks` / :func:`curriculax.samplers.noisy_categories` flag
-with the arm's thresholds, against the pool's true coin-flip mask. A category flag counts for
-every entry the sampler files under that category (the study's ``labels`` mode), so with
-``labels = "none"`` one flag marks the whole pool. Wrappers (``floor``,
-``skip_zero_variance``) are read through: the inner sampler's state is found in the engine
-state by its type.
+``category_bandit`` and ``category_learnability``: per category, kept for every reward) is
+read once per arm, on the host, from each seed's final sampler state: which entries the
+sampler's own :func:`curriculax.samplers.noisy_tasks` /
+:func:`curriculax.samplers.noisy_categories` flag with the arm's thresholds, against the
+pool's true coin-flip mask. A category flag counts for every entry the sampler files under
+that category (the study's ``labels`` mode), so with ``labels = "none"`` one flag marks the
+whole pool. Wrappers (``floor``, ``skip_zero_variance``) are read through: the inner
+sampler's state is found in the engine state by its type.
 """
 
 from __future__ import annotations
@@ -35,6 +35,13 @@ _KINDS = {
         cx.samplers.noisy_tasks,
     ),
     cx.samplers.category_bandit: (
+        "category",
+        cx.samplers.CategoryBanditState,
+        ("noise_batches", "noise_reliability"),
+        cx.samplers.noisy_categories,
+    ),
+    # Its bandit's state: the per-category flags (the per-task posterior keeps none).
+    cx.samplers.category_learnability: (
         "category",
         cx.samplers.CategoryBanditState,
         ("noise_batches", "noise_reliability"),

@@ -107,10 +107,25 @@ def test_labels_levels_none_and_noise():
     assert np.mean(mixed[distinct] == pool.category[distinct]) < 0.5
 
 
+def test_labels_that_hide_the_noise_give_each_coin_flip_the_level_it_was_built_at():
+    # The coin flips are spread over the levels like the real tasks (mass 1:1:1 of 50
+    # entries: 17, 17, 16), and with "levels_hide_noise" each carries that level's label, so
+    # the labels do not single them out; the real entries keep their levels.
+    pool = _labelled_pool()
+    hidden = sampler_categories(pool, "levels_hide_noise")
+    coin = pool.category == pool.coin_level
+    assert np.array_equal(hidden[~coin], pool.category[~coin])
+    assert np.bincount(hidden[coin]).tolist() == [17, 17, 16]
+    assert set(hidden.tolist()) == {0, 1, 2}
+    # A label is the level of the entry's task: answers as long as a real task's of that level.
+    offset = np.asarray(pool.train.answer_len) - hidden
+    assert np.all(offset == offset[0])
+
+
 @pytest.mark.parametrize(
     "labels, match",
     [
-        ("level", r"task.labels must be one of \['levels', 'none'\]"),
+        ("level", r"task.labels must be one of \['levels', 'none', 'levels_hide_noise'\]"),
         ({"nois": 0.5}, r"task.labels as a table takes 'noise'"),
         ({"noise": 1.5}, r"task.labels.noise must be a probability in \[0, 1\], got 1.5"),
         ({"noise": 0.5, "seed": "a"}, r"task.labels.seed must be an int"),
