@@ -90,11 +90,12 @@ def category_learnability(
     them and it fell below uniform (0.56x).
 
     Cost per ``sample``: the bandit's O(num * C^2 + num), one O(N) pass (decay, Thompson
-    draw, score), a gather of the scores into a ``[C, M]`` table of each category's tasks
-    (``M``: the largest category's task count; built once on the host) and one
-    ``jax.lax.top_k`` of ``min(num, M)`` along its rows: O(C * M + C * num log num), O(N)
-    when the categories are of similar size, up to O(C * N) when one holds most of the pool.
-    ``observe``: O(G K T + C). The per-task state is not split over devices.
+    draw, score), a gather of the scores into the distinct tasks laid out by category in rows
+    of ``ceil(D / C)`` (``D`` distinct tasks; at most about ``2 D`` cells however the
+    categories are sized; built once on the host), a ``jax.lax.top_k`` of ``min(num, row)``
+    along each row, and one sort of those candidates (at most about ``2 C num``):
+    O(N + C num log(C num)). ``observe``: O(G K T + C). The per-task state is not split over
+    devices.
 
     Args:
       num_tasks: pool size ``N``.
@@ -151,17 +152,22 @@ def category_learnability(
         num_distinct=ent.num_distinct,
     )
 
-    # Each category's distinct tasks (representatives), a row each, padded with -1.
+    # The distinct tasks (representatives) by category, in rows of `width` tasks (a category
+    # spans ceil(count / width) rows; rows padded with -1): about 2 D cells for D distinct
+    # tasks, however the categories are sized.
     num_cats = int(cats.max()) + 1
     reps = np.flatnonzero(ent.is_rep).astype(np.int32)
     counts_np = np.bincount(cats[reps], minlength=num_cats).astype(np.int32)
-    width = int(counts_np.max())
-    table_np = np.full((num_cats, width), -1, np.int32)
-    order = reps[np.argsort(cats[reps], kind="stable")]
-    starts = np.cumsum(counts_np) - counts_np
-    column = np.arange(order.size) - np.repeat(starts, counts_np)
-    table_np[np.repeat(np.arange(num_cats), counts_np), column] = order
     nonempty_np = counts_np > 0
+    width = -(-reps.size // int(nonempty_np.sum()))
+    rows_np = -(-counts_np // width)
+    row_start_np = np.cumsum(rows_np) - rows_np
+    row_cat_np = np.repeat(np.arange(num_cats), rows_np)
+    table_np = np.full((row_cat_np.size, width), -1, np.int32)
+    order = reps[np.argsort(cats[reps], kind="stable")]
+    member = np.arange(order.size) - np.repeat(np.cumsum(counts_np) - counts_np, counts_np)
+    cat_of = np.repeat(np.arange(num_cats), counts_np)
+    table_np[row_start_np[cat_of] + member // width, member % width] = order
     all_ids = np.arange(n, dtype=np.int32)
 
     def init(key: jax.Array) -> CategoryLearnabilityState:
@@ -199,10 +205,14 @@ def category_learnability(
         ids = jnp.asarray(all_ids)
         keys = _topk.ranking_key(pool.closeness(state.tasks, word, ids), word, ids, _SALT_TIE)
         keys = jnp.where(state.tasks.seen, keys, 2.0 + _random.unit(word, ids, _SALT_NEW))
+        # Each row's best k, then the candidates of each category (its rows' blocks, which
+        # lie side by side) ranked: the r-th of category c is its r-th best task.
+        k = min(num, width)
         table = jnp.asarray(table_np)
-        scored = jnp.where(table >= 0, keys[jnp.maximum(table, 0)], -1.0)
-        _, best = jax.lax.top_k(scored, min(num, width))
-        picked = table[labels, best[labels, jnp.minimum(ranks, best.shape[1] - 1)]]
+        values, columns = jax.lax.top_k(jnp.where(table >= 0, keys[jnp.maximum(table, 0)], -1.0), k)
+        candidates = jnp.take_along_axis(table, columns, axis=1).reshape(-1)
+        ranked = candidates[jnp.lexsort((-values.reshape(-1), np.repeat(row_cat_np, k)))]
+        picked = ranked[jnp.asarray(row_start_np * k)[labels] + ranks]
         per_cat = jnp.zeros((num_cats,), jnp.int32).at[labels].add(1)
         bandit_state = state.bandit._replace(draws=_counters.add(state.bandit.draws, per_cat))
         tasks = state.tasks._replace(seen=state.tasks.seen.at[picked].set(True))

@@ -44,6 +44,36 @@ def test_the_bandit_sets_the_counts_and_learnability_picks_the_tasks():
         assert sorted(np.asarray(ids).tolist()) == expect
 
 
+def test_a_category_spanning_several_rows_gives_its_best_tasks():
+    # Uneven categories (50, 3, 3, 8 tasks): the largest spans several rows of the sampler's
+    # table. Whatever count the bandit gives a category, its drawn tasks are its best (the
+    # posterior means nearest 0.5; draw="mean"), as a per-category sort would pick them.
+    cats = np.repeat(np.arange(4), [50, 3, 3, 8])
+    rng = np.random.default_rng(1)
+    rate = rng.permutation(np.linspace(0.02, 0.48, cats.size))  # distinct distances to 0.5
+    s = cx.samplers.category_learnability(cats.size, cats, draw="mean", half_life=None)
+    keys = jax.random.split(jax.random.key(0), 50)
+    draws = np.concatenate(
+        [
+            np.asarray(jax.jit(jax.vmap(lambda k, st=st: s.sample(st, k, 20)[0]))(keys))
+            for st in (
+                _with_evidence(s, 100 * rate, 100 * (1 - rate)),
+                _with_evidence(s, 100 * rate, 100 * (1 - rate), q=[1.0, 0.0, 0.0, 0.0]),
+            )
+        ]
+    )
+    distance = np.abs(rate - 0.5)
+    for ids in draws:
+        assert len(set(ids.tolist())) == 20
+        for c in range(4):
+            mine = ids[cats[ids] == c]
+            members = np.flatnonzero(cats == c)
+            best = members[np.argsort(distance[members], kind="stable")[: mine.size]]
+            assert sorted(mine.tolist()) == sorted(best.tolist())
+    # The large category did get more than one row's worth in some calls.
+    assert max(np.sum(cats[ids] == 0) for ids in draws) > 16
+
+
 def test_counts_follow_the_bandits_probabilities():
     # Equal values and epsilon 0: each category is equally likely; 400 calls of 4.
     s = cx.samplers.category_learnability(N, LEVELS, epsilon=0.0)
