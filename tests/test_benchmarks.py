@@ -174,3 +174,15 @@ def test_the_numpy_crossover_reads_interleaved_sizes_without_crashing():
     assert "interleave" in curriculum_step._crossover(rows, "cx_ms")
     rows = [{"n": 500, "np_ms": 1.0, "cx_ms": 2.0}, {"n": 1000, "np_ms": 3.0, "cx_ms": 2.0}]
     assert curriculum_step._crossover(rows, "cx_ms") == "at N <= 500 (slower from N = 1,000)"
+
+
+def test_the_sampler_cost_benchmark_times_every_sampler(capsys):
+    from benchmarks import sampler_cost
+
+    out = sampler_cost.main(["--quick", "--steps", "2", "--num", "32"])
+    assert [r["n"] for r in out["rows"]] == list(sampler_cost.QUICK_SIZES)
+    for row in out["rows"]:
+        for name in sampler_cost.samplers(row["n"]):
+            assert np.isfinite(row[name]) and row[name] > 0, (name, row)
+    printed = capsys.readouterr().out
+    assert printed.count("| 1,000 |") == 1 and "category_learnability, one 93%" in printed

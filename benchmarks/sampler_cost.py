@@ -1,0 +1,86 @@
+"""One jitted sample + observe step of the per-task and per-category samplers, as N grows.
+
+Side by side in one run: ``learnability`` (one ``top_k`` over the pool), ``category_bandit``
+(no per-task state) and ``category_learnability`` (the bandit's counts, learnability's choice
+inside each category) over 8 categories of equal size and over 8 categories one of which holds
+93% of the pool (the uneven case its row layout is for). A step draws ``--num`` tasks and
+observes synthetic groups of 8 rollouts for them; the time is the best of 3 repeats of
+``--steps`` steps (compilation excluded). This machine is shared: compare the columns of one
+run, not absolute times across runs.
+
+Run: ``python -m benchmarks.sampler_cost`` (``--quick``: small pools, for the tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import numpy as np
+
+import curriculax as cx
+from benchmarks.curriculum_step import machine_info
+from curriculax.testing import synthetic_results
+
+SIZES = (10_000, 100_000, 1_000_000)
+QUICK_SIZES = (1_000, 4_000)
+NUM_CATEGORIES = 8
+
+
+def samplers(n: int) -> dict[str, Callable[[], cx.TaskSampler]]:
+    """The compared samplers for a pool of ``n`` tasks."""
+    equal = np.arange(n) % NUM_CATEGORIES
+    uneven = np.where(np.arange(n) < 0.93 * n, 0, np.arange(n) % (NUM_CATEGORIES - 1) + 1)
+    return {
+        "learnability": lambda: cx.samplers.learnability(n),
+        "category_bandit": lambda: cx.samplers.category_bandit(n, equal),
+        "category_learnability, equal": lambda: cx.samplers.category_learnability(n, equal),
+        "category_learnability, one 93%": lambda: cx.samplers.category_learnability(n, uneven),
+    }
+
+
+def step_ms(sampler: cx.TaskSampler, num: int, steps: int) -> float:
+    """Best of 3 repeats of ``steps`` jitted sample + observe steps, in ms per step."""
+
+    def step(state, key):
+        k_sample, k_results = jax.random.split(key)
+        ids, state = sampler.sample(state, k_sample, num)
+        return sampler.observe(state, synthetic_results(k_results, ids, 8)), ids
+
+    run = jax.jit(step)
+    state, ids = run(sampler.init(jax.random.key(0)), jax.random.key(1))
+    ids.block_until_ready()
+    best = float("inf")
+    for r in range(3):
+        start = time.perf_counter()
+        for i in range(steps):
+            state, ids = run(state, jax.random.key(100 * r + i))
+        ids.block_until_ready()
+        best = min(best, (time.perf_counter() - start) / steps)
+    return best * 1e3
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num", type=int, default=256, help="tasks per sample call")
+    parser.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
+    parser.add_argument("--quick", action="store_true", help="small pools (seconds)")
+    args = parser.parse_args(argv)
+    sizes = QUICK_SIZES if args.quick else SIZES
+    names = list(samplers(sizes[0]))
+    print(machine_info())
+    print(f"num = {args.num}, best of 3 x {args.steps} steps, ms per jitted sample + observe\n")
+    print("| N | " + " | ".join(names) + " |")
+    print("|---:|" + "---:|" * len(names))
+    rows = []
+    for n in sizes:
+        row = {name: step_ms(make(), args.num, args.steps) for name, make in samplers(n).items()}
+        rows.append({"n": n, **row})
+        print(f"| {n:,} | " + " | ".join(f"{row[k]:.2f}" for k in names) + " |", flush=True)
+    return {"rows": rows}
+
+
+if __name__ == "__main__":
+    main()
