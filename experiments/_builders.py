@@ -385,7 +385,7 @@ def make_study_pool(config: GRPOExperimentConfig) -> Pool:
         train = T.concat_tasksets([train, coin])
         T.check_unique_keys(train)
         category = np.concatenate([category, np.full(num_coin, task.num_levels, np.int32)])
-        built_level = np.concatenate([built_level, np.asarray(coin_level, np.int32)])
+        built_level = np.concatenate([built_level, coin_level])
         names = (*names, "coin flip")
     target = np.isin(np.asarray(held_out.level), task.target_levels)
     return Pool(spec, train, held_out, category, names, target, built_level)
