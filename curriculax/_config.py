@@ -226,6 +226,7 @@ def _register_builtins() -> None:
         floor,
         learnability,
         learning_progress,
+        reward_consistency,
         sequential,
         skip_zero_variance,
         uniform,
@@ -240,6 +241,7 @@ def _register_builtins() -> None:
     register_sampler("category_learnability", category_learnability)
     register_sampler("floor", floor)
     register_sampler("skip_zero_variance", skip_zero_variance)
+    register_sampler("reward_consistency", reward_consistency)
     register_gate("advantage_range", advantage_range)
 
 

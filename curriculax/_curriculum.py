@@ -42,6 +42,13 @@ def check_results(results: GroupResults) -> None:
         )
     if not jnp.issubdtype(jnp.asarray(ids).dtype, jnp.integer):
         raise TypeError(f"task_ids must be integers, got {jnp.asarray(ids).dtype}")
+    if results.answers is not None:
+        answers = jnp.asarray(results.answers)
+        if answers.shape != (g, k) or not jnp.issubdtype(answers.dtype, jnp.integer):
+            raise ValueError(
+                f"answers must be i32[G={g}, K={k}] (or None), got "
+                f"{answers.dtype}{list(answers.shape)}"
+            )
 
 
 def check_task_ids(task_ids, num_tasks: int | None) -> None:
@@ -112,6 +119,7 @@ def sanitize(results: GroupResults) -> tuple[GroupResults, jax.Array]:
             valid=clean,
             advantages=jnp.where(mask & clean[:, :, None], adv, 0.0),
             token_mask=mask,
+            answers=_answers(results),
         ),
         nonfinite,
     )
@@ -150,7 +158,13 @@ def mask_rows(results: GroupResults, rows: jax.Array, pad: int = PAD_ID) -> Grou
         valid=jnp.asarray(results.valid, bool) & keep2,
         advantages=jnp.where(keep3, jnp.asarray(results.advantages, jnp.float32), 0.0),
         token_mask=jnp.asarray(results.token_mask, bool) & keep3,
+        answers=_answers(results),
     )
+
+
+def _answers(results: GroupResults) -> jax.Array | None:
+    """``results.answers`` as ``i32[G, K]`` (None stays None)."""
+    return None if results.answers is None else jnp.asarray(results.answers, jnp.int32)
 
 
 def _check_gates(gates) -> dict[str, AdmissionGate]:

@@ -44,6 +44,11 @@ class GroupResults(NamedTuple):
       valid: ``bool[G, K]`` rollout finished cleanly and is trainable.
       advantages: ``f32[G, K, T]`` credit per sampled token (``T = 1``: sequence-level).
       token_mask: ``bool[G, K, T]`` positions that are trainable sampled tokens.
+      answers: optional ``i32[G, K]`` an id of each rollout's answer (equal ids for equal
+        answers, e.g. a hash of the completion the verifier read); ``None`` when the env does
+        not report answers. A deterministic verifier gives equal answers equal rewards, so two
+        rollouts of one group with one answer and different rewards prove the task's reward
+        is not a function of the answer (:func:`curriculax.samplers.reward_consistency`).
     """
 
     task_ids: Array
@@ -51,6 +56,7 @@ class GroupResults(NamedTuple):
     valid: Array
     advantages: Array
     token_mask: Array
+    answers: Array | None = None
 
 
 class Admission(NamedTuple):

@@ -143,7 +143,7 @@ class HostCurriculum:
         drawn, state = self.curriculum.sample(state, sub, num)
         return drawn, state, jax.random.key_data(key)
 
-    def _observe_fn(self, state, ids, rewards, valid, advantages, token_mask, count):
+    def _observe_fn(self, state, ids, rewards, valid, advantages, token_mask, answers, count):
         self.trace_counts["observe"] += 1
         g = rewards.shape[0]
         if valid is None:  # every given rollout (padding rows are masked by `count` below)
@@ -157,7 +157,7 @@ class HostCurriculum:
             advantages = advantages[:, :, None]
         if token_mask is None:
             token_mask = jnp.ones(advantages.shape, bool)
-        results = GroupResults(ids, rewards, valid, advantages, token_mask)
+        results = GroupResults(ids, rewards, valid, advantages, token_mask, answers)
         rows = jnp.arange(g) < count
         admission, state = self.curriculum.observe(state, results, rows)
         return admission.admitted, state
@@ -201,6 +201,7 @@ class HostCurriculum:
         advantages: Any = None,
         *,
         token_mask: Any = None,
+        answers: Any = None,
     ) -> np.ndarray:
         """Feeds finished groups to the curriculum; returns which may train.
 
@@ -215,6 +216,9 @@ class HostCurriculum:
             valid rollouts (:func:`curriculax.credit.grpo_advantages`).
           token_mask: ``bool[G, K, T]`` trainable positions of ``[G, K, T]`` advantages
             (default: all).
+          answers: ``int[G, K]`` (ragged like ``rewards`` if that is ragged): an id of each
+            rollout's answer, equal for equal answers (e.g. a hash of the answer the verifier
+            read), for :func:`~curriculax.samplers.reward_consistency`. Default: none given.
 
         Returns:
           ``np.bool_[G]``: the groups that every gate admitted and that have a valid rollout.
@@ -258,6 +262,13 @@ class HostCurriculum:
                     f"token_mask must match advantages {advantages.shape}, "
                     f"got shape {token_mask.shape}"
                 )
+        if answers is not None:
+            answers, n_lengths = _groups(answers, "answers", g, np.int64, k)
+            _same_lengths(lengths, n_lengths, "answers")
+            if answers.shape != (g, k):
+                raise ValueError(f"answers must be int[G={g}, K={k}], got shape {answers.shape}")
+            # Any integer ids: keep their low 32 bits (equal ids stay equal).
+            answers = answers.astype(np.uint32).view(np.int32)
         self._check_ids(ids)
         if g == 0:
             return np.zeros((0,), bool)
@@ -269,6 +280,7 @@ class HostCurriculum:
             None if valid is None else _pad(valid, size),
             None if advantages is None else _pad(advantages, size),
             None if token_mask is None else _pad(token_mask, size),
+            None if answers is None else _pad(answers, size),
             np.int32(g),
         )
         self.observe_calls += 1

@@ -144,16 +144,25 @@ def make_pool(
     )
 
 
-def _results(ids: jax.Array, rates: jax.Array, key: jax.Array, group_size: int) -> GroupResults:
-    """Bernoulli groups with GRPO (mean-centred, std-scaled) sequence-level advantages."""
-    rewards = (jax.random.uniform(key, (ids.shape[0], group_size)) < rates[:, None]).astype(
-        jnp.float32
-    )
+def _results(
+    ids: jax.Array, rates: jax.Array, coin: jax.Array, key: jax.Array, group_size: int
+) -> GroupResults:
+    """Bernoulli groups with GRPO (mean-centred, std-scaled) sequence-level advantages.
+
+    Answers: a task's rollouts give one of two answers. A real task's reward is a function of
+    the answer (the answer id is the reward: the right answer or one wrong one); a coin flip's
+    (``coin: bool[G]``) answer is drawn apart from its reward, so its groups can contradict
+    themselves (:func:`curriculax.samplers.contradicting_groups`).
+    """
+    shape = (ids.shape[0], group_size)
+    rewards = (jax.random.uniform(key, shape) < rates[:, None]).astype(jnp.float32)
     centred = rewards - rewards.mean(axis=1, keepdims=True)
     std = rewards.std(axis=1, keepdims=True)
     adv = jnp.where(std > 0, centred / jnp.maximum(std, 1e-6), 0.0)
     ones = jnp.ones(rewards.shape, bool)
-    return GroupResults(ids, rewards, ones, adv[:, :, None], ones[:, :, None])
+    drawn = jax.random.bernoulli(jax.random.fold_in(key, 1), 0.5, shape)
+    answers = jnp.where(coin[:, None], drawn, rewards > 0).astype(jnp.int32)
+    return GroupResults(ids, rewards, ones, adv[:, :, None], ones[:, :, None], answers)
 
 
 def run(
@@ -188,8 +197,9 @@ def run(
             base = jnp.where(t >= pool.switch_step, pool.after, pool.before)
             now = jnp.clip(base + gain * counts, 0.0, 1.0)
             rates = now[ids]
-            state = sampler.observe(state, _results(ids, rates, k_rewards, group_size))
             kinds = pool.kind[ids]
+            results = _results(ids, rates, kinds == COIN_FLIP, k_rewards, group_size)
+            state = sampler.observe(state, results)
             per_kind = jnp.sum(kinds[:, None] == jnp.arange(num_kinds), axis=0, dtype=jnp.int32)
             useful = jnp.sum((rates > 0) & (rates < 1), dtype=jnp.int32)
             open_ = (pool.kind == LEARNING) & (now < 1.0)

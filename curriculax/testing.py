@@ -63,8 +63,9 @@ def synthetic_results(
     key: jax.Array, task_ids: jax.Array, group_size: int = 4, tokens: int = 2
 ) -> GroupResults:
     """Random finished groups for ``task_ids: i32[G]``: Bernoulli rewards, a few invalid
-    rollouts, group-relative advantages broadcast over ``tokens`` positions, and some groups
-    whose rewards are all equal (zero advantage). A pure function of its inputs.
+    rollouts, group-relative advantages broadcast over ``tokens`` positions, some groups
+    whose rewards are all equal (zero advantage), and answer ids from three values (so some
+    groups contradict themselves). A pure function of its inputs.
     """
     g = task_ids.shape[0]
     # One PRNG call (cheap to compile), then thresholds on independent bit fields.
@@ -79,7 +80,9 @@ def synthetic_results(
     adv = jnp.where(valid, rewards - mean, 0.0)
     mask = (unit[:, :, 3:] < 0.8) & valid[:, :, None]
     advantages = jnp.where(mask, adv[:, :, None], 0.0)
-    return GroupResults(task_ids.astype(jnp.int32), rewards, valid, advantages, mask)
+    # Answer ids from 3 values, so some rollouts share an answer (and some contradict).
+    answers = jax.random.randint(jax.random.fold_in(key, 1), (g, group_size), 0, 3)
+    return GroupResults(task_ids.astype(jnp.int32), rewards, valid, advantages, mask, answers)
 
 
 def _chex(check: Callable[[], None], message: str) -> None:

@@ -66,6 +66,11 @@ SAMPLERS = {
         32,
         8,
     ),
+    "reward_consistency_learnability": (
+        lambda: cx.samplers.reward_consistency(32, cx.samplers.learnability(32)),
+        32,
+        8,
+    ),
     "uniform": (lambda: cx.samplers.uniform(32), 32, 8),
     "uniform_small_pool": (lambda: cx.samplers.uniform(5), 5, 8),
 }

@@ -341,9 +341,17 @@ class Engine:
         # Credit sees only finite rewards (the raw rewards still go to observe).
         rewards, valid = finite_rewards(rollouts.rewards, rollouts.valid)
         advantages = self.solver.credit(rollouts._replace(rewards=rewards, valid=valid))
-        raw = GroupResults(ids, rollouts.rewards, rollouts.valid, advantages, rollouts.token_mask)
+        raw = GroupResults(
+            ids,
+            rollouts.rewards,
+            rollouts.valid,
+            advantages,
+            rollouts.token_mask,
+            None if rollouts.answers is None else jnp.asarray(rollouts.answers, jnp.int32),
+        )
         clean, _ = sanitize(raw)
-        rollouts = rollouts._replace(rewards=clean.rewards, valid=clean.valid)
+        # Answers go to the curriculum only: the training batch has one structure for every env.
+        rollouts = rollouts._replace(rewards=clean.rewards, valid=clean.valid, answers=None)
         rollouts, advantages = _pending.pad_group_axis(
             rollouts, clean.advantages, self.max_group_size
         )
@@ -408,9 +416,12 @@ class Engine:
                 valid=jnp.ones((2, 1), bool),
                 token_mask=jnp.ones(shapes.token_mask.shape, bool),
                 data=jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes.data),
+                answers=None if shapes.answers is None else jnp.arange(2)[:, None],
             )
             adv = self.solver.credit(probe)
-            results = GroupResults(ids, probe.rewards, probe.valid, adv, probe.token_mask)
+            results = GroupResults(
+                ids, probe.rewards, probe.valid, adv, probe.token_mask, probe.answers
+            )
             admission, _ = env.curriculum.observe(env.curriculum.init(key), results)
             if not bool(jnp.any(admission.admitted)):
                 rejecting = [

@@ -27,12 +27,16 @@ class Rollouts(NamedTuple):
       data: any pytree whose leaves have leading axes ``[G, K]``: whatever the solver's
         ``update`` needs (tokens, behaviour log-probabilities, a task's difficulty, ...). It
         must have the same structure and shapes for every env of a run.
+      answers: optional ``i32[G, K]`` an id of each rollout's answer (equal ids for equal
+        answers); the engine hands it to the curriculum in
+        :attr:`~curriculax.GroupResults.answers` and keeps it out of the training batch.
     """
 
     rewards: Array
     valid: Array
     token_mask: Array
     data: Any
+    answers: Array | None = None
 
 
 class TrainBatch(NamedTuple):

@@ -21,6 +21,7 @@ from curriculax.rl._sampling import (
     score_completions,
 )
 from curriculax.tasks import TaskSet, pad_tasks, verify
+from curriculax.tasks._keys import sequence_key
 
 Array = jax.Array
 
@@ -179,6 +180,7 @@ def grpo_solver(
         shape = (num_groups, group_size)
         completion = out.tokens.reshape(*shape, max_new_tokens)
         exact, partial = verify(tasks.answer[:, None], tasks.answer_len[:, None], completion)
+        answers = jax.lax.bitcast_convert_type(sequence_key(completion), jnp.int32)
         return Rollouts(
             rewards=exact if grpo_cfg.reward == "exact" else partial,
             valid=jnp.ones(shape, bool),
@@ -188,6 +190,7 @@ def grpo_solver(
                 completion=completion,
                 logprobs=out.logprobs.reshape(*shape, max_new_tokens),
             ),
+            answers=answers,
         )
 
     def credit(rollouts: Rollouts) -> Array:

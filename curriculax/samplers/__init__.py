@@ -24,6 +24,12 @@ from curriculax.samplers.learning_progress import (
     looks_like_noise,
     noisy_tasks,
 )
+from curriculax.samplers.reward_consistency import (
+    RewardConsistencyState,
+    contradicted_tasks,
+    contradicting_groups,
+    reward_consistency,
+)
 from curriculax.samplers.sequential import SequentialState, sequential
 from curriculax.samplers.skip_zero_variance import SkipState, skip_zero_variance
 from curriculax.samplers.uniform import uniform
@@ -37,11 +43,14 @@ __all__ = [
     "FloorState",
     "LearnabilityState",
     "LearningProgressState",
+    "RewardConsistencyState",
     "SequentialState",
     "SkipState",
     "category_bandit",
     "category_learnability",
     "category_reliability",
+    "contradicted_tasks",
+    "contradicting_groups",
     "difficulty_pools",
     "floor",
     "learnability",
@@ -49,6 +58,7 @@ __all__ = [
     "looks_like_noise",
     "noisy_categories",
     "noisy_tasks",
+    "reward_consistency",
     "sequential",
     "skip_zero_variance",
     "uniform",

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import jax
+from typing import Any
 
+import jax
+import jax.numpy as jnp
+
+from curriculax import _random, _shard, _topk
 from curriculax._types import TaskDraw, TaskSampler
 
 
@@ -38,3 +42,54 @@ def ids_of(drawn: object, wrapper: str) -> jax.Array:
 def inner_metrics(inner: TaskSampler, state: object) -> dict[str, jax.Array]:
     """The inner sampler's metrics under ``inner/``."""
     return {f"inner/{k}": v for k, v in inner.metrics(state).items()}
+
+
+def find_states(node: Any, cls: type) -> list:
+    """Every ``cls`` instance inside ``node`` (a component's state, or a curriculum's or an
+    engine's: dicts, lists and tuples are searched; an instance is not searched inside)."""
+    if isinstance(node, cls):
+        return [node]
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in find_states(v, cls)]
+    if isinstance(node, list | tuple):
+        return [s for v in node for s in find_states(v, cls)]
+    return []
+
+
+def replace_draws(
+    candidates: jax.Array,
+    keep: jax.Array,
+    eligible: jax.Array,
+    key: jax.Array,
+    salt: int,
+    start: jax.Array,
+    axis: str | None,
+) -> tuple[jax.Array, jax.Array]:
+    """Replaces the draws a wrapper does not keep by a uniform subset of the eligible tasks.
+
+    Args:
+      candidates: ``i32[num]`` the inner sampler's draws.
+      keep: ``bool[num]`` the draws to keep.
+      eligible: ``bool[N_local]`` tasks that may replace a draw (this device's slice).
+      key: PRNG key of the uniform choice; ``salt``: its stream.
+      start: first global id of this device's slice; ``axis``: the bound mesh axis or None.
+
+    Returns:
+      ``(ids: i32[num], replaced: bool[num])``: the ``r``-th dropped draw takes the ``r``-th
+      replacement (eligible, not a kept draw) while there are any; the others stay as drawn.
+      Cost: one O(N) pass and a ``top_k`` of ``num``.
+    """
+    num = candidates.shape[0]
+    n_local = eligible.shape[0]
+    local_ids = start + jnp.arange(n_local, dtype=jnp.int32)
+    word = _random.bits(jax.random.bits(key, (), jnp.uint32), local_ids, salt)
+    keys = jnp.where(eligible, 1.0 + (word >> 8).astype(jnp.float32) * jnp.float32(2.0**-24), 0.0)
+    keys = keys.at[_shard.to_local(jnp.where(keep, candidates, -1), start, n_local)].set(
+        0.0, mode="drop"
+    )
+    best_keys, best_ids = _topk.top_k(keys, num, start, axis)
+    available = jnp.sum(best_keys > 0, dtype=jnp.int32)
+    rank = jnp.cumsum(~keep, dtype=jnp.int32) - 1
+    replaced = ~keep & (rank < available)
+    ids = jnp.where(replaced, best_ids[jnp.clip(rank, 0, best_ids.shape[0] - 1)], candidates)
+    return ids.astype(jnp.int32), replaced

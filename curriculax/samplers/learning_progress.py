@@ -13,6 +13,7 @@ import numpy as np
 from curriculax import _counters, _progress, _shard
 from curriculax._checks import check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
+from curriculax.samplers import _wrapping
 from curriculax.samplers.difficulty_pools import last_occurrence
 from curriculax.samplers.learnability import _beta_pool, _count, _number
 
@@ -110,7 +111,7 @@ def noisy_tasks(
     Raises:
       ValueError: if ``state`` holds no LearningProgressState, or several.
     """
-    found = _find(state)
+    found = _wrapping.find_states(state, LearningProgressState)
     if len(found) != 1:
         raise ValueError(
             f"noisy_tasks needs a state holding exactly one LearningProgressState, found "
@@ -120,16 +121,6 @@ def noisy_tasks(
         found[0], noise_visits=noise_visits, noise_reliability=noise_reliability
     )
     return _progress.flagged(flags)
-
-
-def _find(node: Any) -> list[LearningProgressState]:
-    if isinstance(node, LearningProgressState):
-        return [node]
-    if isinstance(node, dict):
-        return [s for v in node.values() for s in _find(v)]
-    if isinstance(node, list | tuple):
-        return [s for v in node for s in _find(v)]
-    return []
 
 
 def _rate(value: object, name: str) -> float:

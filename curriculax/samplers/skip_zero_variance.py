@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from curriculax import _counters, _random, _shard, _topk
+from curriculax import _counters, _shard
 from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
@@ -145,20 +145,9 @@ def skip_zero_variance(
         keep = (streak == 0) | (jax.random.uniform(k_skip, (num,)) < keep_prob)
 
         # Replacements: tasks with streak 0 not already kept in this call, a uniform subset.
-        local_ids = start + jnp.arange(n_local, dtype=jnp.int32)
-        word = _random.bits(jax.random.bits(k_pick, (), jnp.uint32), local_ids, _SALT_PICK)
-        keys = jnp.where(
-            state.streak == 0, 1.0 + (word >> 8).astype(jnp.float32) * jnp.float32(2.0**-24), 0.0
+        ids, replaced = _wrapping.replace_draws(
+            candidates, keep, state.streak == 0, k_pick, _SALT_PICK, start, axis
         )
-        keys = keys.at[_shard.to_local(jnp.where(keep, candidates, -1), start, n_local)].set(
-            0.0, mode="drop"
-        )
-        best_keys, best_ids = _topk.top_k(keys, num, start, axis)
-        eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
-        # The r-th skipped draw takes the r-th replacement while there are any.
-        rank = jnp.cumsum(~keep, dtype=jnp.int32) - 1
-        replaced = ~keep & (rank < eligible)
-        ids = jnp.where(replaced, best_ids[jnp.clip(rank, 0, best_ids.shape[0] - 1)], candidates)
         new = state._replace(
             inner=inner_state,
             skipped=_counters.add(state.skipped, jnp.sum(replaced, dtype=jnp.int32)),

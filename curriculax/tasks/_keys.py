@@ -40,14 +40,39 @@ def content_key(prompt: Array, answer: Array) -> Array:
       3869509429
     """
     tokens = jnp.concatenate([jnp.asarray(prompt), jnp.asarray(answer)], axis=-1)
-    tokens = jnp.moveaxis(tokens.astype(jnp.uint32), -1, 0)
+    return mix32(_fnv1a(tokens, skip_pad=True))
+
+
+def sequence_key(tokens: Array) -> Array:
+    """Hashes token sequences position by position (PAD included), for telling completions
+    apart: equal sequences get equal keys; different ones collide with probability about
+    ``2**-32`` per pair.
+
+    Args:
+      tokens: ``i32[..., T]`` token ids (each below 256).
+
+    Returns:
+      ``u32[...]``: ``mix32(fnv1a(tokens))``.
+
+    Example:
+      >>> bool(sequence_key(jnp.array([5, 2])) == sequence_key(jnp.array([2, 5])))
+      False
+    """
+    return mix32(_fnv1a(tokens, skip_pad=False))
+
+
+def _fnv1a(tokens: Array, *, skip_pad: bool) -> Array:
+    """``u32[...]`` FNV-1a over the last axis of ``i32[..., T]`` (one byte per token),
+    skipping PAD tokens when ``skip_pad``."""
+    tokens = jnp.moveaxis(jnp.asarray(tokens).astype(jnp.uint32), -1, 0)
 
     def absorb(h, t):
-        return jnp.where(t != PAD, (h ^ t) * np.uint32(FNV_PRIME), h), None
+        step = (h ^ t) * np.uint32(FNV_PRIME)
+        return (jnp.where(t != PAD, step, h) if skip_pad else step), None
 
     h0 = jnp.full(tokens.shape[1:], FNV_OFFSET_BASIS, jnp.uint32)
     h, _ = jax.lax.scan(absorb, h0, tokens)
-    return mix32(h)
+    return h
 
 
 def _split_threshold(held_out_frac: float) -> int:

@@ -1,10 +1,12 @@
 """The noise diagnostic's flag rates at the end of a study's budget (docs/noise.md).
 
-An arm whose sampler keeps a noise diagnostic (``learning_progress``: per task;
-``category_bandit`` and ``category_learnability``: per category, kept for every reward) is
+An arm whose sampler keeps a noise diagnostic (``learning_progress`` and the
+``reward_consistency`` wrapper: per task; ``category_bandit`` and ``category_learnability``:
+per category, kept for every reward; a wrapper's own diagnostic comes before its inner's) is
 read once per arm, on the host, from each seed's final sampler state: which entries the
 sampler's own :func:`curriculax.samplers.noisy_tasks` /
-:func:`curriculax.samplers.noisy_categories` flag with the arm's thresholds, against the
+:func:`curriculax.samplers.noisy_categories` / :func:`curriculax.samplers.contradicted_tasks`
+flag with the arm's thresholds, against the
 pool's true coin-flip mask. A category flag counts for every entry the sampler files under
 that category (the study's ``labels`` mode), so with ``labels = "none"`` one flag marks the
 whole pool. Wrappers (``floor``, ``skip_zero_variance``) are read through: the inner
@@ -39,6 +41,13 @@ _KINDS = {
         cx.samplers.CategoryBanditState,
         ("noise_batches", "noise_reliability"),
         cx.samplers.noisy_categories,
+    ),
+    # Per task, proof rather than a threshold: the tasks whose reward contradicted itself.
+    cx.samplers.reward_consistency: (
+        "task",
+        cx.samplers.RewardConsistencyState,
+        (),
+        cx.samplers.contradicted_tasks,
     ),
     # Its bandit's state: the per-category flags (the per-task posterior keeps none).
     cx.samplers.category_learnability: (

@@ -35,6 +35,9 @@ SAMPLERS = {
         staleness_share=0.3,
         axis_name=axis,
     ),
+    "reward_consistency": lambda axis: cx.samplers.reward_consistency(
+        N, cx.samplers.learnability(N, axis_name=axis), axis_name=axis
+    ),
     "skip_zero_variance": lambda axis: cx.samplers.skip_zero_variance(
         N,
         cx.samplers.difficulty_pools(N, score_half_life=0.5, axis_name=axis),
@@ -90,4 +93,4 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok ") == 5, out.stdout  # one line per sampler of SCRIPT
+    assert out.stdout.count("ok ") == 6, out.stdout  # one line per sampler of SCRIPT

@@ -1,0 +1,204 @@
+"""Tasks whose reward contradicts itself: one answer, two rewards, so the reward is noise."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curriculax import _counters, _progress, _shard
+from curriculax._checks import check_num, check_num_tasks
+from curriculax._types import GroupResults, TaskSampler
+from curriculax.samplers import _wrapping
+from curriculax.samplers.learnability import _count
+
+_SALT_PICK = 11
+
+
+class RewardConsistencyState(NamedTuple):
+    """State of :func:`reward_consistency`.
+
+    Attributes:
+      inner: the wrapped sampler's state.
+      contradicted: ``bool[N]`` tasks with at least one contradicting group so far.
+      groups: ``i32[]`` contradicting groups observed so far.
+      skipped: ``i32[]`` inner draws of contradicted tasks replaced before rollout so far.
+    """
+
+    inner: Any
+    contradicted: jax.Array
+    groups: jax.Array
+    skipped: jax.Array
+
+    # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
+    PER_TASK = ("contradicted",)
+
+
+def contradicting_groups(results: GroupResults) -> jax.Array:
+    """``bool[G]``: groups holding two valid rollouts with equal answers and different
+    rewards (compared exactly, not by a tolerance). A verifier that is a function of the
+    answer cannot produce one, so each is proof that the task's reward ignores the answer (a
+    verifier that accepts at random, a coin flip), not a statistical guess. Cost O(G K^2).
+
+    Args:
+      results: groups with ``answers`` (``i32[G, K]``).
+
+    Raises:
+      ValueError: ``results.answers`` is None.
+    """
+    if results.answers is None:
+        raise ValueError(
+            "reward_consistency needs each rollout's answer id (GroupResults.answers, "
+            "i32[G, K]: equal ids for equal answers); this env reports none. The GRPO solver "
+            "reports them; a custom rollout sets Rollouts.answers, and the host driver takes "
+            "observe(..., answers=...)"
+        )
+    answers = jnp.asarray(results.answers, jnp.int32)
+    valid = jnp.asarray(results.valid, bool)
+    rewards = jnp.asarray(results.rewards, jnp.float32)
+    pair = valid[:, :, None] & valid[:, None, :]
+    same = answers[:, :, None] == answers[:, None, :]
+    differ = rewards[:, :, None] != rewards[:, None, :]
+    return jnp.any(pair & same & differ, axis=(1, 2))
+
+
+def contradicted_tasks(state: Any) -> np.ndarray:
+    """Host side: the ids (``int64[M]``, ascending) of the tasks whose reward contradicted
+    itself, for a user to inspect (a verifier that accepts at random, a reward that ignores
+    the answer).
+
+    Args:
+      state: a :class:`RewardConsistencyState`, or any state holding exactly one.
+
+    Raises:
+      ValueError: ``state`` holds no RewardConsistencyState, or several.
+    """
+    found = _wrapping.find_states(state, RewardConsistencyState)
+    if len(found) != 1:
+        raise ValueError(
+            f"contradicted_tasks needs a state holding exactly one RewardConsistencyState, "
+            f"found {len(found)}; pass the reward_consistency sampler's own state"
+        )
+    return _progress.flagged(found[0].contradicted)
+
+
+def reward_consistency(
+    num_tasks: int,
+    inner: TaskSampler,
+    *,
+    keep_share: float = 0.05,
+    axis_name: str | None = None,
+) -> TaskSampler:
+    """Mutes tasks whose reward is proven not to depend on the answer; any sampler inside.
+
+    A task whose reward ignores the answer (a verifier that accepts at random, a reference
+    that is a coin flip) has the most reward variance of the pool and teaches nothing, so
+    every sampler that seeks variance is drawn to it, and telling it from a task being
+    learned by its pass rate alone takes many visits (:func:`learning_progress`, docs/noise.md).
+    The rollouts' answers tell it at once: a deterministic verifier gives equal answers equal
+    rewards, so a group with two rollouts of one answer and different rewards
+    (:func:`contradicting_groups`) is proof. From its first contradicting group on, a task is
+    marked ``contradicted``: each of its groups reaches ``inner`` as a group of failures
+    (every reward 0, no advantage: to the inner sampler a task with no signal), and each inner
+    draw of it is rolled out only with probability ``keep_share`` and otherwise replaced
+    before rollout by a task drawn uniformly among the unmarked ones not already in the call
+    (as :func:`skip_zero_variance` replaces its skips). ``keep_share > 0`` is the floor: a
+    marked task is still drawn now and then, never dropped for good.
+
+    Its limits: it needs the answers (``GroupResults.answers``: the GRPO solver reports a hash
+    of each completion; the host driver takes ``answers=``), it cannot see noise in a group
+    whose answers are all different (a policy that spreads its answers thin: early in training
+    from scratch, or long free-form completions; hash the *extracted* answer the verifier
+    reads, not the whole text), and it cannot see a reward that is a deterministic function of
+    the answer but of the wrong one (a wrong reference: that task reads as one the policy
+    fails, so it draws no variance anyway). A contradicted task stays marked for the run. Its
+    ``sample`` is the inner sampler's.
+
+    Cost: the inner sampler's, plus one O(N) pass and a ``top_k`` of ``num`` per ``sample``
+    (the replacements) and O(G K^2) per ``observe``. It wraps samplers that return pool ids.
+
+    Args:
+      num_tasks: pool size ``N``.
+      inner: the wrapped :class:`~curriculax.TaskSampler` (built for the same pool); in a
+        config, a table: ``{"type": "reward_consistency", "inner": {"type": ...}}``.
+      keep_share: probability that an inner draw of a contradicted task is rolled out
+        anyway, in [0, 1] (0: never again; 1: only muted, never skipped).
+      axis_name: the mesh axis along which per-task state is split under ``shard_map`` (the
+        inner sampler must be built with the same one).
+
+    Returns:
+      A :class:`~curriculax.TaskSampler`. Metrics: the inner sampler's under ``inner/``, plus
+      ``noise/contradicted`` (tasks marked), ``noise/contradicting_groups`` and
+      ``noise/skipped`` (draws replaced; both cumulative).
+
+    Example:
+      >>> s = reward_consistency(4, learnability(4))
+      >>> r = group_results([1], [[1.0, 0.0]])._replace(answers=jnp.array([[7, 7]]))
+      >>> contradicted_tasks(s.observe(s.init(jax.random.key(0)), r)).tolist()
+      [1]
+    """
+    n = check_num_tasks(num_tasks)
+    inner = _wrapping.check_inner(inner, "reward_consistency", n)
+    if isinstance(keep_share, bool) or not isinstance(keep_share, int | float):
+        raise TypeError(f"keep_share must be a number, got {keep_share!r}")
+    if not 0.0 <= keep_share <= 1.0:
+        raise ValueError(f"keep_share must lie in [0, 1], got {keep_share}")
+
+    def init(key: jax.Array) -> RewardConsistencyState:
+        return RewardConsistencyState(
+            inner.init(key), jnp.zeros((n,), bool), _counters.zero(), _counters.zero()
+        )
+
+    def sample(state: RewardConsistencyState, key: jax.Array, num: int):
+        num = check_num(num)
+        if num == 0:
+            return jnp.zeros((0,), jnp.int32), state
+        axis = _shard.bound(axis_name)
+        n_local = state.contradicted.shape[0]
+        start = _shard.offset(axis, n_local)
+        k_inner, k_keep, k_pick = jax.random.split(key, 3)
+        drawn, inner_state = inner.sample(state.inner, k_inner, num)
+        candidates = _wrapping.ids_of(drawn, "reward_consistency").astype(jnp.int32)
+        here = state.contradicted.at[_shard.to_local(candidates, start, n_local)].get(
+            mode="fill", fill_value=False
+        )
+        marked = _shard.psum(here.astype(jnp.int32), axis) > 0
+        keep = ~marked | (jax.random.uniform(k_keep, (num,)) < keep_share)
+        ids, replaced = _wrapping.replace_draws(
+            candidates, keep, ~state.contradicted, k_pick, _SALT_PICK, start, axis
+        )
+        skipped = _counters.add(state.skipped, jnp.sum(replaced, dtype=jnp.int32))
+        return ids, state._replace(inner=inner_state, skipped=skipped)
+
+    def observe(state: RewardConsistencyState, results: GroupResults) -> RewardConsistencyState:
+        bad = contradicting_groups(results)
+        axis = _shard.bound(axis_name)
+        n_local = state.contradicted.shape[0]
+        start = _shard.offset(axis, n_local)
+        ids = jnp.asarray(results.task_ids, jnp.int32)
+        marks = _shard.to_local(jnp.where(bad, ids, -1), start, n_local)
+        flags = state.contradicted.at[marks].set(True, mode="drop")
+        here = flags.at[_shard.to_local(ids, start, n_local)].get(mode="fill", fill_value=False)
+        muted = _shard.psum(here.astype(jnp.int32), axis) > 0
+        quiet = results._replace(
+            rewards=jnp.where(muted[:, None], 0.0, results.rewards).astype(results.rewards.dtype),
+            advantages=jnp.where(muted[:, None, None], 0.0, results.advantages).astype(
+                results.advantages.dtype
+            ),
+        )
+        return state._replace(
+            inner=inner.observe(state.inner, quiet),
+            contradicted=flags,
+            groups=_counters.add(state.groups, jnp.sum(bad, dtype=jnp.int32)),
+        )
+
+    def metrics(state: RewardConsistencyState) -> dict[str, jax.Array]:
+        out = _wrapping.inner_metrics(inner, state.inner)
+        out["noise/contradicted"] = _count(state.contradicted, _shard.bound(axis_name))
+        out["noise/contradicting_groups"] = state.groups.astype(jnp.float32)
+        out["noise/skipped"] = state.skipped.astype(jnp.float32)
+        return out
+
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
