@@ -504,3 +504,30 @@ def test_a_payload_sampler_keeps_its_draws_as_a_task_draw(tmp_path):
         fresh.load_state_dict(sd) if load == "state_dict" else fresh.restore(tmp_path / "c")
         np.testing.assert_array_equal(fresh.sample(6).ids, want)
     np.testing.assert_array_equal(want[:3], whole.ids[5:])
+
+
+def test_answers_reach_the_sampler_dense_and_ragged():
+    n = 8
+    cur = cx.curriculum(cx.samplers.reward_consistency(n, cx.samplers.uniform(n)))
+    dense, ragged = cx.HostCurriculum(cur), cx.HostCurriculum(cur)
+    ids = dense.sample(3)
+    ragged.sample(3)
+    rewards = np.array([[1.0, 0.0, 1.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0]], np.float32)
+    valid = np.array([[1, 1, 1], [1, 1, 1], [1, 1, 0]], bool)
+    # group 0: answer 7 got 1 and 0; group 1: each answer one reward; group 2: the rollout
+    # that disagrees is not valid. 64-bit ids keep their low 32 bits.
+    answers = np.array([[7, 7, 2**40], [1, 2, 2], [5, 5, 5]], np.int64)
+    dense.observe(ids, rewards, valid, answers=answers)
+    ragged.observe(
+        ids,
+        [[1.0, 0.0, 1.0], [1.0, 0.0, 0.0], [1.0, 1.0]],
+        answers=[[7, 7, 2**40], [1, 2, 2], [5, 5]],
+    )
+    for host in (dense, ragged):
+        marked = cx.samplers.contradicted_tasks(host._state)
+        np.testing.assert_array_equal(marked, np.sort(ids[:1]))
+        assert host.metrics()["sampler/noise/contradicted"] == 1.0
+    with pytest.raises(ValueError, match=r"answers must be int\[G=3, K=3\]"):
+        dense.observe(ids, rewards, answers=np.zeros((3, 2), np.int64))
+    with pytest.raises(ValueError, match=r"GroupResults\.answers"):
+        dense.observe(ids, rewards)

@@ -219,6 +219,7 @@ def test_the_metrics_reference_names_every_key():
         s.category_learnability(n, np.arange(n) % 4),
         s.floor(n, s.uniform(n), staleness_share=0.1),
         s.skip_zero_variance(n, s.difficulty_pools(n)),
+        s.reward_consistency(n, s.learnability(n)),
     ]
     keys = set()
     for sampler in samplers:

@@ -69,6 +69,18 @@ def test_rollout_shapes_and_rewards():
     np.testing.assert_array_equal(ro.token_mask, rl.completion_mask(ro.data.completion))
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.01])  # 0.01: a near-greedy policy repeats
+def test_rollouts_report_one_answer_id_per_distinct_completion(temperature):
+    _, ro = _rollouts(temperature=temperature)
+    assert ro.answers.shape == (G, K) and ro.answers.dtype == jnp.int32
+    comp = np.asarray(ro.data.completion).reshape(G * K, -1)
+    ids = np.asarray(ro.answers).reshape(-1)
+    same_completion = (comp[:, None, :] == comp[None, :, :]).all(-1)
+    np.testing.assert_array_equal(ids[:, None] == ids[None, :], same_completion)
+    if temperature < 1.0:
+        assert same_completion.sum() > G * K  # repeated completions: equal ids were checked
+
+
 def test_partial_reward_option():
     _, ro = _rollouts(reward="partial")
     tasks = _tasks()
