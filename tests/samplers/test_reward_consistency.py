@@ -153,3 +153,14 @@ def test_draws_of_a_marked_task_are_replaced_except_for_the_floor():
     state1 = s1.observe(s1.init(jax.random.key(0)), bad)
     ids1, _ = s1.sample(state1, jax.random.key(5), 8)
     assert sorted(np.asarray(ids1).tolist()) == list(range(8))
+
+
+def test_on_a_pool_without_noise_nothing_is_marked_or_skipped():
+    # Every real task's reward is a function of its answer: no group can contradict itself,
+    # so the wrapper changes no draw's fate and the inner sampler sees every reward as it was.
+    pool = sp.make_pool(128, trivial=0.2, informative=0.2, learning=0.2, learn_draws=5, seed=2)
+    s = cx.samplers.reward_consistency(128, cx.samplers.learnability(128))
+    trace = sp.run(s, pool, steps=60, num=16, keys=jax.random.split(jax.random.key(0), 2))
+    assert not np.asarray(trace.state.contradicted).any()
+    assert np.asarray(trace.state.groups).tolist() == [0, 0]
+    assert np.asarray(trace.state.skipped).tolist() == [0, 0]
