@@ -273,7 +273,7 @@ def driver_calls(driver: cx.HostCurriculum, results: dict[str, np.ndarray], num:
     def compiled(i):
         drawn, driver._state, driver._key = driver._sample(driver._state, driver._key, num)
         admitted, driver._state = driver._observe(
-            driver._state, args[0], args[1], None, None, None, count
+            driver._state, args[0], args[1], None, None, None, None, count
         )
         return drawn, admitted
 
