@@ -12,6 +12,7 @@ flight, handed out again first after :meth:`~DrawLedger.set_state`.
 from __future__ import annotations
 
 import threading
+import zlib
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -85,7 +86,13 @@ class DrawLedger:
             return ids.copy()
 
     def observe(
-        self, task_ids: Any, rewards: Any, valid: Any = None, advantages: Any = None
+        self,
+        task_ids: Any,
+        rewards: Any,
+        valid: Any = None,
+        advantages: Any = None,
+        *,
+        answers: Any = None,
     ) -> np.ndarray:
         """Feeds finished groups (in the order they were drawn) to the curriculum.
 
@@ -95,6 +102,8 @@ class DrawLedger:
           valid: ``bool[G, K]`` or None (all valid).
           advantages: ``float[G, K]`` the trainer's own credit, or None (the curriculum
             computes group-relative credit).
+          answers: ``int[G, K]`` an id of each rollout's answer (equal for equal answers), or
+            None: for :func:`~curriculax.samplers.reward_consistency`.
 
         Returns:
           ``np.bool_[G]``: the groups the curriculum admits.
@@ -106,7 +115,8 @@ class DrawLedger:
         ids = np.asarray(task_ids).astype(np.int64).reshape(-1)
         with self.lock:
             self._consume(ids)
-            return np.asarray(self.curriculum.observe(ids, rewards, valid, advantages), bool)
+            admitted = self.curriculum.observe(ids, rewards, valid, advantages, answers=answers)
+            return np.asarray(admitted, bool)
 
     def _consume(self, ids: np.ndarray) -> None:
         expected, at = [], 0
@@ -218,3 +228,9 @@ def rows_to_keep(
             f"{admitted.shape[0]} groups of {group_size} do not match {num_rows} advantage rows"
         )
     return None if keep.all() else keep
+
+
+def answer_ids(answers: Any) -> np.ndarray:
+    """``int64[M]`` stable ids of answers (any values; ids from their text, CRC-32 of
+    ``str(answer)`` in UTF-8): equal answers get equal ids, in every process and run."""
+    return np.array([zlib.crc32(str(a).encode("utf-8")) for a in answers], np.int64)

@@ -64,6 +64,7 @@ from curriculax._checks import int_at_least
 from curriculax.integrations._ledger import (
     GATES,
     DrawLedger,
+    answer_ids,
     check_gates,
     rows_to_keep,
     split_groups,
@@ -134,6 +135,9 @@ class CurriculumReward:
       num_generations: completions per prompt.
       weights: one weight per function (default: all 1).
       task_field: the column with each row's task id.
+      answer_key: ``answer_key(completion) -> answer`` (e.g. the final answer your verifier
+        reads), or None. Given, each rollout's answer id (from the answer's text) goes to the
+        curriculum with its reward, for :func:`~curriculax.samplers.reward_consistency`.
 
     Attributes:
       observing: feed groups to the curriculum (off during evaluation).
@@ -148,7 +152,11 @@ class CurriculumReward:
         num_generations: int,
         weights: Sequence[float] | None = None,
         task_field: str = "task_id",
+        answer_key: Callable[[Any], Any] | None = None,
     ):
+        if answer_key is not None and not callable(answer_key):
+            raise TypeError(f"answer_key must be a callable or None, got {answer_key!r}")
+        self.answer_key = answer_key
         funcs = list(reward_funcs) if isinstance(reward_funcs, Sequence) else [reward_funcs]
         if not funcs:
             raise ValueError("CurriculumReward needs at least one reward function")
@@ -195,9 +203,14 @@ class CurriculumReward:
                     f"the reward function got no {self.task_field!r} column; the dataset needs "
                     "one holding each row's index"
                 )
-            ids, rewards = split_groups(ids, self.num_generations, total)
+            answers = None
+            if self.answer_key is not None:
+                answers = answer_ids(self.answer_key(c) for c in completions)
+            ids, rewards, answers = split_groups(ids, self.num_generations, total, answers)
             valid = np.isfinite(rewards)
-            admitted = self.ledger.observe(ids, np.where(valid, rewards, 0.0), valid)
+            admitted = self.ledger.observe(
+                ids, np.where(valid, rewards, 0.0), valid, answers=answers
+            )
             self.last_admitted = admitted
             if log_metric is not None:
                 # All go through TRL's log_metric; CurriculumGRPOTrainer.log keeps only the
@@ -224,6 +237,9 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         ``i`` is row ``i``).
       gates: one of :data:`GATES`: ``"zero_advantages"`` (default) or ``"log"``.
       task_field: the dataset column with each row's index (added when missing).
+      answer_key: ``answer_key(completion) -> answer`` or None: given, each rollout's answer id
+        reaches the curriculum (for :func:`~curriculax.samplers.reward_consistency`, which
+        marks and skips tasks whose reward gave one answer two rewards).
 
     Attributes:
       curriculum: the :class:`curriculax.HostCurriculum`.
@@ -241,6 +257,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         curriculum: Any,
         gates: str = "zero_advantages",
         task_field: str = "task_id",
+        answer_key: Callable[[Any], Any] | None = None,
         **kwargs,
     ):
         check_gates(gates)
@@ -275,6 +292,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             num_generations=2,  # TRL's own value is set below, once the trainer has resolved it
             weights=weights,
             task_field=task_field,
+            answer_key=answer_key,
         )
         given["reward_funcs"] = [self.curriculum_reward]
         given.pop("self", None)

@@ -242,3 +242,29 @@ def test_the_example_script_runs_and_resumes(tmp_path):
     assert rows[-1]["curriculum/groups"] == 2 * trl_curriculum.BATCH
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["resumed_from"] == 1
+
+
+def test_answers_reach_a_consistency_curriculum(tmp_path):
+    # A reward that ignores the answer (alternating within each group) and one answer for every
+    # completion: every observed group contradicts itself, so every observed task is marked.
+    cur = cx.HostCurriculum(
+        cx.curriculum(cx.samplers.reward_consistency(N, cx.samplers.uniform(N)))
+    )
+    spy = Spy(cur)
+
+    def coin(prompts, completions, task_id, **kwargs):
+        return [float(i % 2) for i in range(len(prompts))]
+
+    trainer = CurriculumGRPOTrainer(
+        model=trl_curriculum.model(0),
+        reward_funcs=coin,
+        args=_args(tmp_path, max_steps=3),
+        train_dataset=_dataset(),
+        processing_class=trl_curriculum.tokenizer(),
+        curriculum=cur,
+        answer_key=lambda completion: "the same answer",
+    )
+    trainer.train()
+    observed = sorted(set(spy.observed))
+    assert observed and cx.samplers.contradicted_tasks(cur._state).tolist() == observed
+    assert cur.metrics()["sampler/noise/contradicted"] == len(observed)
