@@ -113,8 +113,7 @@ def reward_consistency(
     from scratch, or long free-form completions; hash the *extracted* answer the verifier
     reads, not the whole text), and it cannot see a reward that is a deterministic function of
     the answer but of the wrong one (a wrong reference: that task reads as one the policy
-    fails, so it draws no variance anyway). A contradicted task stays marked for the run. Its
-    ``sample`` is the inner sampler's.
+    fails, so it draws no variance anyway). A contradicted task stays marked for the run.
 
     Cost: the inner sampler's, plus one O(N) pass and a ``top_k`` of ``num`` per ``sample``
     (the replacements) and O(G K^2) per ``observe``. It wraps samplers that return pool ids.
