@@ -108,18 +108,26 @@ class CurriculumIterator(grain.DatasetIterator):
         return batch
 
     def observe(
-        self, task_ids: Any, rewards: Any, valid: Any = None, advantages: Any = None
+        self,
+        task_ids: Any,
+        rewards: Any,
+        valid: Any = None,
+        advantages: Any = None,
+        *,
+        answers: Any = None,
     ) -> np.ndarray:
         """Feeds finished groups to the curriculum, in the order they were drawn.
 
         Args:
           task_ids: ``int[G]``; rewards: ``float[G, K]``; valid: ``bool[G, K]`` or None;
           advantages: ``float[G, K]`` the trainer's credit, or None.
+          answers: ``int[G, K]`` each rollout's answer id (equal for equal answers), or None:
+            for :func:`~curriculax.samplers.reward_consistency`.
 
         Returns:
           ``np.bool_[G]`` the admitted groups.
         """
-        return self.ledger.observe(task_ids, rewards, valid, advantages)
+        return self.ledger.observe(task_ids, rewards, valid, advantages, answers=answers)
 
     def get_state(self) -> dict[str, Any]:
         return self.ledger.state()

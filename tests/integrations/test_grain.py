@@ -107,3 +107,16 @@ def test_records_must_cover_the_pool():
         for _ in range(N):
             ids = next(it)["task_id"]
             it.observe(ids, _rewards(ids))
+
+
+def test_answers_reach_a_consistency_curriculum():
+    cur = cx.HostCurriculum(
+        cx.curriculum(cx.samplers.reward_consistency(N, cx.samplers.uniform(N)))
+    )
+    it = iter(CurriculumDataset(cur, _records(), batch_size=B))
+    ids = next(it)["task_id"]
+    rewards = np.tile([1.0, 0.0, 1.0], (B, 1))
+    answers = np.tile([5, 5, 6], (B, 1))  # answer 5 got 1 and 0: every group contradicts itself
+    answers[0] = [5, 6, 7]  # except the first: each answer one reward
+    it.observe(ids, rewards, answers=answers)
+    assert cx.samplers.contradicted_tasks(cur._state).tolist() == sorted(ids[1:].tolist())
