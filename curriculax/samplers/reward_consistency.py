@@ -64,6 +64,13 @@ def contradicting_groups(results: GroupResults) -> jax.Array:
     return jnp.any(pair & same & differ, axis=(1, 2))
 
 
+def _marked(flags: jax.Array, ids: jax.Array, start: jax.Array, axis: str | None) -> jax.Array:
+    """``bool[M]``: ``flags`` (this device's ``bool[N_local]`` slice) at global ``ids``; out of
+    range reads False. Under ``shard_map`` each id is held by one device: the reads are summed."""
+    here = flags.at[_shard.to_local(ids, start, flags.shape[0])].get(mode="fill", fill_value=False)
+    return _shard.psum(here.astype(jnp.int32), axis) > 0
+
+
 def contradicted_tasks(state: Any) -> np.ndarray:
     """Host side: the ids (``int64[M]``, ascending) of the tasks whose reward contradicted
     itself, for a user to inspect (a verifier that accepts at random, a reward that ignores
@@ -160,10 +167,7 @@ def reward_consistency(
         k_inner, k_keep, k_pick = jax.random.split(key, 3)
         drawn, inner_state = inner.sample(state.inner, k_inner, num)
         candidates = _wrapping.ids_of(drawn, "reward_consistency").astype(jnp.int32)
-        here = state.contradicted.at[_shard.to_local(candidates, start, n_local)].get(
-            mode="fill", fill_value=False
-        )
-        marked = _shard.psum(here.astype(jnp.int32), axis) > 0
+        marked = _marked(state.contradicted, candidates, start, axis)
         keep = ~marked | (jax.random.uniform(k_keep, (num,)) < keep_share)
         ids, replaced = _wrapping.replace_draws(
             candidates, keep, ~state.contradicted, k_pick, _SALT_PICK, start, axis
@@ -179,8 +183,7 @@ def reward_consistency(
         ids = jnp.asarray(results.task_ids, jnp.int32)
         marks = _shard.to_local(jnp.where(bad, ids, -1), start, n_local)
         flags = state.contradicted.at[marks].set(True, mode="drop")
-        here = flags.at[_shard.to_local(ids, start, n_local)].get(mode="fill", fill_value=False)
-        muted = _shard.psum(here.astype(jnp.int32), axis) > 0
+        muted = _marked(flags, ids, start, axis)
         quiet = results._replace(
             rewards=jnp.where(muted[:, None], 0.0, results.rewards).astype(results.rewards.dtype),
             advantages=jnp.where(muted[:, None, None], 0.0, results.advantages).astype(

@@ -4,7 +4,7 @@ The simulated pool's coin flips give answers drawn apart from their rewards; its
 answers are functions of the reward (simulated_pool._results). Measured with exactly the set-up
 of ``noisy_runs`` (2026-12-02, 4 seeds, 50% coin flips, 600 steps of 16 groups of 8): the
 wrapped learnability put 0.069-0.072 of its draws on coin flips (learnability alone
-0.78-0.79, learning_progress 0.42-0.43), drew each open learning task 0.100-0.106 times per
+0.776-0.785, learning_progress 0.421-0.428), drew each open learning task 0.100-0.106 times per
 step against 0.004 per coin flip, learned every learning task (by step 253-287; learnability
 alone 0.29-0.41 of them in 600 steps), and marked every coin flip it drew and no other task.
 """
