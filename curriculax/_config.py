@@ -97,6 +97,11 @@ def _call(
         missing = [
             p.name for p in named if p.default is inspect.Parameter.empty and p.name not in options
         ]
+        if missing == ["num_tasks"]:
+            raise ValueError(
+                f"{where}: missing ['num_tasks'], the pool size; cx.curriculum_from_config "
+                f"gives it, or pass it: gate_from_config(spec, num_tasks=N)"
+            )
         if missing:
             raise ValueError(
                 f"{where}: missing {missing}; give them in the config or, for pool data a config "
@@ -158,12 +163,22 @@ def sampler_from_config(
     return _sampler(spec, num_tasks, context, "sampler")
 
 
-def gate_from_config(spec: Mapping[str, Any], name: str = "gate") -> AdmissionGate:
-    """Builds a gate from ``{"type": name, **factory_kwargs}``."""
+def gate_from_config(spec: Mapping[str, Any], name: str = "gate", **context: Any) -> AdmissionGate:
+    """Builds a gate from ``{"type": name, **factory_kwargs}``.
+
+    Args:
+      spec: the mapping.
+      name: the gate's name, for error messages.
+      **context: as for :func:`sampler_from_config`; :func:`curriculum_from_config` offers
+        ``num_tasks`` this way to gates that keep per-task state.
+
+    Example:
+      >>> gate_from_config({"type": "reward_consistency"}, num_tasks=10)
+    """
     where = f"gates.{name}"
     type_name, options = _split_type(spec, where)
     factory = _resolve("gate", _GATES, type_name, f"{where} (type {type_name!r})")
-    gate = _call(factory, (), options, f"{where} (type {type_name!r})", skip=0)
+    gate = _call(factory, (), options, f"{where} (type {type_name!r})", skip=0, context=context)
     if not isinstance(gate, AdmissionGate):
         raise TypeError(
             f"{where} (type {type_name!r}): the factory returned {type(gate).__name__}, "
@@ -196,8 +211,8 @@ def curriculum_from_config(
 
     Args:
       config: the mapping (``None`` or ``{}``: the default curriculum, no gates).
-      num_tasks: pool size passed to the sampler factory.
-      **context: see :func:`sampler_from_config`.
+      num_tasks: pool size passed to the sampler factory (and to gates that take one).
+      **context: see :func:`sampler_from_config`; gates are offered it too.
     """
     config = {} if config is None else config
     if not isinstance(config, Mapping):
@@ -213,12 +228,15 @@ def curriculum_from_config(
     gate_specs = config.get("gates", {})
     if not isinstance(gate_specs, Mapping):
         raise TypeError(f"'gates' must be a table of name -> gate spec, got {gate_specs!r}")
-    gates = {name: gate_from_config(spec, name) for name, spec in gate_specs.items()}
+    gates = {
+        name: gate_from_config(spec, name, num_tasks=num_tasks, **context)
+        for name, spec in gate_specs.items()
+    }
     return curriculum(sampler, gates)
 
 
 def _register_builtins() -> None:
-    from curriculax.gates import advantage_range
+    from curriculax import gates
     from curriculax.samplers import (
         category_bandit,
         category_learnability,
@@ -242,7 +260,8 @@ def _register_builtins() -> None:
     register_sampler("floor", floor)
     register_sampler("skip_zero_variance", skip_zero_variance)
     register_sampler("reward_consistency", reward_consistency)
-    register_gate("advantage_range", advantage_range)
+    register_gate("advantage_range", gates.advantage_range)
+    register_gate("reward_consistency", gates.reward_consistency)
 
 
 _register_builtins()

@@ -85,6 +85,8 @@ def test_builtin_sampler_conforms(name, tmp_path):
 def test_builtin_gate_conforms(tmp_path):
     check_gate(cx.gates.advantage_range(0.0, 0.0), checkpoint_dir=str(tmp_path))
     check_gate(cx.gates.advantage_range(-0.5, 0.5), checkpoint_dir=str(tmp_path))
+    check_gate(cx.gates.reward_consistency(1000), checkpoint_dir=str(tmp_path))
+    check_gate(cx.gates.reward_consistency(16), checkpoint_dir=str(tmp_path))  # ids past N
 
 
 def test_check_sampler_catches_a_state_that_changes_dtype(tmp_path):

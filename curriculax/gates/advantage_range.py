@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from curriculax import _counters
 from curriculax._types import AdmissionGate, GroupResults
+from curriculax.gates._rate import admit_rate
 
 
 class AdvantageRangeState(NamedTuple):
@@ -66,15 +67,8 @@ def advantage_range(low: float = 0.0, high: float = 0.0) -> AdmissionGate:
         has_tokens = jnp.any(trainable, axis=(1, 2))
         admitted = ~(all_inside & has_tokens)
         rejected = jnp.sum(~admitted, dtype=jnp.int32)
-        # The rate over the groups this gate judged: a group with no trainable token (failed,
-        # or padding) passes without a judgement and must not dilute the rate.
-        judged = jnp.sum(has_tokens, dtype=jnp.int32)
-        passed = jnp.sum(admitted & has_tokens, dtype=jnp.int32)
-        rate = jnp.where(
-            judged > 0,
-            passed.astype(jnp.float32) / jnp.maximum(judged, 1).astype(jnp.float32),
-            state.admit_rate,
-        )
+        # A group with no trainable token (failed, or padding) passes without a judgement.
+        rate = admit_rate(admitted, has_tokens, state.admit_rate)
         return admitted, AdvantageRangeState(_counters.add(state.rejected, rejected), rate)
 
     def metrics(state: AdvantageRangeState) -> dict[str, jax.Array]:

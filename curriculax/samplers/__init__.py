@@ -1,5 +1,6 @@
 """Built-in task samplers."""
 
+from curriculax._contradiction import contradicting_groups
 from curriculax.samplers.category_bandit import (
     CategoryBanditState,
     category_bandit,
@@ -27,7 +28,6 @@ from curriculax.samplers.learning_progress import (
 from curriculax.samplers.reward_consistency import (
     RewardConsistencyState,
     contradicted_tasks,
-    contradicting_groups,
     reward_consistency,
 )
 from curriculax.samplers.sequential import SequentialState, sequential

@@ -44,7 +44,7 @@ def inner_metrics(inner: TaskSampler, state: object) -> dict[str, jax.Array]:
     return {f"inner/{k}": v for k, v in inner.metrics(state).items()}
 
 
-def find_states(node: Any, cls: type) -> list:
+def find_states(node: Any, cls: type | tuple[type, ...]) -> list:
     """Every ``cls`` instance inside ``node`` (a component's state, or a curriculum's or an
     engine's: dicts, lists and tuples are searched; an instance is not searched inside)."""
     if isinstance(node, cls):

@@ -10,7 +10,9 @@ import numpy as np
 
 from curriculax import _counters, _progress, _shard
 from curriculax._checks import check_num, check_num_tasks
+from curriculax._contradiction import mark, marked
 from curriculax._types import GroupResults, TaskSampler
+from curriculax.gates.reward_consistency import ConsistencyGateState
 from curriculax.samplers import _wrapping
 from curriculax.samplers.learnability import _count
 
@@ -36,59 +38,29 @@ class RewardConsistencyState(NamedTuple):
     PER_TASK = ("contradicted",)
 
 
-def contradicting_groups(results: GroupResults) -> jax.Array:
-    """``bool[G]``: groups holding two valid rollouts with equal answers and different
-    rewards (compared exactly, not by a tolerance). A verifier that is a function of the
-    answer cannot produce one, so each is proof that the task's reward ignores the answer (a
-    verifier that accepts at random, a coin flip), not a statistical guess. Cost O(G K^2).
-
-    Args:
-      results: groups with ``answers`` (``i32[G, K]``).
-
-    Raises:
-      ValueError: ``results.answers`` is None.
-    """
-    if results.answers is None:
-        raise ValueError(
-            "reward_consistency needs each rollout's answer id (GroupResults.answers, "
-            "i32[G, K]: equal ids for equal answers); this env reports none. The GRPO solver "
-            "reports them; a custom rollout sets Rollouts.answers, and the host driver takes "
-            "observe(..., answers=...)"
-        )
-    answers = jnp.asarray(results.answers, jnp.int32)
-    valid = jnp.asarray(results.valid, bool)
-    rewards = jnp.asarray(results.rewards, jnp.float32)
-    pair = valid[:, :, None] & valid[:, None, :]
-    same = answers[:, :, None] == answers[:, None, :]
-    differ = rewards[:, :, None] != rewards[:, None, :]
-    return jnp.any(pair & same & differ, axis=(1, 2))
-
-
-def _marked(flags: jax.Array, ids: jax.Array, start: jax.Array, axis: str | None) -> jax.Array:
-    """``bool[M]``: ``flags`` (this device's ``bool[N_local]`` slice) at global ``ids``; out of
-    range reads False. Under ``shard_map`` each id is held by one device: the reads are summed."""
-    here = flags.at[_shard.to_local(ids, start, flags.shape[0])].get(mode="fill", fill_value=False)
-    return _shard.psum(here.astype(jnp.int32), axis) > 0
-
-
 def contradicted_tasks(state: Any) -> np.ndarray:
     """Host side: the ids (``int64[M]``, ascending) of the tasks whose reward contradicted
     itself, for a user to inspect (a verifier that accepts at random, a reward that ignores
     the answer).
 
     Args:
-      state: a :class:`RewardConsistencyState`, or any state holding exactly one.
+      state: the state of the :func:`reward_consistency` sampler or of the gate of that name
+        (:func:`curriculax.gates.reward_consistency`), or any state holding them (a
+        curriculum's, an engine's): when it holds several, their marks must agree (they do
+        when they have seen the same groups).
 
     Raises:
-      ValueError: ``state`` holds no RewardConsistencyState, or several.
+      ValueError: ``state`` holds no such state, or several that disagree.
     """
-    found = _wrapping.find_states(state, RewardConsistencyState)
-    if len(found) != 1:
+    found = _wrapping.find_states(state, (RewardConsistencyState, ConsistencyGateState))
+    marks = [np.asarray(s.contradicted) for s in found]
+    if not marks or any(not np.array_equal(m, marks[0]) for m in marks[1:]):
         raise ValueError(
-            f"contradicted_tasks needs a state holding exactly one RewardConsistencyState, "
-            f"found {len(found)}; pass the reward_consistency sampler's own state"
+            f"contradicted_tasks needs a state holding the marks of a reward_consistency "
+            f"sampler or gate, found {len(marks)}"
+            + (" that disagree; pass one component's own state" if marks else "")
         )
-    return _progress.flagged(found[0].contradicted)
+    return _progress.flagged(marks[0])
 
 
 def reward_consistency(
@@ -162,13 +134,12 @@ def reward_consistency(
         if num == 0:
             return jnp.zeros((0,), jnp.int32), state
         axis = _shard.bound(axis_name)
-        n_local = state.contradicted.shape[0]
-        start = _shard.offset(axis, n_local)
+        start = _shard.offset(axis, state.contradicted.shape[0])
         k_inner, k_keep, k_pick = jax.random.split(key, 3)
         drawn, inner_state = inner.sample(state.inner, k_inner, num)
         candidates = _wrapping.ids_of(drawn, "reward_consistency").astype(jnp.int32)
-        marked = _marked(state.contradicted, candidates, start, axis)
-        keep = ~marked | (jax.random.uniform(k_keep, (num,)) < keep_share)
+        noisy = marked(state.contradicted, candidates, axis)
+        keep = ~noisy | (jax.random.uniform(k_keep, (num,)) < keep_share)
         ids, replaced = _wrapping.replace_draws(
             candidates, keep, ~state.contradicted, k_pick, _SALT_PICK, start, axis
         )
@@ -176,14 +147,7 @@ def reward_consistency(
         return ids, state._replace(inner=inner_state, skipped=skipped)
 
     def observe(state: RewardConsistencyState, results: GroupResults) -> RewardConsistencyState:
-        bad = contradicting_groups(results)
-        axis = _shard.bound(axis_name)
-        n_local = state.contradicted.shape[0]
-        start = _shard.offset(axis, n_local)
-        ids = jnp.asarray(results.task_ids, jnp.int32)
-        marks = _shard.to_local(jnp.where(bad, ids, -1), start, n_local)
-        flags = state.contradicted.at[marks].set(True, mode="drop")
-        muted = _marked(flags, ids, start, axis)
+        bad, flags, muted = mark(state.contradicted, results, _shard.bound(axis_name))
         quiet = results._replace(
             rewards=jnp.where(muted[:, None], 0.0, results.rewards).astype(results.rewards.dtype),
             advantages=jnp.where(muted[:, None, None], 0.0, results.advantages).astype(

@@ -1,6 +1,7 @@
 """Samplers with per-task state split over 4 fake CPU devices (``shard_map``, as the engine runs
 ``Env(shard_tasks=True)``) draw exactly what the unsplit sampler draws and end in the same
-state. One subprocess (the device count is fixed when JAX starts) checks every sampler."""
+state; a gate with per-task state votes as the unsplit one does. One subprocess (the device
+count is fixed when JAX starts) checks every entry."""
 
 import os
 import subprocess
@@ -38,6 +39,11 @@ SAMPLERS = {
     "reward_consistency": lambda axis: cx.samplers.reward_consistency(
         N, cx.samplers.learnability(N, axis_name=axis), axis_name=axis
     ),
+    # A gate with per-task state: its votes and marks must not depend on the split either.
+    "reward_consistency_gate": lambda axis: (
+        cx.samplers.learnability(N, axis_name=axis),
+        {"consistency": cx.gates.reward_consistency(N, axis_name=axis)},
+    ),
     "skip_zero_variance": lambda axis: cx.samplers.skip_zero_variance(
         N,
         cx.samplers.difficulty_pools(N, score_half_life=0.5, axis_name=axis),
@@ -47,8 +53,10 @@ SAMPLERS = {
 }
 mesh = _mesh.make_mesh(4)
 for name, make in SAMPLERS.items():
-    plain = cx.curriculum(make(None))
-    split = cx.curriculum(make("data"))
+    plain, split = (
+        cx.curriculum(c) if isinstance(c, cx.TaskSampler) else cx.curriculum(*c)
+        for c in (make(None), make("data"))
+    )
     state = plain.init(jax.random.key(0))
     sharded = _mesh.shard_curriculum(split, mesh, "data", _mesh.per_task_specs(state, "data"))
 
@@ -56,8 +64,8 @@ for name, make in SAMPLERS.items():
         def step(state, key):
             k_s, k_r = jax.random.split(key)
             ids, state = cur.sample(state, k_s, NUM)
-            _, state = cur.observe(state, synthetic_results(k_r, ids))
-            return ids, state, cur.metrics(state)
+            admission, state = cur.observe(state, synthetic_results(k_r, ids))
+            return (ids, admission.admitted), state, cur.metrics(state)
 
         return jax.jit(step)
 
@@ -67,7 +75,7 @@ for name, make in SAMPLERS.items():
         step = stepper(cur)
         for i in range(STEPS):
             ids, s, m = step(s, jax.random.key(100 + i))
-            outs.append((np.asarray(ids), {k: float(v) for k, v in m.items()}))
+            outs.append((np.asarray(ids), {k: float(v) for k, v in m.items()}))  # ids over votes
         runs.append((outs, s))
     for i, ((a, ma), (b, mb)) in enumerate(zip(runs[0][0], runs[1][0])):
         assert np.array_equal(a, b), (name, i, a, b)
@@ -93,4 +101,4 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok ") == 6, out.stdout  # one line per sampler of SCRIPT
+    assert out.stdout.count("ok ") == 7, out.stdout  # one line per entry of SCRIPT
