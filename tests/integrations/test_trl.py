@@ -246,9 +246,13 @@ def test_the_example_script_runs_and_resumes(tmp_path):
 
 def test_answers_reach_a_consistency_curriculum(tmp_path):
     # A reward that ignores the answer (alternating within each group) and one answer for every
-    # completion: every observed group contradicts itself, so every observed task is marked.
+    # completion: every observed group contradicts itself, so every observed task is marked and
+    # the gate rejects every group (TRL zeroes their advantages).
     cur = cx.HostCurriculum(
-        cx.curriculum(cx.samplers.reward_consistency(N, cx.samplers.uniform(N)))
+        cx.curriculum(
+            cx.samplers.reward_consistency(N, cx.samplers.uniform(N)),
+            gates={"consistency": cx.gates.reward_consistency(N)},
+        )
     )
     spy = Spy(cur)
 
@@ -268,3 +272,6 @@ def test_answers_reach_a_consistency_curriculum(tmp_path):
     observed = sorted(set(spy.observed))
     assert observed and cx.samplers.contradicted_tasks(cur._state).tolist() == observed
     assert cur.metrics()["sampler/noise/contradicted"] == len(observed)
+    assert cur.metrics()["gate/consistency/rejected"] == len(spy.observed)
+    last = trainer.curriculum_reward.last_admitted
+    assert last is not None and not last.any()
