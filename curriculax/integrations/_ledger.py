@@ -230,6 +230,21 @@ def rows_to_keep(
     return None if keep.all() else keep
 
 
+def check_answer_key(answer_key: Any) -> Any:
+    """``answer_key`` if it is a callable or None; a TypeError otherwise."""
+    if answer_key is not None and not callable(answer_key):
+        raise TypeError(f"answer_key must be a callable or None, got {answer_key!r}")
+    return answer_key
+
+
+def answers_of(answer_key: Any, completions: Any) -> np.ndarray | None:
+    """``int64[M]`` the answer ids of ``completions`` through ``answer_key`` (None: no
+    answers reported)."""
+    if answer_key is None:
+        return None
+    return answer_ids(answer_key(c) for c in completions)
+
+
 def answer_ids(answers: Any) -> np.ndarray:
     """``int64[M]`` stable ids of answers (any values; ids from their text, CRC-32 of
     ``str(answer)`` in UTF-8): equal answers get equal ids, in every process and run."""

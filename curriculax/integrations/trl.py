@@ -64,7 +64,8 @@ from curriculax._checks import int_at_least
 from curriculax.integrations._ledger import (
     GATES,
     DrawLedger,
-    answer_ids,
+    answers_of,
+    check_answer_key,
     check_gates,
     rows_to_keep,
     split_groups,
@@ -154,9 +155,7 @@ class CurriculumReward:
         task_field: str = "task_id",
         answer_key: Callable[[Any], Any] | None = None,
     ):
-        if answer_key is not None and not callable(answer_key):
-            raise TypeError(f"answer_key must be a callable or None, got {answer_key!r}")
-        self.answer_key = answer_key
+        self.answer_key = check_answer_key(answer_key)
         funcs = list(reward_funcs) if isinstance(reward_funcs, Sequence) else [reward_funcs]
         if not funcs:
             raise ValueError("CurriculumReward needs at least one reward function")
@@ -203,9 +202,7 @@ class CurriculumReward:
                     f"the reward function got no {self.task_field!r} column; the dataset needs "
                     "one holding each row's index"
                 )
-            answers = None
-            if self.answer_key is not None:
-                answers = answer_ids(self.answer_key(c) for c in completions)
+            answers = answers_of(self.answer_key, completions)
             ids, rewards, answers = split_groups(ids, self.num_generations, total, answers)
             valid = np.isfinite(rewards)
             admitted = self.ledger.observe(

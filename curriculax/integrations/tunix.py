@@ -50,7 +50,14 @@ from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix.rl.grpo.grpo_learner import GRPOLearner
 
 from curriculax._checks import int_at_least
-from curriculax.integrations._ledger import GATES, check_gates, rows_to_keep, split_groups
+from curriculax.integrations._ledger import (
+    GATES,
+    answers_of,
+    check_answer_key,
+    check_gates,
+    rows_to_keep,
+    split_groups,
+)
 from curriculax.integrations.grain import (
     CurriculumCheckpoints,
     CurriculumDataset,
@@ -72,6 +79,9 @@ class CurriculumObserver:
       iterator: the :class:`~curriculax.integrations.grain.CurriculumIterator` tunix trains
         from.
       num_generations: rollouts per prompt (tunix's ``GRPOConfig.num_generations``).
+      answer_key: ``answer_key(completion) -> answer`` (e.g. the final answer your verifier
+        reads), or None. Given, each rollout's answer id (from the answer's text) goes to the
+        curriculum with its reward, for the ``reward_consistency`` sampler and gate.
 
     Attributes:
       enabled: observe at all (a learner turns it off during evaluation).
@@ -79,7 +89,9 @@ class CurriculumObserver:
         last call observed nothing).
     """
 
-    def __init__(self, iterator: CurriculumIterator, num_generations: int):
+    def __init__(
+        self, iterator: CurriculumIterator, num_generations: int, *, answer_key: Any = None
+    ):
         if not isinstance(iterator, CurriculumIterator):
             raise TypeError(
                 "CurriculumObserver takes the iterator tunix trains from: "
@@ -87,6 +99,7 @@ class CurriculumObserver:
             )
         self.iterator = iterator
         self.num_generations = int_at_least(num_generations, "num_generations", 2)
+        self.answer_key = check_answer_key(answer_key)
         self.enabled = True
         self.last_admitted: np.ndarray | None = None
         self.__name__ = "curriculum"
@@ -96,10 +109,16 @@ class CurriculumObserver:
         ids = fields.get(self.iterator.dataset.task_field)
         if not self.enabled or ids is None:
             return {}
-        ids, rewards, advantages = split_groups(
-            ids, self.num_generations, np.asarray(rewards, np.float32), np.asarray(advantages)
+        ids, rewards, advantages, answers = split_groups(
+            ids,
+            self.num_generations,
+            np.asarray(rewards, np.float32),
+            np.asarray(advantages),
+            answers_of(self.answer_key, completions),
         )
-        admitted = self.iterator.observe(ids, rewards, advantages=advantages.astype(np.float32))
+        admitted = self.iterator.observe(
+            ids, rewards, advantages=advantages.astype(np.float32), answers=answers
+        )
         self.last_admitted = admitted
         return {
             f"curriculum/{name}": (value, np.mean)
@@ -119,6 +138,7 @@ class CurriculumLearner:
     Args:
       prompts: the :class:`~curriculax.integrations.grain.CurriculumDataset` to train on.
       gates: one of :data:`GATES`: ``"zero_advantages"`` (default) or ``"log"``.
+      answer_key: see :class:`CurriculumObserver`.
 
     Attributes:
       curriculum_iterator: the iterator tunix trains from (its curriculum:
@@ -133,15 +153,23 @@ class CurriculumLearner:
       ValueError: the curriculum directory holds checkpoints but tunix restored none.
     """
 
-    def __init__(self, *args, prompts: CurriculumDataset, gates: str = "zero_advantages", **kw):
+    def __init__(
+        self,
+        *args,
+        prompts: CurriculumDataset,
+        gates: str = "zero_advantages",
+        answer_key: Any = None,
+        **kw,
+    ):
         if not isinstance(prompts, CurriculumDataset):
             raise TypeError(f"prompts must be a CurriculumDataset, got {type(prompts).__name__}")
         check_gates(gates)
+        check_answer_key(answer_key)
         super().__init__(*args, **kw)
         self.gates = gates
         self.curriculum_iterator = iter(prompts)
         self.curriculum_observer = CurriculumObserver(
-            self.curriculum_iterator, self.algo_config.num_generations
+            self.curriculum_iterator, self.algo_config.num_generations, answer_key=answer_key
         )
         self.metric_fns = [*self.metric_fns, self.curriculum_observer]
         self.curriculum_checkpoints = self._attach_checkpoints()

@@ -146,6 +146,41 @@ def test_stock_learner_observes_through_the_metric_function():
     assert spy.observed == [i for ids in spy.drawn[:2] for i in ids]
 
 
+def test_answers_reach_a_consistency_curriculum_and_its_gate_zeroes_the_noise():
+    # A reward that ignores the answer (alternating within each group) and one answer for every
+    # completion: every group contradicts itself, so every observed task is marked, every group
+    # is rejected and tunix trains on none of its advantages.
+    import curriculax as cx
+
+    cur = cx.HostCurriculum(
+        cx.curriculum(
+            cx.samplers.reward_consistency(N, cx.samplers.uniform(N)),
+            gates={"consistency": cx.gates.reward_consistency(N)},
+        )
+    )
+    spy = Spy(cur)
+
+    def coin(prompts, completions, **kwargs):
+        return [float(i % 2) for i in range(len(completions))]
+
+    learner = CurriculumGRPOLearner(
+        rl_cluster=_cluster(None, max_steps=2),
+        algo_config=GRPOConfig(num_generations=G, num_iterations=1),
+        reward_fns=coin,
+        prompts=CurriculumDataset(cur, RECORDS, batch_size=B),
+        answer_key=lambda completion: "the same answer",
+    )
+    batches = []
+    _spy_advantages(learner, batches)
+    learner.train()
+    observed = sorted(set(spy.observed))
+    assert observed and cx.samplers.contradicted_tasks(cur._state).tolist() == observed
+    assert cur.metrics()["gate/consistency/rejected"] == len(spy.observed)
+    assert batches and all(not got.any() and np.all(adv == 0) for _, adv, got in batches)
+    with pytest.raises(TypeError, match="answer_key must be a callable"):
+        CurriculumObserver(iter(CurriculumDataset(cur, RECORDS, batch_size=B)), G, answer_key=3)
+
+
 def test_the_readme_example_runs():
     def my_reward(prompts, completions, **kwargs):
         return [float(len(str(c)) % 2) for c in completions]
