@@ -86,6 +86,12 @@ def reward_consistency(
     (as :func:`skip_zero_variance` replaces its skips). ``keep_share > 0`` is the floor: a
     marked task is still drawn now and then, never dropped for good.
 
+    A sampler chooses what is rolled out, not what trains: the group that proves a task noisy
+    and the floor's draws of it still reach the update. Add the gate of the same name
+    (:func:`curriculax.gates.reward_consistency`), which rejects every group of a marked task;
+    on the studies' coin-flip pools the two together did better than the sampler alone
+    (docs/noise.md).
+
     Its limits: it needs the answers (``GroupResults.answers``: the GRPO solver reports a hash
     of each completion; the host driver takes ``answers=``), it cannot see noise in a group
     whose answers are all different (a policy that spreads its answers thin: early in training
