@@ -194,3 +194,43 @@ def test_a_wrapped_samplers_state_is_found_in_the_engine_state(tmp_path, sampler
     state = jax.eval_shape(built.engine.init, jax.random.key(0))
     diag = noise.noise_diagnostic(arm)
     assert isinstance(noise.final_state(diag, state), diag.state_type)
+
+
+def test_the_consistency_gate_keeps_proven_coin_flips_out_of_a_study_run(tmp_path, monkeypatch):
+    # The real GRPO solver reports a hash of each completion; a coin flip's group that repeats an
+    # answer with two rewards is proof, so its task is marked and its groups rejected. A real
+    # task's reward is a function of its answer: none can be marked, on any seed.
+    finals = {}
+    run_seeds = run_module.run_seeds
+
+    def spy(config, arm, mesh=None):
+        curves, final = run_seeds(config, arm, mesh)
+        finals[arm["name"]] = final
+        return curves, final
+
+    monkeypatch.setattr(run_module, "run_seeds", spy)
+    gated = """
+[[arms]]
+name = "gated"
+[arms.curriculum.sampler]
+type = "reward_consistency"
+inner = { type = "uniform" }
+[arms.curriculum.gates.consistency]
+type = "reward_consistency"
+"""
+    toml = tmp_path / "study.toml"
+    toml.write_text(
+        STUDY.split("[[arms]]")[0] + '[[arms]]\nname = "uniform"\n'
+        'curriculum = { sampler = { type = "uniform" } }\n' + gated
+    )
+    out = tmp_path / "out"
+    compare.main(["--config", str(toml), "--run-dir", str(out), "--no-progress"])
+    data = json.loads((out / "compare.json").read_text())["arms"]
+    flags = data["gated"]["noise_flags"]
+    assert flags["unit"] == "task"
+    assert max(flags["coin_flips_flagged"]) > 0 and flags["real_flagged"] == [0.0, 0.0]
+    # The gate rejected groups (the run's admission rate fell below 1); uniform admits all.
+    assert min(data["gated"]["admission_rate"]) < 1.0
+    assert data["uniform"]["admission_rate"] == [1.0, 1.0]
+    state = finals["gated"]
+    assert isinstance(state, cx.samplers.RewardConsistencyState)
