@@ -3,10 +3,12 @@
 Side by side in one run: ``learnability`` (one ``top_k`` over the pool), ``category_bandit``
 (no per-task state) and ``category_learnability`` (the bandit's counts, learnability's choice
 inside each category) over 8 categories of equal size and over 8 categories one of which holds
-93% of the pool (the uneven case its row layout is for). A step draws ``--num`` tasks and
-observes synthetic groups of 8 rollouts for them; the time is the best of 3 repeats of
-``--steps`` steps (compilation excluded). This machine is shared: compare the columns of one
-run, not absolute times across runs.
+93% of the pool (the uneven case its row layout is for); and learnability inside the
+``reward_consistency`` sampler, alone and with the gate of that name (a curriculum: the
+synthetic groups' answers repeat, so tasks get marked, replaced and rejected). A step draws
+``--num`` tasks and observes synthetic groups of 8 rollouts for them; the time is the best of 3
+repeats of ``--steps`` steps (compilation excluded). This machine is shared: compare the
+columns of one run, not absolute times across runs.
 
 Run: ``python -m benchmarks.sampler_cost`` (``--quick``: small pools, for the tests).
 """
@@ -29,8 +31,8 @@ QUICK_SIZES = (1_000, 4_000)
 NUM_CATEGORIES = 8
 
 
-def samplers(n: int) -> dict[str, Callable[[], cx.TaskSampler]]:
-    """The compared samplers for a pool of ``n`` tasks."""
+def samplers(n: int) -> dict[str, Callable[[], cx.TaskSampler | cx.Curriculum]]:
+    """The compared samplers (and one curriculum with a gate) for a pool of ``n`` tasks."""
     equal = np.arange(n) % NUM_CATEGORIES
     uneven = np.where(np.arange(n) < 0.93 * n, 0, np.arange(n) % (NUM_CATEGORIES - 1) + 1)
     return {
@@ -38,16 +40,26 @@ def samplers(n: int) -> dict[str, Callable[[], cx.TaskSampler]]:
         "category_bandit": lambda: cx.samplers.category_bandit(n, equal),
         "category_learnability, equal": lambda: cx.samplers.category_learnability(n, equal),
         "category_learnability, one 93%": lambda: cx.samplers.category_learnability(n, uneven),
+        "consistency(learnability)": lambda: cx.samplers.reward_consistency(
+            n, cx.samplers.learnability(n)
+        ),
+        "consistency(learnability) + gate": lambda: cx.curriculum(
+            cx.samplers.reward_consistency(n, cx.samplers.learnability(n)),
+            gates={"consistency": cx.gates.reward_consistency(n)},
+        ),
     }
 
 
-def step_ms(sampler: cx.TaskSampler, num: int, steps: int) -> float:
+def step_ms(sampler: cx.TaskSampler | cx.Curriculum, num: int, steps: int) -> float:
     """Best of 3 repeats of ``steps`` jitted sample + observe steps, in ms per step."""
 
     def step(state, key):
         k_sample, k_results = jax.random.split(key)
         ids, state = sampler.sample(state, k_sample, num)
-        return sampler.observe(state, synthetic_results(k_results, ids, 8)), ids
+        state = sampler.observe(state, synthetic_results(k_results, ids, 8))
+        if isinstance(sampler, cx.Curriculum):  # (admission, state)
+            state = state[1]
+        return state, ids
 
     run = jax.jit(step)
     state, ids = run(sampler.init(jax.random.key(0)), jax.random.key(1))
