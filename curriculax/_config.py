@@ -67,6 +67,7 @@ def _call(
     where: str,
     skip: int,
     context: Mapping[str, Any] | None = None,
+    example: str = "cx.curriculum_from_config(config, num_tasks, {name}=...)",
 ):
     try:
         signature = inspect.signature(factory)
@@ -97,16 +98,11 @@ def _call(
         missing = [
             p.name for p in named if p.default is inspect.Parameter.empty and p.name not in options
         ]
-        if missing == ["num_tasks"]:
-            raise ValueError(
-                f"{where}: missing ['num_tasks'], the pool size; cx.curriculum_from_config "
-                f"gives it, or pass it: gate_from_config(spec, num_tasks=N)"
-            )
         if missing:
             raise ValueError(
                 f"{where}: missing {missing}; give them in the config or, for pool data a config "
                 f"cannot hold (an array per task), as context, e.g. "
-                f"cx.curriculum_from_config(config, num_tasks, {missing[0]}=...)"
+                + example.format(name=missing[0])
             )
     try:
         signature.bind(*args, **options)
@@ -178,7 +174,15 @@ def gate_from_config(spec: Mapping[str, Any], name: str = "gate", **context: Any
     where = f"gates.{name}"
     type_name, options = _split_type(spec, where)
     factory = _resolve("gate", _GATES, type_name, f"{where} (type {type_name!r})")
-    gate = _call(factory, (), options, f"{where} (type {type_name!r})", skip=0, context=context)
+    gate = _call(
+        factory,
+        (),
+        options,
+        f"{where} (type {type_name!r})",
+        skip=0,
+        context=context,
+        example=f"cx.gate_from_config(spec, {name!r}, {{name}}=...)",
+    )
     if not isinstance(gate, AdmissionGate):
         raise TypeError(
             f"{where} (type {type_name!r}): the factory returned {type(gate).__name__}, "

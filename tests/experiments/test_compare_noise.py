@@ -58,22 +58,28 @@ def _config(path):
     )
 
 
+@pytest.fixture
+def finals(monkeypatch):
+    """``{arm name: final sampler state}`` of every arm a study runs (not of reused ones)."""
+    out = {}
+    run_seeds = run_module.run_seeds
+
+    def spy(config, arm, mesh=None):
+        curves, final = run_seeds(config, arm, mesh)
+        out[arm["name"]] = final
+        return curves, final
+
+    monkeypatch.setattr(run_module, "run_seeds", spy)
+    return out
+
+
 def _noise_rows(table):
     part = table.split("Noise diagnostic at the end of the budget")[1].split("Wall time")[0]
     rows = [r for r in part.splitlines() if r.startswith("| ")][1:]  # after the header
     return {r.split(" | ")[0][2:]: r for r in rows}
 
 
-def test_a_study_records_the_noise_flags_of_its_final_sampler_states(tmp_path, monkeypatch):
-    finals = {}
-    run_seeds = run_module.run_seeds
-
-    def spy(config, arm, mesh=None):
-        curves, final = run_seeds(config, arm, mesh)
-        finals[arm["name"]] = final
-        return curves, final
-
-    monkeypatch.setattr(run_module, "run_seeds", spy)
+def test_a_study_records_the_noise_flags_of_its_final_sampler_states(tmp_path, finals):
     toml = tmp_path / "study.toml"
     toml.write_text(STUDY)
     out = tmp_path / "out"
@@ -196,19 +202,10 @@ def test_a_wrapped_samplers_state_is_found_in_the_engine_state(tmp_path, sampler
     assert isinstance(noise.final_state(diag, state), diag.state_type)
 
 
-def test_the_consistency_gate_keeps_proven_coin_flips_out_of_a_study_run(tmp_path, monkeypatch):
+def test_the_consistency_gate_keeps_proven_coin_flips_out_of_a_study_run(tmp_path, finals):
     # The real GRPO solver reports a hash of each completion; a coin flip's group that repeats an
     # answer with two rewards is proof, so its task is marked and its groups rejected. A real
     # task's reward is a function of its answer: none can be marked, on any seed.
-    finals = {}
-    run_seeds = run_module.run_seeds
-
-    def spy(config, arm, mesh=None):
-        curves, final = run_seeds(config, arm, mesh)
-        finals[arm["name"]] = final
-        return curves, final
-
-    monkeypatch.setattr(run_module, "run_seeds", spy)
     gated = """
 [[arms]]
 name = "gated"

@@ -100,7 +100,10 @@ def test_contradicted_tasks_refuses_marks_that_disagree():
 
 
 def test_built_alone_from_a_config_it_asks_for_the_pool_size():
-    with pytest.raises(ValueError, match=r"missing \['num_tasks'\], the pool size"):
+    with pytest.raises(
+        ValueError,
+        match=r"missing \['num_tasks'\].*cx\.gate_from_config\(spec, 'consistency', num_tasks=",
+    ):
         cx.gate_from_config({"type": "reward_consistency"}, "consistency")
     gate = cx.gate_from_config({"type": "reward_consistency"}, "consistency", num_tasks=3)
     assert gate.init(jax.random.key(0)).contradicted.shape == (3,)
