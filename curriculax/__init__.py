@@ -2,6 +2,7 @@
 
 from curriculax import credit, gates, samplers
 from curriculax._config import (
+    auto,
     curriculum_from_config,
     gate_from_config,
     register_gate,
@@ -35,6 +36,7 @@ __all__ = [
     "TaskDraw",
     "TaskSampler",
     "__version__",
+    "auto",
     "credit",
     "curriculum",
     "curriculum_from_config",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
@@ -191,6 +192,77 @@ def gate_from_config(spec: Mapping[str, Any], name: str = "gate", **context: Any
     return gate
 
 
+# Curricula by name: ``{"preset": name}`` in a config stands for the table here.
+PRESETS: dict[str, dict[str, Any]] = {
+    # The adaptive default (docs/noise.md, "auto"): learnability with each task's prior from
+    # its category's pass rate, inside reward_consistency, with its gate.
+    "auto": {
+        "sampler": {"type": "reward_consistency", "inner": {"type": "hierarchical_learnability"}},
+        "gates": {"consistency": {"type": "reward_consistency"}},
+    },
+}
+
+
+def expand_preset(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` with ``{"preset": name}`` replaced by that preset's ``sampler`` and ``gates``
+    tables (a copy); any other config unchanged.
+
+    Raises:
+      ValueError: an unknown preset name, or a preset given with other keys.
+    """
+    if "preset" not in config:
+        return config
+    name = config["preset"]
+    if name not in PRESETS:
+        raise ValueError(
+            f"curriculum config: unknown preset {name!r}; presets are {sorted(PRESETS)}"
+        )
+    others = sorted(set(config) - {"preset"})
+    if others:
+        raise ValueError(
+            f"curriculum config: 'preset' stands for a whole curriculum, give it alone (got "
+            f"{others} beside it); to change a part, write the preset's tables out: "
+            f"{PRESETS[name]!r}"
+        )
+    return copy.deepcopy(PRESETS[name])
+
+
+def auto(
+    num_tasks: int,
+    categories: Any = None,
+    *,
+    entry_task: Any = None,
+    axis_name: str | None = None,
+) -> Curriculum:
+    """The adaptive default curriculum, ``{"preset": "auto"}`` in a config.
+
+    Its sampler is :func:`~curriculax.samplers.hierarchical_learnability` (learnability with
+    each task's prior from its category's pass rate: per-task scores where tasks were
+    measured, the category's where not; with no categories, the pool's) inside
+    :func:`~curriculax.samplers.reward_consistency`, with the
+    :func:`~curriculax.gates.reward_consistency` gate (named ``"consistency"``): a task whose
+    reward is proven to ignore the answer is no longer drawn and none of its groups trains.
+    The gate and the wrapper need answer ids in the results (``GroupResults.answers``);
+    without them nothing is marked and this is the sampler alone. Where it was measured and
+    where it falls short of the best arm: docs/noise.md.
+
+    Args:
+      num_tasks: pool size ``N``.
+      categories: ``int[N]`` each entry's category (e.g. its difficulty level), or None.
+      entry_task: ``int[N]`` for pools that repeat tasks (as for
+        :func:`~curriculax.samplers.learnability`), or None.
+      axis_name: the mesh axis the per-task state is split along, or None.
+
+    Example:
+      >>> cur = auto(100, np.repeat(np.arange(4), 25))
+      >>> sorted(cur.gates)
+      ['consistency']
+    """
+    context = {"categories": categories, "entry_task": entry_task, "axis_name": axis_name}
+    context = {k: v for k, v in context.items() if v is not None}
+    return curriculum_from_config({"preset": "auto"}, num_tasks, **context)
+
+
 def curriculum_from_config(
     config: Mapping[str, Any] | None, num_tasks: int | None, **context: Any
 ) -> Curriculum:
@@ -202,6 +274,7 @@ def curriculum_from_config(
                      "bands": {"hard": {"max_reward": 0.25, "weight": 0.2}, ...}},
          "gates": {"zero_advantage": {"type": "advantage_range", "low": 0.0, "high": 0.0}}}
 
+    ``{"preset": "auto"}`` stands for the :func:`auto` curriculum's tables (``PRESETS``).
     ``type`` is a registered name (:func:`register_sampler`, :func:`register_gate`) or an
     import path ``package.module:factory``. A missing ``sampler`` means the default
     ``sequential`` sampler. Unknown types or keys raise a ``ValueError`` naming the bad key
@@ -221,10 +294,12 @@ def curriculum_from_config(
     config = {} if config is None else config
     if not isinstance(config, Mapping):
         raise TypeError(f"curriculum config must be a mapping, got {type(config).__name__}")
+    config = expand_preset(config)
     unknown = sorted(set(config) - {"sampler", "gates"})
     if unknown:
         raise ValueError(
-            f"curriculum config: unknown key(s) {unknown}; accepted keys are ['gates', 'sampler']"
+            f"curriculum config: unknown key(s) {unknown}; accepted keys are ['gates', "
+            "'preset', 'sampler']"
         )
     sampler = sampler_from_config(
         config.get("sampler", {"type": "sequential"}), num_tasks, **context
@@ -246,6 +321,7 @@ def _register_builtins() -> None:
         category_learnability,
         difficulty_pools,
         floor,
+        hierarchical_learnability,
         learnability,
         learning_progress,
         reward_consistency,
@@ -258,6 +334,7 @@ def _register_builtins() -> None:
     register_sampler("difficulty_pools", difficulty_pools)
     register_sampler("uniform", uniform)
     register_sampler("learnability", learnability)
+    register_sampler("hierarchical_learnability", hierarchical_learnability)
     register_sampler("learning_progress", learning_progress)
     register_sampler("category_bandit", category_bandit)
     register_sampler("category_learnability", category_learnability)

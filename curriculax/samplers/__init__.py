@@ -18,6 +18,7 @@ from curriculax.samplers.difficulty_pools import (
     difficulty_pools,
 )
 from curriculax.samplers.floor import FloorState, floor
+from curriculax.samplers.hierarchical_learnability import hierarchical_learnability
 from curriculax.samplers.learnability import LearnabilityState, learnability
 from curriculax.samplers.learning_progress import (
     LearningProgressState,
@@ -53,6 +54,7 @@ __all__ = [
     "contradicting_groups",
     "difficulty_pools",
     "floor",
+    "hierarchical_learnability",
     "learnability",
     "learning_progress",
     "looks_like_noise",

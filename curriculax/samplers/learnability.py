@@ -138,10 +138,19 @@ class _BetaPool(NamedTuple):
             fade = jnp.exp2(-age / jnp.float32(self.horizon))
         return self.a0 + state.successes * fade, self.b0 + state.failures * fade
 
-    def closeness(self, state: NamedTuple, word: jax.Array, ids: jax.Array) -> jax.Array:
+    def closeness(
+        self,
+        state: NamedTuple,
+        word: jax.Array,
+        ids: jax.Array,
+        extra: tuple[jax.Array, jax.Array] | None = None,
+    ) -> jax.Array:
         """``f32[n_local]`` learnability's score ``1 - |p - target| / max(target, 1 -
-        target)``, ``p`` a Thompson draw of the posterior (or its mean)."""
+        target)``, ``p`` a Thompson draw of the posterior (or its mean); ``extra``: pseudo-counts
+        ``(f32[n_local], f32[n_local])`` added to the posterior's first."""
         a, b = self.posterior(state)
+        if extra is not None:
+            a, b = a + extra[0], b + extra[1]
         p = _random.beta(word, ids, a, b, _SALT_BETA) if self.thompson else a / (a + b)
         return 1.0 - jnp.abs(p - self.target) / max(self.target, 1.0 - self.target)
 

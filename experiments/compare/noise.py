@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 import curriculax as cx
-from curriculax._config import _SAMPLERS, _resolve
+from curriculax._config import _SAMPLERS, _resolve, expand_preset
 
 # The per-seed fields an arm's curves (and its npz file) gain; an arm file written before
 # they existed lacks them: "not recorded".
@@ -82,7 +82,7 @@ class NoiseDiagnostic(NamedTuple):
 def noise_diagnostic(arm: Mapping) -> NoiseDiagnostic | None:
     """The noise diagnostic of ``arm``'s sampler (looked for through wrappers' ``inner``
     tables), or None: an oracle arm, or a sampler without one."""
-    spec = (arm.get("curriculum") or {}).get("sampler")
+    spec = expand_preset(arm.get("curriculum") or {}).get("sampler")
     while isinstance(spec, Mapping) and "type" in spec:
         factory = _resolve("sampler", _SAMPLERS, spec["type"], f"arm {arm['name']!r}: sampler")
         if factory in _KINDS:
