@@ -165,7 +165,7 @@ def test_unknown_types_list_the_registered_ones():
         (
             {"sampeler": {"type": "sequential"}},
             ValueError,
-            r"unknown key\(s\) \['sampeler'\]; accepted keys are \['gates', 'sampler'\]",
+            r"unknown key\(s\) \['sampeler'\]; accepted keys are \['gates', 'preset', 'sampler'\]",
         ),
         (
             {"sampler": {"type": "sequential", "shufle": True}},

@@ -43,6 +43,18 @@ SAMPLERS = {
         12,
         8,
     ),
+    "hierarchical_learnability": (
+        lambda: cx.samplers.hierarchical_learnability(32, np.arange(32) % 3),
+        32,
+        8,
+    ),
+    "hierarchical_learnability_repeated_entries_warmup": (
+        lambda: cx.samplers.hierarchical_learnability(
+            12, np.arange(12) % 2, entry_task=np.arange(12) % 5, unseen_first=True
+        ),
+        12,
+        8,
+    ),
     "learning_progress": (lambda: cx.samplers.learning_progress(32, patience=2.0), 32, 8),
     "category_bandit_advantage_progress": (
         lambda: cx.samplers.category_bandit(32, np.arange(32) % 3, reward="advantage_progress"),

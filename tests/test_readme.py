@@ -220,6 +220,7 @@ def test_the_metrics_reference_names_every_key():
         s.floor(n, s.uniform(n), staleness_share=0.1),
         s.skip_zero_variance(n, s.difficulty_pools(n)),
         s.reward_consistency(n, s.learnability(n)),
+        s.hierarchical_learnability(n, np.arange(n) % 4),
     ]
     keys = set()
     for sampler in samplers:
@@ -228,5 +229,5 @@ def test_the_metrics_reference_names_every_key():
     for key in sorted(keys):
         name = re.sub(r"^(sampler/(inner/)?|gate/g/)", "", key)
         name = re.sub(r"^pool/(hard|medium|easy)$", "pool/<band>", name)
-        name = re.sub(r"^(q|prob|reliability|noise)/\d+$", r"\1/<c>", name)
+        name = re.sub(r"^(q|prob|reliability|noise|category_pass_rate)/\d+$", r"\1/<c>", name)
         assert f"`{name}`" in text, f"docs/metrics.md does not document {key!r} (as `{name}`)"

@@ -44,6 +44,11 @@ SAMPLERS = {
         cx.samplers.learnability(N, axis_name=axis),
         {"consistency": cx.gates.reward_consistency(N, axis_name=axis)},
     ),
+    # The category rates are summed over the devices (categories spread across them).
+    "hierarchical_learnability": lambda axis: cx.samplers.hierarchical_learnability(
+        N, np.arange(N) % 3, axis_name=axis
+    ),
+    "auto": lambda axis: cx.auto(N, np.arange(N) % 3, axis_name=axis),
     "skip_zero_variance": lambda axis: cx.samplers.skip_zero_variance(
         N,
         cx.samplers.difficulty_pools(N, score_half_life=0.5, axis_name=axis),
@@ -54,7 +59,11 @@ SAMPLERS = {
 mesh = _mesh.make_mesh(4)
 for name, make in SAMPLERS.items():
     plain, split = (
-        cx.curriculum(c) if isinstance(c, cx.TaskSampler) else cx.curriculum(*c)
+        c
+        if isinstance(c, cx.Curriculum)
+        else cx.curriculum(c)
+        if isinstance(c, cx.TaskSampler)
+        else cx.curriculum(*c)
         for c in (make(None), make("data"))
     )
     state = plain.init(jax.random.key(0))
@@ -101,4 +110,4 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok ") == 7, out.stdout  # one line per entry of SCRIPT
+    assert out.stdout.count("ok ") == 9, out.stdout  # one line per entry of SCRIPT
