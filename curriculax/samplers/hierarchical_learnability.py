@@ -52,19 +52,24 @@ def hierarchical_learnability(
 ) -> TaskSampler:
     """:func:`learnability` whose prior for each task is its category's pass rate.
 
-    A task's posterior is ``Beta(a0 + strength * m_c + s_i, b0 + strength * (1 - m_c) + f_i)``:
-    its own decayed successes and failures (as :func:`learnability` keeps them) on top of
-    ``strength`` pseudo-rollouts at its category's pooled pass rate ``m_c = (a0 + S_c) / (a0 +
-    b0 + S_c + F_c)`` (``S_c``, ``F_c``: the decayed evidence of all the category's tasks).
+    A task's posterior is ``Beta(strength * m_c + s_i, strength * (1 - m_c) + f_i)``: its own
+    decayed successes and failures (as :func:`learnability` keeps them) on top of ``strength``
+    pseudo-rollouts at its category's pooled pass rate ``m_c = (a0 + S_c) / (a0 + b0 + S_c +
+    F_c)`` (``S_c``, ``F_c``: the decayed evidence of all the category's tasks; the flat prior
+    ``(a0, b0)`` enters through the category's rate, not per task).
     Draws are learnability's: the tasks whose Thompson draw lies closest to ``target``, a
     uniform share, distinct within a call.
 
     What the category adds. A task nobody has measured (or whose evidence has faded) is
     scored by what its category's tasks showed, not by the flat prior: in a category out of
-    reach (pass rate 0) an unseen task draws near 0 and is left alone, so the sampler does
-    not visit every task of the unreachable mass once (``unseen_first`` is off by default: the
+    reach (pass rate near 0) a task draws near 0 and is left alone, so the sampler does not
+    visit every task of the unreachable mass once (``unseen_first`` is off by default: the
     category's rate replaces the warm-up); in a category at the frontier it draws near the
-    frontier's rate. Where a task has been measured, its own evidence soon outweighs the
+    frontier's rate. (A first version kept the flat prior per task as well, ``Beta(a0 +
+    strength * m_c + s_i, ...)``: a task of a category at 0 then kept a mean near ``a0 / (a0 +
+    b0 + strength)`` and a tail, and over the hundreds of such tasks of a skewed pool the
+    largest Thompson draws won most top-k slots: from the base on hard-skew it put 76% of its
+    draws on the unreachable levels, as learnability does. docs/noise.md has that run.) Where a task has been measured, its own evidence soon outweighs the
     ``strength`` pseudo-rollouts, so the choice is per-task as in :func:`learnability`. With
     no categories (``None``: one category, the whole pool) or categories that carry no signal,
     every category's rate is the pool's, and this is learnability with the pool's pass rate as
@@ -144,7 +149,10 @@ def hierarchical_learnability(
     def sample(state: LearnabilityState, key: jax.Array, num: int):
         rate, cats, _ = rates(state)
         m = rate[cats]
-        extra = (strength * m, strength * (1.0 - m))
+        # The task's prior is the category's pseudo-rollouts alone: the flat prior's (a0, b0),
+        # which pool.posterior adds, would keep every task of a category out of reach at a
+        # mean of a0 / (a0 + b0 + f) and a tail that, over many such tasks, wins top-k slots.
+        extra = (strength * m - pool.a0, strength * (1.0 - m) - pool.b0)
         return pool.draw(state, partial(pool.closeness, state, extra=extra), key, num)
 
     def observe(state: LearnabilityState, results: GroupResults) -> LearnabilityState:
