@@ -69,9 +69,9 @@ def hierarchical_learnability(
     strength * m_c + s_i, ...)``: a task of a category at 0 then kept a mean near ``a0 / (a0 +
     b0 + strength)`` and a tail, and over the hundreds of such tasks of a skewed pool the
     largest Thompson draws won most top-k slots: from the base on hard-skew it put 76% of its
-    draws on the unreachable levels, as learnability does. docs/noise.md has that run.) Where a task has been measured, its own evidence soon outweighs the
-    ``strength`` pseudo-rollouts, so the choice is per-task as in :func:`learnability`. With
-    no categories (``None``: one category, the whole pool) or categories that carry no signal,
+    draws on the unreachable levels, as learnability does. docs/noise.md has that run.)
+    Where a task has been measured, its own evidence soon outweighs the ``strength``
+    pseudo-rollouts, so the choice is per-task as in :func:`learnability`. With no categories (``None``: one category, the whole pool) or categories that carry no signal,
     every category's rate is the pool's, and this is learnability with the pool's pass rate as
     its prior: the fallback when labels are absent or wrong.
 
