@@ -70,10 +70,11 @@ def hierarchical_learnability(
     b0 + strength)`` and a tail, and over the hundreds of such tasks of a skewed pool the
     largest Thompson draws won most top-k slots: from the base on hard-skew it put 76% of its
     draws on the unreachable levels, as learnability does. docs/noise.md has that run.)
-    Where a task has been measured, its own evidence soon outweighs the ``strength``
-    pseudo-rollouts, so the choice is per-task as in :func:`learnability`. With no categories (``None``: one category, the whole pool) or categories that carry no signal,
-    every category's rate is the pool's, and this is learnability with the pool's pass rate as
-    its prior: the fallback when labels are absent or wrong.
+    Where a task has been measured, its own evidence soon outweighs the ``strength`` pseudo-
+    rollouts, so the choice is per-task as in :func:`learnability`. With no categories
+    (``None``: one category, the whole pool) or categories that carry no signal, every
+    category's rate is the pool's, and this is learnability with the pool's pass rate as its
+    prior: the fallback when labels are absent or wrong.
 
     Cost per ``sample``: learnability's O(N + num log N) plus one O(N + C) segment sum (and,
     split over devices, one ``psum`` of ``2 C`` numbers). ``observe``: O(G K).
