@@ -2,11 +2,11 @@
 
 from curriculax import credit, gates, samplers
 from curriculax._config import (
-    auto,
     curriculum_from_config,
     gate_from_config,
     register_gate,
     register_sampler,
+    robust_curriculum,
     sampler_from_config,
 )
 from curriculax._curriculum import curriculum
@@ -36,7 +36,6 @@ __all__ = [
     "TaskDraw",
     "TaskSampler",
     "__version__",
-    "auto",
     "credit",
     "curriculum",
     "curriculum_from_config",
@@ -44,6 +43,7 @@ __all__ = [
     "gates",
     "register_gate",
     "register_sampler",
+    "robust_curriculum",
     "sampler_from_config",
     "samplers",
 ]

@@ -182,7 +182,7 @@ def test_the_toml_sampler_tables_build():
     ]
     assert len(blocks) == 1, f"{len(blocks)} TOML blocks of sampler tables in {DOCS}"
     tables = re.split(r"\n\n", blocks[0].strip())
-    assert len(tables) == 4
+    assert len(tables) == 5
     levels = np.arange(100) % 5
     for table in tables:
         # the alternatives are commented out so the block stays one valid TOML table

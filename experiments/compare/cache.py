@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from curriculax._config import expand_preset
 from experiments._base import base_spec, spec_hash
 from experiments.compare.config import (
     MAIN_JOB_ONLY,
@@ -23,12 +24,14 @@ from experiments.compare.config import (
 
 
 def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
-    """What an arm's curves depend on: its experiment, curriculum or oracle, the seeds and
-    the schedule (not its name, nor the other arms)."""
+    """What an arm's curves depend on: its experiment, curriculum (a preset as its tables) or
+    oracle, the seeds and the schedule (not its name, nor the other arms)."""
     exp = dataclasses.asdict(arm_experiment(config, arm))
     for key in MAIN_JOB_ONLY:
         exp.pop(key)
     arm_spec = {k: v for k, v in arm.items() if k not in ("name", "experiment")}
+    if "curriculum" in arm:  # a preset by the tables it stands for, not by its name
+        arm_spec["curriculum"] = expand_preset(arm["curriculum"] or {})
     if "oracle" in arm:  # the settings it runs with, defaults filled in, not only the table
         arm_spec["oracle"] = {**arm_oracle(arm), "gates": arm["oracle"].get("gates", {})}
     spec = {

@@ -366,6 +366,18 @@ def test_a_study_from_a_base_records_the_step0_histogram(tmp_path, monkeypatch):
     assert fingerprint(study) != fingerprint(study.replace("steps = 12", "steps = 13"))
 
 
+def test_a_preset_arm_is_fingerprinted_by_the_tables_it_stands_for():
+    from curriculax._config import PRESETS
+
+    cfg = compare.CompareConfig()
+    name = sorted(PRESETS)[0]
+    by_name = {"name": "a", "curriculum": {"preset": name}}
+    written_out = {"name": "b", "curriculum": PRESETS[name]}
+    other = {"name": "c", "curriculum": {"sampler": {"type": "uniform"}}}
+    assert compare.arm_fingerprint(cfg, by_name) == compare.arm_fingerprint(cfg, written_out)
+    assert compare.arm_fingerprint(cfg, by_name) != compare.arm_fingerprint(cfg, other)
+
+
 def test_the_recorded_command_can_be_pasted_back():
     import shlex
 

@@ -1,4 +1,4 @@
-"""cx.samplers.hierarchical_learnability and the auto preset: a task nobody has measured is
+"""cx.samplers.hierarchical_learnability and the robust preset: a task nobody has measured is
 scored by its category's pass rate, a measured one by its own evidence; without categories
 the pool is one category; inside reward_consistency a coin flip is not preferred."""
 
@@ -127,8 +127,8 @@ def test_a_coin_flip_is_never_preferred_over_a_task_the_policy_is_learning():
     assert np.all(m["learned_share"] == 1.0)
 
 
-def test_the_auto_preset_is_the_sampler_inside_reward_consistency_with_its_gate():
-    cur = cx.auto(N, CATS, entry_task=np.arange(N))
+def test_the_robust_preset_is_the_sampler_inside_reward_consistency_with_its_gate():
+    cur = cx.robust_curriculum(N, CATS, entry_task=np.arange(N))
     assert sorted(cur.gates) == ["consistency"]
     state = cur.init(jax.random.key(0))
     assert isinstance(state.sampler, RewardConsistencyState)
@@ -136,20 +136,20 @@ def test_the_auto_preset_is_the_sampler_inside_reward_consistency_with_its_gate(
     assert {"sampler/inner/category_pass_rate/1", "gate/consistency/rejected"} <= set(
         cur.metrics(state)
     )
-    from_config = cx.curriculum_from_config({"preset": "auto"}, N, categories=CATS)
+    from_config = cx.curriculum_from_config({"preset": "robust"}, N, categories=CATS)
     for a, b in zip(
         jax.tree.leaves(from_config.init(jax.random.key(0))),
         jax.tree.leaves(state),
         strict=True,
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    cx.auto(N)  # no categories: one
+    cx.robust_curriculum(N)  # no categories: one
 
 
 def test_a_preset_is_named_and_given_alone():
-    with pytest.raises(ValueError, match=r"unknown preset 'best'; presets are \['auto'\]"):
+    with pytest.raises(ValueError, match=r"unknown preset 'best'; presets are \['robust'\]"):
         cx.curriculum_from_config({"preset": "best"}, N)
     with pytest.raises(ValueError, match=r"give it alone \(got \['gates'\] beside it\)"):
-        cx.curriculum_from_config({"preset": "auto", "gates": {}}, N)
+        cx.curriculum_from_config({"preset": "robust", "gates": {}}, N)
     with pytest.raises(ValueError, match=r"accepted keys are \['gates', 'preset', 'sampler'\]"):
         cx.curriculum_from_config({"sampler": {"type": "uniform"}, "gate": {}}, N)

@@ -48,7 +48,7 @@ SAMPLERS = {
     "hierarchical_learnability": lambda axis: cx.samplers.hierarchical_learnability(
         N, np.arange(N) % 3, axis_name=axis
     ),
-    "auto": lambda axis: cx.auto(N, np.arange(N) % 3, axis_name=axis),
+    "robust_curriculum": lambda axis: cx.robust_curriculum(N, np.arange(N) % 3, axis_name=axis),
     "skip_zero_variance": lambda axis: cx.samplers.skip_zero_variance(
         N,
         cx.samplers.difficulty_pools(N, score_half_life=0.5, axis_name=axis),
