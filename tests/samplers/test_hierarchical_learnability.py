@@ -153,3 +153,18 @@ def test_a_preset_is_named_and_given_alone():
         cx.curriculum_from_config({"preset": "robust", "gates": {}}, N)
     with pytest.raises(ValueError, match=r"accepted keys are \['gates', 'preset', 'sampler'\]"):
         cx.curriculum_from_config({"sampler": {"type": "uniform"}, "gate": {}}, N)
+
+
+def test_the_robust_preset_through_the_host_driver_rejects_a_noisy_prompt():
+    # A user's loop: task 3's verifier gave one answer two rewards, so its group (and any
+    # later one) does not train and it is marked; task 5's group, answers apart, trains.
+    host = cx.HostCurriculum(cx.robust_curriculum(N, CATS))
+    assert host.sample(4).shape == (4,)
+    rewards = [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
+    admitted = host.observe([3, 5], rewards, answers=[[7, 7, 8, 9], [1, 2, 3, 4]])
+    assert admitted.tolist() == [False, True]
+    admitted = host.observe([3], [[1.0, 1.0, 0.0, 0.0]], answers=[[1, 1, 2, 2]])
+    assert admitted.tolist() == [False]
+    metrics = host.metrics()
+    assert metrics["sampler/noise/contradicted"] == 1.0
+    assert metrics["gate/consistency/contradicted"] == 1.0
