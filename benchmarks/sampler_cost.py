@@ -3,12 +3,13 @@
 Side by side in one run: ``learnability`` (one ``top_k`` over the pool), ``category_bandit``
 (no per-task state) and ``category_learnability`` (the bandit's counts, learnability's choice
 inside each category) over 8 categories of equal size and over 8 categories one of which holds
-93% of the pool (the uneven case its row layout is for); and learnability inside the
-``reward_consistency`` sampler, alone and with the gate of that name (a curriculum: the
-synthetic groups' answers repeat, so tasks get marked, replaced and rejected). A step draws
-``--num`` tasks and observes synthetic groups of 8 rollouts for them; the time is the best of 3
-repeats of ``--steps`` steps (compilation excluded). This machine is shared: compare the
-columns of one run, not absolute times across runs.
+93% of the pool (the uneven case its row layout is for); ``hierarchical_learnability`` over
+the equal categories and the ``robust`` preset around it (``cx.robust_curriculum``); and
+learnability inside the ``reward_consistency`` sampler, alone and with the gate of that name (a
+curriculum: the synthetic groups' answers repeat, so tasks get marked, replaced and rejected).
+A step draws ``--num`` tasks and observes synthetic groups of 8 rollouts for them; the time is
+the best of 3 repeats of ``--steps`` steps (compilation excluded). This machine is shared:
+compare the columns of one run, not absolute times across runs.
 
 Run: ``python -m benchmarks.sampler_cost`` (``--quick``: small pools, for the tests).
 """
@@ -40,6 +41,8 @@ def samplers(n: int) -> dict[str, Callable[[], cx.TaskSampler | cx.Curriculum]]:
         "category_bandit": lambda: cx.samplers.category_bandit(n, equal),
         "category_learnability, equal": lambda: cx.samplers.category_learnability(n, equal),
         "category_learnability, one 93%": lambda: cx.samplers.category_learnability(n, uneven),
+        "hierarchical_learnability, equal": lambda: cx.samplers.hierarchical_learnability(n, equal),
+        "robust_curriculum, equal": lambda: cx.robust_curriculum(n, equal),
         "consistency(learnability)": lambda: cx.samplers.reward_consistency(
             n, cx.samplers.learnability(n)
         ),
