@@ -56,9 +56,9 @@ def hierarchical_learnability(
     decayed successes and failures (as :func:`learnability` keeps them) on top of ``strength``
     pseudo-rollouts at its category's pooled pass rate ``m_c = (a0 + S_c) / (a0 + b0 + S_c +
     F_c)`` (``S_c``, ``F_c``: the decayed evidence of all the category's tasks; the flat prior
-    ``(a0, b0)`` enters through the category's rate, not per task).
-    Draws are learnability's: the tasks whose Thompson draw lies closest to ``target``, a
-    uniform share, distinct within a call.
+    ``(a0, b0)`` enters through the category's rate, not per task). Draws are learnability's:
+    the tasks whose Thompson draw lies closest to ``target``, a uniform share, distinct within a
+    call.
 
     What the category adds. A task nobody has measured (or whose evidence has faded) is
     scored by what its category's tasks showed, not by the flat prior: in a category out of
@@ -70,11 +70,19 @@ def hierarchical_learnability(
     b0 + strength)`` and a tail, and over the hundreds of such tasks of a skewed pool the
     largest Thompson draws won most top-k slots: from the base on hard-skew it put 76% of its
     draws on the unreachable levels, as learnability does. docs/noise.md has that run.)
-    Where a task has been measured, its own evidence soon outweighs the ``strength`` pseudo-
-    rollouts, so the choice is per-task as in :func:`learnability`. With no categories
+    Where a task has been measured, its own evidence soon outweighs the ``strength``
+    pseudo-rollouts, so the choice is per-task as in :func:`learnability`. With no categories
     (``None``: one category, the whole pool) or categories that carry no signal, every
     category's rate is the pool's, and this is learnability with the pool's pass rate as its
     prior: the fallback when labels are absent or wrong.
+
+    Measured (the GRPO studies, docs/noise.md, "The robust preset"; inside
+    ``reward_consistency`` with its gate): from the base it matched learnability where every
+    level is learnable (balanced, easy-skew) and category learnability on hard-skew with level
+    labels (2.75x uniform); from scratch on hard-skew with level labels it reached the target
+    on 9/10 seeds (uniform 5/10, learnability 1/10, the category bandit 10/10). Without labels
+    it is learnability with another prior, no better: on hard-skew from the base 1.22x uniform
+    (learning progress 1.57x).
 
     Cost per ``sample``: learnability's O(N + num log N) plus one O(N + C) segment sum (and,
     split over devices, one ``psum`` of ``2 C`` numbers). ``observe``: O(G K).
