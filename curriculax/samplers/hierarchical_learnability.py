@@ -80,9 +80,9 @@ def hierarchical_learnability(
     ``reward_consistency`` with its gate, 10 seeds): from the base, with level labels, it
     matched learnability's median where every level is learnable (balanced, easy-skew) and
     category learnability's on hard-skew (2.75x uniform); from scratch on hard-skew with level
-    labels it reached the target on 9/10 seeds (uniform 5/10, learnability 1/10, the category bandit 10/10). Without labels
-    it is learnability with another prior, no better: on hard-skew from the base 1.22x uniform
-    (learning progress 1.57x).
+    labels it reached the target on 9/10 seeds (uniform 5/10, learnability 1/10, the category
+    bandit 10/10). Without labels it is learnability with another prior, no better: on hard-skew
+    from the base 1.22x uniform (learning progress 1.57x).
 
     Cost per ``sample``: learnability's O(N + num log N) plus one O(N + C) segment sum (and,
     split over devices, one ``psum`` of ``2 C`` numbers). ``observe``: O(G K).
