@@ -4,8 +4,7 @@ Side by side in one run: ``learnability`` (one ``top_k`` over the pool), ``categ
 (no per-task state) and ``category_learnability`` (the bandit's counts, learnability's choice
 inside each category) over 8 categories of equal size and over 8 categories one of which holds
 93% of the pool (the uneven case its row layout is for); ``hierarchical_learnability`` over
-the equal categories (with a fixed and a fitted strength) and the ``robust`` preset around it
-(``cx.robust_curriculum``); and
+the equal categories and the ``robust`` preset around it (``cx.robust_curriculum``); and
 learnability inside the ``reward_consistency`` sampler, alone and with the gate of that name (a
 curriculum: the synthetic groups' answers repeat, so tasks get marked, replaced and rejected).
 A step draws ``--num`` tasks and observes synthetic groups of 8 rollouts for them; the time is
@@ -43,9 +42,6 @@ def samplers(n: int) -> dict[str, Callable[[], cx.TaskSampler | cx.Curriculum]]:
         "category_learnability, equal": lambda: cx.samplers.category_learnability(n, equal),
         "category_learnability, one 93%": lambda: cx.samplers.category_learnability(n, uneven),
         "hierarchical_learnability, equal": lambda: cx.samplers.hierarchical_learnability(n, equal),
-        "hierarchical_learnability (fit), equal": lambda: cx.samplers.hierarchical_learnability(
-            n, equal, strength="fit"
-        ),
         "robust_curriculum, equal": lambda: cx.robust_curriculum(n, equal),
         "consistency(learnability)": lambda: cx.samplers.reward_consistency(
             n, cx.samplers.learnability(n)

@@ -48,11 +48,6 @@ SAMPLERS = {
         32,
         8,
     ),
-    "hierarchical_learnability_fitted_strength": (
-        lambda: cx.samplers.hierarchical_learnability(32, np.arange(32) % 3, strength="fit"),
-        32,
-        8,
-    ),
     "hierarchical_learnability_repeated_entries_warmup": (
         lambda: cx.samplers.hierarchical_learnability(
             12, np.arange(12) % 2, entry_task=np.arange(12) % 5, unseen_first=True

@@ -26,68 +26,20 @@ def category_pass_rates(
     """``f32[C]`` each category's pooled pass rate: ``(a0 + S_c) / (a0 + b0 + S_c + F_c)``,
     ``S_c`` / ``F_c`` the decayed successes / failures of the category's tasks (summed over
     the devices of the pool's axis). O(N + C)."""
-    return _category_sums(pool, state, cats_local, num_cats, is_rep, fit=False)[0]
-
-
-def _category_sums(
-    pool,
-    state: LearnabilityState,
-    cats_local: jax.Array,
-    num_cats: int,
-    is_rep: jax.Array,
-    *,
-    fit: bool,
-    strength_range: tuple[float, float] = (1.0, 1.0),
-) -> tuple[jax.Array, jax.Array | None]:
-    """``(f32[C] pooled pass rates, f32[C] fitted strengths or None)``.
-
-    The fit is the beta-binomial method of moments with unequal group sizes: each measured
-    task ``i`` of a category has (decayed) evidence ``n_i`` and rate ``r_i``; if task rates
-    spread around the category's ``m`` as ``Beta(kappa m, kappa (1 - m))``, the weighted sum
-    of squares ``sum n_i (r_i - m)^2`` has mean ``m (1 - m) [rho (N - sum n_i^2 / N) + (1 -
-    rho)(k - 1)]``, ``rho = 1 / (kappa + 1)``, ``N = sum n_i``, ``k`` the measured tasks. It is
-    solved for ``rho`` and ``kappa`` clipped to ``strength_range``; a category whose tasks
-    cannot be told apart (fewer than two measured, every rollout one outcome, or no spread
-    beyond the binomial's) gets the range's top: its tasks share the category's rate.
-    O(N + C); split over devices, the sums are ``psum``-ed.
-    """
     a, b = pool.posterior(state)
     wins = jnp.where(is_rep, a - pool.a0, 0.0)
     losses = jnp.where(is_rep, b - pool.b0, 0.0)
     axis = _shard.bound(pool.axis_name)
-
-    def total(x: jax.Array) -> jax.Array:
-        return _shard.psum(jax.ops.segment_sum(x, cats_local, num_segments=num_cats), axis)
-
-    s, f = total(wins), total(losses)
-    rate = (pool.a0 + s) / (pool.a0 + pool.b0 + s + f)
-    if not fit:
-        return rate, None
-    n = wins + losses
-    measured = n > 1e-6
-    safe_n = jnp.where(measured, n, 1.0)
-    n_sum = s + f
-    k = total(measured.astype(jnp.float32))
-    sq = total(jnp.where(measured, wins * wins / safe_n, 0.0))  # sum n_i r_i^2
-    n_sq = total(jnp.where(measured, n * n, 0.0))
-    safe_sum = jnp.maximum(n_sum, 1e-6)
-    m = s / safe_sum
-    spread = m * (1.0 - m)
-    scatter = sq - m * s  # sum n_i (r_i - m)^2
-    room = n_sum - n_sq / safe_sum - (k - 1.0)
-    lo, hi = strength_range
-    ok = (k >= 2.0) & (spread > 1e-6) & (room > 1e-6)
-    rho = (scatter / jnp.where(ok, spread, 1.0) - (k - 1.0)) / jnp.where(ok, room, 1.0)
-    rho = jnp.clip(jnp.where(ok, rho, 0.0), 1.0 / (hi + 1.0), 1.0 / (lo + 1.0))
-    return rate, 1.0 / rho - 1.0
+    s = _shard.psum(jax.ops.segment_sum(wins, cats_local, num_segments=num_cats), axis)
+    f = _shard.psum(jax.ops.segment_sum(losses, cats_local, num_segments=num_cats), axis)
+    return (pool.a0 + s) / (pool.a0 + pool.b0 + s + f)
 
 
 def hierarchical_learnability(
     num_tasks: int,
     categories: object = None,
     *,
-    strength: float | str = 8.0,
-    strength_range: Sequence[float] = (2.0, 128.0),
+    strength: float = 8.0,
     target: float = 0.5,
     draw: str = "thompson",
     half_life: float | None = 1.0,
@@ -141,14 +93,7 @@ def hierarchical_learnability(
         or None (one category). With ``entry_task``, a task counts in its first entry's
         category.
       strength: pseudo-rollouts the category's pass rate is worth in a task's posterior
-        (> 0; 8: one group of 8 rollouts), or ``"fit"``: per category, from how far its
-        measured tasks' pass rates spread beyond what their rollouts' binomial noise explains
-        (the beta-binomial method of moments, an empirical-Bayes prior): tasks that pass alike
-        (every level's tasks from random weights) share their category's rate, as a bandit
-        over categories does; tasks that differ (a pretrained policy's prompts) are scored by
-        their own evidence, as learnability does. Metric ``category_strength/<c>``.
-      strength_range: ``[low, high]`` the fitted strength is clipped to (``"fit"`` only); a
-        category whose tasks cannot yet be told apart gets ``high``.
+        (> 0; 8: one group of 8 rollouts).
       target, draw, half_life, prior, success_threshold, uniform_share, unseen_first,
         entry_task, axis_name: as for :func:`learnability` (``prior`` is also the prior of
         each category's pooled rate).
@@ -172,24 +117,9 @@ def hierarchical_learnability(
     cats_np = np.zeros((n,), np.int32) if categories is None else _categories(categories, n)
     cats_np = cats_np[ent.rep]  # copies of a task under their representative's category
     num_cats = int(cats_np.max()) + 1
-    fit = isinstance(strength, str)
-    if fit and strength != "fit":
-        raise ValueError(f"strength must be a number > 0 or 'fit', got {strength!r}")
-    if not fit:
-        strength = _number(strength, "strength")
-        if not (strength > 0 and np.isfinite(strength)):
-            raise ValueError(f"strength must be a finite number > 0 or 'fit', got {strength}")
-    if (
-        not isinstance(strength_range, Sequence)
-        or isinstance(strength_range, str)
-        or len(strength_range) != 2
-    ):
-        raise TypeError(f"strength_range must be a pair [low, high], got {strength_range!r}")
-    lo, hi = (_number(v, "strength_range") for v in strength_range)
-    if not (0 < lo <= hi and np.isfinite(hi)):
-        raise ValueError(
-            f"strength_range must be finite with 0 < low <= high, got {list(strength_range)}"
-        )
+    strength = _number(strength, "strength")
+    if not (strength > 0 and np.isfinite(strength)):
+        raise ValueError(f"strength must be a finite number > 0, got {strength}")
     pool = _beta_pool(
         n,
         target=target,
@@ -207,18 +137,13 @@ def hierarchical_learnability(
     def local(values: np.ndarray, start: jax.Array, n_local: int) -> jax.Array:
         return jax.lax.dynamic_slice_in_dim(jnp.asarray(values), start, n_local)
 
-    def rates(state: LearnabilityState):
-        """``(f32[C] category rates, f32[C] strengths, i32[n_local] local categories,
-        bool[n_local] reps)``."""
+    def rates(state: LearnabilityState) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(f32[C] category rates, i32[n_local] local categories, bool[n_local] reps)``."""
         n_local = state.seen.shape[0]
         start = _shard.offset(_shard.bound(axis_name), n_local)
         cats = local(cats_np, start, n_local)
         is_rep = local(ent.is_rep, start, n_local) if shared else jnp.ones((n_local,), bool)
-        rate, fitted = _category_sums(
-            pool, state, cats, num_cats, is_rep, fit=fit, strength_range=(lo, hi)
-        )
-        kappa = fitted if fit else jnp.full((num_cats,), strength, jnp.float32)
-        return rate, kappa, cats, is_rep
+        return category_pass_rates(pool, state, cats, num_cats, is_rep), cats, is_rep
 
     def init(key: jax.Array) -> LearnabilityState:
         del key
@@ -231,12 +156,12 @@ def hierarchical_learnability(
         )
 
     def sample(state: LearnabilityState, key: jax.Array, num: int):
-        rate, kappa, cats, _ = rates(state)
-        m, k = rate[cats], kappa[cats]
+        rate, cats, _ = rates(state)
+        m = rate[cats]
         # The task's prior is the category's pseudo-rollouts alone: the flat prior's (a0, b0),
         # which pool.posterior adds, would keep every task of a category out of reach at a
         # mean of a0 / (a0 + b0 + f) and a tail that, over many such tasks, wins top-k slots.
-        extra = (k * m - pool.a0, k * (1.0 - m) - pool.b0)
+        extra = (strength * m - pool.a0, strength * (1.0 - m) - pool.b0)
         return pool.draw(state, partial(pool.closeness, state, extra=extra), key, num)
 
     def observe(state: LearnabilityState, results: GroupResults) -> LearnabilityState:
@@ -245,13 +170,11 @@ def hierarchical_learnability(
         return state._replace(**pool.update(state, results)[0])
 
     def metrics(state: LearnabilityState) -> dict[str, jax.Array]:
-        rate, kappa, _, is_rep = rates(state)
+        rate, _, is_rep = rates(state)
         out = pool.metrics(state, state.seen & is_rep)
         if num_cats <= _MAX_CATEGORY_METRICS:
             for c in range(num_cats):
                 out[f"category_pass_rate/{c}"] = rate[c]
-                if fit:
-                    out[f"category_strength/{c}"] = kappa[c]
         return out
 
     return TaskSampler(init, sample, observe, metrics, num_tasks=n)

@@ -92,10 +92,7 @@ def test_copies_of_a_task_count_once_in_their_category():
     ("kwargs", "error", "match"),
     [
         ({"strength": 0.0}, ValueError, "strength must be a finite number > 0"),
-        ({"strength": "8"}, ValueError, "strength must be a number > 0 or 'fit'"),
-        ({"strength": [8]}, TypeError, "strength must be a number"),
-        ({"strength_range": [4.0]}, TypeError, r"strength_range must be a pair \[low, high\]"),
-        ({"strength_range": [8.0, 2.0]}, ValueError, "0 < low <= high"),
+        ({"strength": "8"}, TypeError, "strength must be a number"),
         ({"categories": np.arange(3)}, ValueError, r"categories must have shape \[num_tasks=32\]"),
         ({"categories": -np.ones(N, int)}, ValueError, "categories must be >= 0"),
         ({"target": 1.0}, ValueError, "target must lie strictly between 0 and 1"),
@@ -104,41 +101,6 @@ def test_copies_of_a_task_count_once_in_their_category():
 def test_bad_arguments_name_the_argument_and_value(kwargs, error, match):
     with pytest.raises(error, match=match):
         cx.samplers.hierarchical_learnability(N, **kwargs)
-
-
-def _fitted(wins, total):
-    s = cx.samplers.hierarchical_learnability(N, CATS, strength="fit")
-    state = _with_evidence(s, wins, total - wins, np.ones(N, bool))
-    m = s.metrics(state)
-    return [float(m[f"category_strength/{c}"]) for c in (0, 1)], s, state
-
-
-def test_a_fitted_strength_pools_tasks_that_pass_alike_and_not_those_that_differ():
-    # 24 rollouts per task. Category 0: every task passes with p = 0.5 (what spread its
-    # rates show is binomial noise); category 1: half its tasks always pass, half never.
-    rng = np.random.default_rng(0)
-    alike = rng.binomial(24, 0.5, size=N // 2).astype(float)
-    differ = np.repeat([24.0, 0.0], N // 4)
-    (k_alike, k_differ), _, _ = _fitted(np.concatenate([alike, differ]), 24.0)
-    assert k_alike > 20.0  # far above the default 8: the category's rate dominates
-    assert k_differ == pytest.approx(2.0)  # the range's low end: each task's own evidence
-    # Rates spread uniformly over [0.1, 0.9] (rho = 0.64 / 12 / 0.25 = 0.21, kappa = 3.7).
-    spread = rng.binomial(24, rng.uniform(0.1, 0.9, size=N // 2)).astype(float)
-    (k_spread, _), _, _ = _fitted(np.concatenate([spread, differ]), 24.0)
-    assert 2.0 < k_spread < 8.0
-
-
-def test_a_category_that_cannot_be_told_apart_gets_the_top_of_the_range():
-    # Category 0 all failures (from random weights); category 1 a single measured task.
-    wins = np.zeros(N)
-    total = np.where(CATS == 0, 8.0, 0.0)
-    total[16] = 8.0
-    wins[16] = 4.0
-    (k0, k1), s, state = _fitted(wins, total)
-    assert k0 == pytest.approx(128.0) and k1 == pytest.approx(128.0)
-    # the draw still runs under jit
-    ids, _ = jax.jit(lambda st, k: s.sample(st, k, 4))(state, jax.random.key(0))
-    assert ids.shape == (4,)
 
 
 def test_a_coin_flip_is_never_preferred_over_a_task_the_policy_is_learning():

@@ -48,9 +48,6 @@ SAMPLERS = {
     "hierarchical_learnability": lambda axis: cx.samplers.hierarchical_learnability(
         N, np.arange(N) % 3, axis_name=axis
     ),
-    "hierarchical_learnability_fit": lambda axis: cx.samplers.hierarchical_learnability(
-        N, np.arange(N) % 3, strength="fit", axis_name=axis
-    ),
     "robust_curriculum": lambda axis: cx.robust_curriculum(N, np.arange(N) % 3, axis_name=axis),
     "skip_zero_variance": lambda axis: cx.samplers.skip_zero_variance(
         N,
@@ -113,4 +110,4 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok ") == 10, out.stdout  # one line per entry of SCRIPT
+    assert out.stdout.count("ok ") == 9, out.stdout  # one line per entry of SCRIPT
