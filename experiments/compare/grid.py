@@ -1,0 +1,347 @@
+"""Issue 16's condition for ``auto``, checked on every finished study at once.
+
+``python -m experiments.compare.grid`` reads every study table's per-seed numbers
+(``docs/compare/*.json``), groups the arms into cells (the same pool, init, seeds, schedule,
+target and training settings: arms whose runs share each seed's initial policy) and, in every
+cell where the candidate curriculum ran, compares it with the best non-oracle arm: the lowest
+median rollouts to target among the arms that read the same labels or none. ``auto`` may be
+registered only where the candidate's median is within ``--within`` (1.2) of that arm's in
+every cell of the grid; the table says where it is, with the paired bootstrap interval of the
+ratio (the point estimate is what the condition reads; the interval says how much of a gap is
+the seeds). It also lists every cell of the grid the candidate has not run.
+
+The best arm of a cell is the minimum over many arms' noisy medians, so even an arm as good as
+the best would trail it by chance in some cells: ``--curriculum`` puts any other arm (say
+``'{"sampler": {"type": "learnability"}}'``) to the same rule, to see how the arms that are
+best somewhere fare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import inspect
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from curriculax import _config
+from experiments import _cli, _markdown, _stats
+from experiments._builders import experiment_grpo
+from experiments.compare.config import MAIN_JOB_ONLY, CompareConfig, arm_experiment
+
+# Experiment settings that do not change what an arm's runs do (the main job's).
+_NOT_IN_CELL = MAIN_JOB_ONLY
+
+
+class Arm(NamedTuple):
+    """One arm of one study, as the grid sees it.
+
+    Attributes:
+      name: the arm's name in its study.
+      study: the study's file stem (``docs/compare/<study>.json``).
+      cell: the cell key (pool, init, seeds, schedule, training settings; no labels).
+      family: the cell key without the number of seeds (a 20-seed study's seeds 0-9 are the
+        10-seed study's).
+      seeds: seeds per arm.
+      tuning: the study ran on the tuning split (``experiment.seed`` other than 0), which
+        issue 16's condition does not read.
+      checks: the cell changes a training setting (a learning-rate or entropy check), so it is
+        not a cell of the grid.
+      labels: the labels the arm's samplers were told (``"levels"``, ``"none"``, ...), as text.
+      reads_labels: whether any of its samplers or gates takes the pool's categories.
+      oracle: an oracle arm (never a best arm).
+      curriculum: its curriculum table, presets written out (None for an oracle).
+      rollouts: ``f64[S]`` rollouts to target per seed (``inf``: a miss).
+      budget: rollouts per run.
+      describe: the cell in words.
+    """
+
+    name: str
+    study: str
+    cell: str
+    family: str
+    seeds: int
+    tuning: bool
+    checks: bool
+    labels: str
+    reads_labels: bool
+    oracle: bool
+    curriculum: Any
+    rollouts: np.ndarray
+    budget: float
+    describe: str
+
+
+def _takes_categories(kind: str, table: Mapping, spec: Any) -> bool:
+    if not isinstance(spec, Mapping) or "type" not in spec:
+        return False
+    factory = _config._resolve(kind, table, spec["type"], f"{kind} {spec['type']!r}")
+    own = "categories" in inspect.signature(factory).parameters and "categories" not in spec
+    return own or _takes_categories(kind, table, spec.get("inner"))
+
+
+def reads_labels(curriculum: Mapping) -> bool:
+    """Whether a curriculum table (a preset written out) is told the pool's categories."""
+    if _takes_categories("sampler", _config._SAMPLERS, curriculum.get("sampler")):
+        return True
+    gates = curriculum.get("gates") or {}
+    return any(_takes_categories("gate", _config._GATES, g) for g in gates.values())
+
+
+def _labels_text(labels: Any) -> str:
+    if isinstance(labels, Mapping):
+        return ", ".join(f"{k} {v}" for k, v in sorted(labels.items()))
+    return str(labels)
+
+
+# The label modes of issue 16's grid (a distractor pool's studies add levels_hide_noise).
+GRID_LABELS = ("levels", "noise 0.5", "none")
+
+_TRAINING_CHECKS = ("learning_rate", "entropy_coef")
+
+
+def _checks(exp) -> dict[str, float]:
+    """The training settings the arm changes from the studies' defaults."""
+    default = experiment_grpo()
+    return {
+        f: getattr(exp.grpo, f)
+        for f in _TRAINING_CHECKS
+        if getattr(exp.grpo, f) != getattr(default, f)
+    }
+
+
+def _describe(config: CompareConfig, exp) -> str:
+    task = exp.task
+    if task.distractors:
+        pool = f"distractors {round(100 * task.distractors)}%"
+    else:
+        pool = config.title.split(",")[0].split(":")[0].strip()
+    init = "scratch" if exp.init == "scratch" else "base"
+    every = config.eval_every * exp.groups_per_generation * exp.group_size
+    extra = "" if exp.seed == 0 else f", experiment seed {exp.seed} (tuning split)"
+    for field, value in _checks(exp).items():
+        extra += f", {field} {value:g}"
+    return f"{init}, {pool}, {config.seeds} seeds, evaluated every {every:,} rollouts{extra}"
+
+
+def study_arms(path: str) -> list[Arm]:
+    """The arms of one study's ``compare.json`` (or a table's copy in docs/compare)."""
+    with open(path) as f:
+        data = json.load(f)
+    config = _cli.apply_mapping(CompareConfig(), data["config"], where=path)
+    study = os.path.splitext(os.path.basename(path))[0]
+    out = []
+    for arm in config.arms:
+        if arm["name"] not in data["arms"]:
+            continue  # an arm the study did not run (--arms)
+        exp = arm_experiment(config, arm)
+        settings = dataclasses.asdict(exp)
+        for key in _NOT_IN_CELL:
+            settings.pop(key)
+        labels = settings["task"].pop("labels")
+        family = json.dumps([settings, config.generations, config.eval_every], sort_keys=True)
+        curriculum = None
+        if "curriculum" in arm:
+            curriculum = _config.expand_preset(arm["curriculum"])
+        values = data["arms"][arm["name"]]["rollouts_to_target"]
+        out.append(
+            Arm(
+                name=arm["name"],
+                study=study,
+                cell=f"{family} {config.seeds}",
+                family=family,
+                seeds=config.seeds,
+                tuning=exp.seed != 0,
+                checks=bool(_checks(exp)),
+                labels=_labels_text(labels),
+                reads_labels=curriculum is not None and reads_labels(curriculum),
+                oracle=curriculum is None,
+                curriculum=curriculum,
+                rollouts=np.array([math.inf if v is None else v for v in values], np.float64),
+                budget=float(config.generations * exp.groups_per_generation * exp.group_size),
+                describe=_describe(config, exp),
+            )
+        )
+    return out
+
+
+class Row(NamedTuple):
+    """The candidate in one cell: ``ratio`` is its median over the best arm's (a paired
+    :class:`~experiments._stats.Ratio`; None where it did not run there)."""
+
+    describe: str
+    labels: str
+    candidate: Arm | None
+    best: list[Arm]
+    ratio: _stats.Ratio | None
+
+
+def _eligible(arms: Sequence[Arm], labels: str) -> list[Arm]:
+    return [a for a in arms if not a.oracle and (not a.reads_labels or a.labels == labels)]
+
+
+def _best(arms: Sequence[Arm]) -> list[Arm]:
+    medians = [_stats.median(a.rollouts) for a in arms]
+    low = min(medians)
+    return [a for a, m in zip(arms, medians) if m == low]
+
+
+def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
+    """A row per cell and label mode: the candidate (``is_candidate(arm)``) against the best
+    eligible arm, or the cell's label modes where the candidate did not run (``candidate``
+    None). Label modes of a cell are those its label-reading arms ran with."""
+    cells: dict[str, list[Arm]] = {}
+    for a in arms:
+        cells.setdefault(a.cell, []).append(a)
+    rows = []
+    for members in cells.values():
+        modes = sorted({a.labels for a in members if a.reads_labels} | set(GRID_LABELS))
+        for labels in modes:
+            eligible = _eligible(members, labels)
+            if not eligible:
+                continue
+            # an arm that reads no labels ran the same in every label mode
+            cands = [
+                a
+                for a in eligible
+                if is_candidate(a) and (a.labels == labels or not a.reads_labels)
+            ]
+            best = _best(eligible)
+            if not cands:
+                rows.append(Row(members[0].describe, labels, None, best, None))
+                continue
+            cand = cands[0]
+            ref = best[0]
+            paired = cand.rollouts.shape == ref.rollouts.shape
+            ratio = _stats.censored_ratio(cand.rollouts, ref.rollouts, cand.budget, paired=paired)
+            rows.append(Row(cand.describe, labels, cand, best, ratio))
+    return sorted(rows, key=lambda r: (r.describe, r.labels))
+
+
+def _median_text(a: Arm) -> str:
+    return _stats.fmt_count(_stats.median(a.rollouts), bound=a.budget)
+
+
+def _counted(rows: Sequence[Row]) -> tuple[list[Row], list[Row], list[Row], list[Row]]:
+    """``(headline, superseded, aside, missing)``: the candidate's rows on the headline seeds
+    (per cell and labels, the study with the most seeds), those a study with more seeds
+    replaces, those on the tuning split or in a training-setting check, and the cells of the
+    grid it has run at no seed count."""
+    ran = [r for r in rows if r.candidate is not None]
+    most: dict[tuple[str, str], int] = {}
+    for r in ran:
+        key = (r.candidate.family, r.labels)
+        most[key] = max(most.get(key, 0), r.candidate.seeds)
+    headline, superseded, aside = [], [], []
+    for r in ran:
+        if r.candidate.tuning or r.candidate.checks:
+            aside.append(r)
+        elif r.candidate.seeds < most[(r.candidate.family, r.labels)]:
+            superseded.append(r)
+        else:
+            headline.append(r)
+    missing: dict[tuple[str, str], Row] = {}
+    for r in rows:
+        ref = r.best[0]
+        key = (ref.family, r.labels)
+        in_grid = r.candidate is None and key not in most and not (ref.tuning or ref.checks)
+        if in_grid and (key not in missing or missing[key].best[0].seeds < ref.seeds):
+            missing[key] = r
+    return headline, superseded, aside, list(missing.values())
+
+
+def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int]:
+    header = [
+        "cell",
+        "labels",
+        "candidate: median (study)",
+        "best arm: median (study)",
+        "candidate / best [95% CI, paired]",
+        f"within {within}x",
+    ]
+    cells, inside = [], 0
+    for r in rows:
+        best = "; ".join(f"{b.name} ({b.study})" for b in r.best)
+        ok = r.ratio.bound in ("", "<=") and r.ratio.point <= within
+        inside += ok
+        cells.append(
+            [
+                r.describe,
+                r.labels,
+                f"{_median_text(r.candidate)} ({r.candidate.study})",
+                f"{_median_text(r.best[0])}: {best}",
+                _stats.fmt_ratio(r.ratio),
+                "yes" if ok else "**no**",
+            ]
+        )
+    return _markdown.table(header, cells, align="llrlrl").splitlines(), inside
+
+
+def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
+    """The grid as markdown: the candidate's headline cells, then the cells a study with more
+    seeds replaces, the tuning split and the cells it has not run."""
+    headline, superseded, aside, missing = _counted(rows)
+    lines = [
+        f"Candidate: {candidate}. Best arm: the lowest median rollouts to target among the "
+        "non-oracle arms of the cell that read the same labels or none (ties listed). "
+        "Ratio: the candidate's median over the best arm's, paired bootstrap 95% interval "
+        f"(above 1: the candidate needs more); within {within}x: the point estimate, as issue "
+        "16's condition reads it. A cell with a 10-seed and a 20-seed study counts once, "
+        "with 20.",
+        "",
+    ]
+    table, inside = _table(headline, within)
+    lines += [*table, "", f"**Within {within}x in {inside} of {len(headline)} cells.**"]
+    for title, part in (
+        ("Replaced by the same cell with more seeds", superseded),
+        ("Tuning split and training-setting checks (not counted)", aside),
+    ):
+        if part:
+            lines += ["", f"{title}:", ""] + _table(part, within)[0]
+    if missing:
+        lines += ["", "Cells of the grid the candidate has not run:", ""]
+        lines += [f"- {r.describe}, labels {r.labels}" for r in missing]
+    return "\n".join(lines) + "\n"
+
+
+def load(pattern: str) -> list[Arm]:
+    """Every arm of every study file matching ``pattern``."""
+    paths = sorted(glob.glob(pattern))
+    if not paths:
+        raise FileNotFoundError(f"no study tables match {pattern!r}")
+    return [a for p in paths for a in study_arms(p)]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.compare.grid", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--tables", default="docs/compare/*.json", help="study files (a glob)")
+    p.add_argument(
+        "--preset", default="robust", help="the candidate: arms running this preset's tables"
+    )
+    p.add_argument(
+        "--curriculum",
+        help="the candidate as a curriculum table in JSON (instead of --preset), e.g. "
+        '\'{"sampler": {"type": "learnability"}}\'',
+    )
+    p.add_argument("--within", type=float, default=1.2, help="the allowed ratio (default 1.2)")
+    args = p.parse_args(argv)
+    if args.curriculum is not None:
+        target = _config.expand_preset(json.loads(args.curriculum))
+        name = f"curriculum {args.curriculum}"
+    else:
+        target = _config.expand_preset({"preset": args.preset})
+        name = f"preset {args.preset!r}"
+    rows = grid(load(args.tables), lambda a: a.curriculum == target)
+    print(report(rows, within=args.within, candidate=name), end="")
+
+
+if __name__ == "__main__":
+    _cli.entry(main)

@@ -1,0 +1,99 @@
+"""The grid check of issue 16's ``auto`` condition (experiments/compare/grid.py)."""
+
+import json
+import math
+import re
+
+import pytest
+
+from curriculax import _config
+from experiments.compare import grid
+
+STUDY = "docs/compare/base-hard-skew-auto.json"  # uniform and the robust preset, 3 label modes
+
+
+def _study(tmp_path, name, rollouts, *, seeds=10):
+    """A copy of STUDY with its per-seed rollouts to target replaced (None: a miss)."""
+    with open(STUDY) as f:
+        data = json.load(f)
+    data["config"]["seeds"] = seeds
+    for arm, values in rollouts.items():
+        data["arms"][arm]["rollouts_to_target"] = values
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_reads_labels_follows_the_factories_that_take_categories():
+    assert not grid.reads_labels({"sampler": {"type": "uniform"}})
+    assert not grid.reads_labels({"sampler": {"type": "learnability"}})
+    assert grid.reads_labels({"sampler": {"type": "category_bandit"}})
+    wrapped = {"sampler": {"type": "reward_consistency", "inner": {"type": "learnability"}}}
+    assert not grid.reads_labels({**wrapped, "gates": {"c": {"type": "reward_consistency"}}})
+    assert grid.reads_labels(_config.expand_preset({"preset": "robust"}))
+
+
+def test_the_candidate_is_compared_with_the_best_arm_that_reads_its_labels_or_none(tmp_path):
+    # uniform reads no labels, so it is eligible in every label mode; each robust arm only in
+    # its own.
+    _study(
+        tmp_path,
+        "a",
+        {
+            "uniform": [1000.0] * 10,
+            "robust, labels levels": [1100.0] * 10,
+            "robust, labels noise 0.5": [800.0] * 10,
+            "robust, labels none": [1500.0] * 5 + [None] * 5,
+        },
+    )
+    arms = grid.load(str(tmp_path / "*.json"))
+    robust = _config.expand_preset({"preset": "robust"})
+    rows = {r.labels: r for r in grid.grid(arms, lambda a: a.curriculum == robust)}
+    assert [b.name for b in rows["levels"].best] == ["uniform"]
+    assert rows["levels"].ratio.point == pytest.approx(1.1)
+    # the noise-0.5 arm is its own cell's best: the level-label arm is not eligible there
+    assert [b.name for b in rows["noise 0.5"].best] == ["robust, labels noise 0.5"]
+    assert rows["noise 0.5"].ratio.point == 1.0
+    # half its seeds missed: the median is a miss, so the ratio is only bounded below
+    assert rows["none"].ratio.bound == ">="
+    assert math.isinf(rows["none"].ratio.high)
+    text = grid.report(list(rows.values()), within=1.2, candidate="robust")
+    assert "**Within 1.2x in 2 of 3 cells.**" in text
+    assert re.search(r"\| none \|.*\| \*\*no\*\* \|", text)
+
+
+def test_a_study_with_more_seeds_replaces_the_same_cell_and_misses_are_listed(tmp_path):
+    ten = {"uniform": [1000.0] * 10, "robust, labels levels": [2000.0] * 10}
+    _study(tmp_path, "ten", ten)
+    twenty = {"uniform": [1000.0] * 20, "robust, labels levels": [1000.0] * 20}
+    _study(tmp_path, "twenty", twenty, seeds=20)
+    arms = [a for a in grid.load(str(tmp_path / "*.json")) if "noise" not in a.name]
+    arms = [a for a in arms if a.name != "robust, labels none"]
+    robust = _config.expand_preset({"preset": "robust"})
+    rows = grid.grid(arms, lambda a: a.curriculum == robust)
+    headline, superseded, aside, missing = grid._counted(rows)
+    assert [(r.candidate.study, r.candidate.seeds) for r in headline] == [("twenty", 20)]
+    assert [(r.candidate.study, r.ratio.point) for r in superseded] == [("ten", 2.0)]
+    assert aside == []
+    # the grid's other label modes, run by no arm of the candidate, at the most seeds
+    assert sorted((r.labels, r.best[0].seeds) for r in missing) == [
+        ("noise 0.5", 20),
+        ("none", 20),
+    ]
+
+
+def test_the_docs_state_what_the_grid_reads_from_the_stored_tables(capsys):
+    grid.main(["--tables", "docs/compare/*.json"])
+    out = capsys.readouterr().out
+    with open("docs/compare/grid-robust.md") as f:
+        assert f.read() == out, (
+            "rerun: python -m experiments.compare.grid > docs/compare/grid-robust.md"
+        )
+    counted = re.search(r"Within 1\.2x in (\d+) of (\d+) cells", out)
+    assert counted is not None
+    with open("docs/noise.md") as f:
+        noise = " ".join(f.read().split())
+    assert f"within 1.2x of the best arm in {counted[1]} of {counted[2]} cells" in noise
+    # every table row has its 6 columns (a '|' inside an arm's name is escaped)
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert rows and all(len(re.findall(r"(?<!\\)\|", line)) == 7 for line in rows)
