@@ -195,7 +195,8 @@ def _best(arms: Sequence[Arm]) -> list[Arm]:
 def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
     """A row per cell and label mode: the candidate (``is_candidate(arm)``) against the best
     eligible arm, or the cell's label modes where the candidate did not run (``candidate``
-    None). Label modes of a cell are those its label-reading arms ran with."""
+    None). Label modes of a cell: the grid's (:data:`GRID_LABELS`) and any other its
+    label-reading arms ran with."""
     cells: dict[str, list[Arm]] = {}
     for a in arms:
         cells.setdefault(a.cell, []).append(a)
