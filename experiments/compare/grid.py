@@ -257,7 +257,18 @@ def _counted(rows: Sequence[Row]) -> tuple[list[Row], list[Row], list[Row], list
     return headline, superseded, aside, list(missing.values())
 
 
-def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int]:
+def interval_says(ratio: _stats.Ratio, within: float) -> str:
+    """What the paired interval of candidate / best says of the condition: ``"within"`` (its
+    upper end is at most ``within``), ``"behind"`` (its lower end is above it) or ``"cannot
+    tell"`` (it straddles ``within``, or is open above where a resample's median missed)."""
+    if ratio.high <= within:
+        return "within"
+    if ratio.low > within:
+        return "behind"
+    return "cannot tell"
+
+
+def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int, dict[str, int]]:
     header = [
         "cell",
         "labels",
@@ -265,12 +276,15 @@ def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int]:
         "best arm: median (study)",
         "candidate / best [95% CI, paired]",
         f"within {within}x",
+        "the interval says",
     ]
-    cells, inside = [], 0
+    cells, inside, says = [], 0, {"within": 0, "behind": 0, "cannot tell": 0}
     for r in rows:
         best = "; ".join(f"{b.name} ({b.study})" for b in r.best)
         ok = r.ratio.bound in ("", "<=") and r.ratio.point <= within
         inside += ok
+        verdict = interval_says(r.ratio, within)
+        says[verdict] += 1
         cells.append(
             [
                 r.describe,
@@ -279,9 +293,10 @@ def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int]:
                 f"{_median_text(r.best[0])}: {best}",
                 _stats.fmt_ratio(r.ratio),
                 "yes" if ok else "**no**",
+                verdict,
             ]
         )
-    return _markdown.table(header, cells, align="llrlrl").splitlines(), inside
+    return _markdown.table(header, cells, align="llrlrll").splitlines(), inside, says
 
 
 def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
@@ -293,12 +308,20 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         "non-oracle arms of the cell that read the same labels or none (ties listed). "
         "Ratio: the candidate's median over the best arm's, paired bootstrap 95% interval "
         f"(above 1: the candidate needs more); within {within}x: the point estimate, as issue "
-        "16's condition reads it. A cell with a 10-seed and a 20-seed study counts once, "
-        "with 20.",
+        "16's condition reads it; the interval says: \"within\" where its upper end is at most "
+        f"{within}, \"behind\" where its lower end is above {within}, \"cannot tell\" "
+        "otherwise (one evaluation step is itself a ratio near 1.2 where medians are a few "
+        "steps in). A cell with a 10-seed and a 20-seed study counts once, with 20.",
         "",
     ]
-    table, inside = _table(headline, within)
-    lines += [*table, "", f"**Within {within}x in {inside} of {len(headline)} cells.**"]
+    table, inside, says = _table(headline, within)
+    lines += [
+        *table,
+        "",
+        f"**Within {within}x in {inside} of {len(headline)} cells.** The paired interval shows "
+        f"the candidate within {within}x in {says['within']}, more than {within}x behind in "
+        f"{says['behind']}, and cannot tell in {says['cannot tell']}.",
+    ]
     for title, part in (
         ("Replaced by the same cell with more seeds", superseded),
         ("Tuning split and training-setting checks (not counted)", aside),

@@ -62,6 +62,35 @@ def test_the_candidate_is_compared_with_the_best_arm_that_reads_its_labels_or_no
     assert re.search(r"\| none \|.*\| \*\*no\*\* \|", text)
 
 
+def test_the_interval_says_within_behind_or_cannot_tell(tmp_path):
+    # paired seeds: the candidate needs exactly 1.1x, 2x or, on half its seeds, 1.5x the
+    # uniform arm's rollouts; with a miss the interval is open above
+    _study(
+        tmp_path,
+        "a",
+        {
+            "uniform": [1000.0] * 10,
+            "robust, labels levels": [1100.0] * 10,
+            "robust, labels noise 0.5": [2000.0] * 10,
+            "robust, labels none": [1000.0, 1500.0] * 5,
+        },
+    )
+    robust = _config.expand_preset({"preset": "robust"})
+    rows = {
+        r.labels: r
+        for r in grid.grid(grid.load(str(tmp_path / "*.json")), lambda a: a.curriculum == robust)
+    }
+    assert grid.interval_says(rows["levels"].ratio, 1.2) == "within"
+    assert grid.interval_says(rows["noise 0.5"].ratio, 1.2) == "behind"
+    assert rows["none"].ratio.low < 1.2 < rows["none"].ratio.high
+    assert grid.interval_says(rows["none"].ratio, 1.2) == "cannot tell"
+    open_above = rows["none"].ratio._replace(low=1.3, high=math.inf)
+    assert grid.interval_says(open_above, 1.2) == "behind"
+    assert grid.interval_says(open_above._replace(low=1.1), 1.2) == "cannot tell"
+    text = grid.report(list(rows.values()), within=1.2, candidate="robust")
+    assert "within 1.2x in 1, more than 1.2x behind in 1, and cannot tell in 1." in text
+
+
 def test_a_study_with_more_seeds_replaces_the_same_cell_and_misses_are_listed(tmp_path):
     ten = {"uniform": [1000.0] * 10, "robust, labels levels": [2000.0] * 10}
     _study(tmp_path, "ten", ten)
@@ -94,6 +123,6 @@ def test_the_docs_state_what_the_grid_reads_from_the_stored_tables(capsys):
     with open("docs/noise.md") as f:
         noise = " ".join(f.read().split())
     assert f"within 1.2x of the best arm in {counted[1]} of {counted[2]} cells" in noise
-    # every table row has its 6 columns (a '|' inside an arm's name is escaped)
+    # every table row has its 7 columns (a '|' inside an arm's name is escaped)
     rows = [line for line in out.splitlines() if line.startswith("| ")]
-    assert rows and all(len(re.findall(r"(?<!\\)\|", line)) == 7 for line in rows)
+    assert rows and all(len(re.findall(r"(?<!\\)\|", line)) == 8 for line in rows)
