@@ -308,8 +308,8 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         "non-oracle arms of the cell that read the same labels or none (ties listed). "
         "Ratio: the candidate's median over the best arm's, paired bootstrap 95% interval "
         f"(above 1: the candidate needs more); within {within}x: the point estimate, as issue "
-        "16's condition reads it; the interval says: \"within\" where its upper end is at most "
-        f"{within}, \"behind\" where its lower end is above {within}, \"cannot tell\" "
+        '16\'s condition reads it; the interval says: "within" where its upper end is at most '
+        f'{within}, "behind" where its lower end is above {within}, "cannot tell" '
         "otherwise (one evaluation step is itself a ratio near 1.2 where medians are a few "
         "steps in). A cell with a 10-seed and a 20-seed study counts once, with 20.",
         "",
