@@ -244,8 +244,11 @@ def robust_curriculum(
     :func:`~curriculax.gates.reward_consistency` gate (named ``"consistency"``): a task whose
     reward is proven to ignore the answer is no longer drawn and none of its groups trains.
     The gate and the wrapper need answer ids in the results (``GroupResults.answers``);
-    without them nothing is marked and this is the sampler alone. Where it was measured and
-    where it falls short of the best arm: docs/noise.md.
+    without them nothing is marked and this is the sampler alone. Measured for a policy that
+    starts from a pretrained base (the GRPO studies, docs/noise.md): within 1.2x of the best
+    arm in 17 of 23 cells. From random weights prefer uniform inside the same wrapper and
+    gate: on the coin-flip pools it reached the target sooner, and without informative labels
+    this preset is per-task scoring, which from scratch reached it on fewer seeds than uniform.
 
     Args:
       num_tasks: pool size ``N``.

@@ -4,7 +4,8 @@
 (``docs/compare/*.json``), groups the arms into cells (the same pool, init, seeds, schedule,
 target and training settings: arms whose runs share each seed's initial policy) and, in every
 cell where the candidate curriculum ran, compares it with the best non-oracle arm: the lowest
-median rollouts to target among the arms that read the same labels or none. ``auto`` may be
+median rollouts to target among the arms that read the same labels or none (ties, and cells
+where every median misses, go to the most seeds at target). ``auto`` may be
 registered only where the candidate's median is within ``--within`` (1.2) of that arm's in
 every cell of the grid; the table says where it is, with the paired bootstrap interval of the
 ratio (the point estimate is what the condition reads; the interval says how much of a gap is
@@ -186,10 +187,16 @@ def _eligible(arms: Sequence[Arm], labels: str) -> list[Arm]:
     return [a for a in arms if not a.oracle and (not a.reads_labels or a.labels == labels)]
 
 
+def _at_target(a: Arm) -> int:
+    return int(np.isfinite(a.rollouts).sum())
+
+
 def _best(arms: Sequence[Arm]) -> list[Arm]:
-    medians = [_stats.median(a.rollouts) for a in arms]
-    low = min(medians)
-    return [a for a, m in zip(arms, medians) if m == low]
+    """The arms with the lowest median rollouts to target and, among those, the most seeds at
+    target (where every median is a miss, the seeds at target are all that tells arms apart)."""
+    keys = [(_stats.median(a.rollouts), -_at_target(a)) for a in arms]
+    low = min(keys)
+    return [a for a, k in zip(arms, keys) if k == low]
 
 
 def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
@@ -226,7 +233,11 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
 
 
 def _median_text(a: Arm) -> str:
-    return _stats.fmt_count(_stats.median(a.rollouts), bound=a.budget)
+    """The median; where seeds missed, with the seeds at target (``> 64,000, 1/10 at target``)."""
+    text = _stats.fmt_count(_stats.median(a.rollouts), bound=a.budget)
+    if _at_target(a) < a.seeds:
+        text += f", {_at_target(a)}/{a.seeds} at target"
+    return text
 
 
 def _counted(rows: Sequence[Row]) -> tuple[list[Row], list[Row], list[Row], list[Row]]:
@@ -285,6 +296,12 @@ def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int, dict[str
         inside += ok
         verdict = interval_says(r.ratio, within)
         says[verdict] += 1
+        if ok:
+            mark = "yes"
+        elif r.ratio.bound == "?":
+            mark = "**no** (both medians miss)"
+        else:
+            mark = "**no**"
         cells.append(
             [
                 r.describe,
@@ -292,7 +309,7 @@ def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int, dict[str
                 f"{_median_text(r.candidate)} ({r.candidate.study})",
                 f"{_median_text(r.best[0])}: {best}",
                 _stats.fmt_ratio(r.ratio),
-                "yes" if ok else "**no**",
+                mark,
                 verdict,
             ]
         )
@@ -306,6 +323,7 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
     lines = [
         f"Candidate: {candidate}. Best arm: the lowest median rollouts to target among the "
         "non-oracle arms of the cell that read the same labels or none (ties listed). "
+        "Where medians tie (or all miss), the arms with the most seeds at target. "
         "Ratio: the candidate's median over the best arm's, paired bootstrap 95% interval "
         f"(above 1: the candidate needs more); within {within}x: the point estimate, as issue "
         '16\'s condition reads it; the interval says: "within" where its upper end is at most '

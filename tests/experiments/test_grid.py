@@ -91,6 +91,29 @@ def test_the_interval_says_within_behind_or_cannot_tell(tmp_path):
     assert "within 1.2x in 1, more than 1.2x behind in 1, and cannot tell in 1." in text
 
 
+def test_where_every_median_misses_the_best_arm_is_the_one_at_target_most_often(tmp_path):
+    _study(
+        tmp_path,
+        "a",
+        {
+            "uniform": [1000.0] * 5 + [None] * 5,
+            "robust, labels levels": [1000.0] + [None] * 9,
+            "robust, labels noise 0.5": [1000.0] * 3 + [None] * 7,
+            "robust, labels none": [None] * 10,
+        },
+    )
+    robust = _config.expand_preset({"preset": "robust"})
+    arms = grid.load(str(tmp_path / "*.json"))
+    rows = {r.labels: r for r in grid.grid(arms, lambda a: a.curriculum == robust)}
+    # every median is a miss: uniform (5/10 at target) is the best arm, alone
+    assert [[b.name for b in r.best] for r in rows.values()] == [["uniform"]] * 3
+    assert rows["levels"].ratio.bound == "?"
+    text = grid.report(list(rows.values()), within=1.2, candidate="robust")
+    assert "**Within 1.2x in 0 of 3 cells.**" in text
+    assert "| > 38,400, 1/10 at target (a) | > 38,400, 5/10 at target: uniform (a) |" in text
+    assert text.count("**no** (both medians miss)") == 3
+
+
 def test_a_study_with_more_seeds_replaces_the_same_cell_and_misses_are_listed(tmp_path):
     ten = {"uniform": [1000.0] * 10, "robust, labels levels": [2000.0] * 10}
     _study(tmp_path, "ten", ten)
