@@ -24,6 +24,14 @@ def _study(tmp_path, name, rollouts, *, seeds=10):
     return path
 
 
+def _robust_rows(tmp_path, rollouts):
+    """The robust preset's grid rows, by label mode, on one study with ``rollouts``."""
+    _study(tmp_path, "a", rollouts)
+    robust = _config.expand_preset({"preset": "robust"})
+    rows = grid.grid(grid.load(str(tmp_path / "*.json")), lambda a: a.curriculum == robust)
+    return {r.labels: r for r in rows}
+
+
 def test_reads_labels_follows_the_factories_that_take_categories():
     assert not grid.reads_labels({"sampler": {"type": "uniform"}})
     assert not grid.reads_labels({"sampler": {"type": "learnability"}})
@@ -36,9 +44,8 @@ def test_reads_labels_follows_the_factories_that_take_categories():
 def test_the_candidate_is_compared_with_the_best_arm_that_reads_its_labels_or_none(tmp_path):
     # uniform reads no labels, so it is eligible in every label mode; each robust arm only in
     # its own.
-    _study(
+    rows = _robust_rows(
         tmp_path,
-        "a",
         {
             "uniform": [1000.0] * 10,
             "robust, labels levels": [1100.0] * 10,
@@ -46,9 +53,6 @@ def test_the_candidate_is_compared_with_the_best_arm_that_reads_its_labels_or_no
             "robust, labels none": [1500.0] * 5 + [None] * 5,
         },
     )
-    arms = grid.load(str(tmp_path / "*.json"))
-    robust = _config.expand_preset({"preset": "robust"})
-    rows = {r.labels: r for r in grid.grid(arms, lambda a: a.curriculum == robust)}
     assert [b.name for b in rows["levels"].best] == ["uniform"]
     assert rows["levels"].ratio.point == pytest.approx(1.1)
     # the noise-0.5 arm is its own cell's best: the level-label arm is not eligible there
@@ -63,11 +67,10 @@ def test_the_candidate_is_compared_with_the_best_arm_that_reads_its_labels_or_no
 
 
 def test_the_interval_says_within_behind_or_cannot_tell(tmp_path):
-    # paired seeds: the candidate needs exactly 1.1x, 2x or, on half its seeds, 1.5x the
-    # uniform arm's rollouts; with a miss the interval is open above
-    _study(
+    # paired seeds: the candidate needs exactly 1.1x or 2x the uniform arm's rollouts, or 1.5x
+    # on half its seeds (so the median ratio's interval straddles 1.2)
+    rows = _robust_rows(
         tmp_path,
-        "a",
         {
             "uniform": [1000.0] * 10,
             "robust, labels levels": [1100.0] * 10,
@@ -75,11 +78,6 @@ def test_the_interval_says_within_behind_or_cannot_tell(tmp_path):
             "robust, labels none": [1000.0, 1500.0] * 5,
         },
     )
-    robust = _config.expand_preset({"preset": "robust"})
-    rows = {
-        r.labels: r
-        for r in grid.grid(grid.load(str(tmp_path / "*.json")), lambda a: a.curriculum == robust)
-    }
     assert grid.interval_says(rows["levels"].ratio, 1.2) == "within"
     assert grid.interval_says(rows["noise 0.5"].ratio, 1.2) == "behind"
     assert rows["none"].ratio.low < 1.2 < rows["none"].ratio.high
@@ -92,9 +90,8 @@ def test_the_interval_says_within_behind_or_cannot_tell(tmp_path):
 
 
 def test_where_every_median_misses_the_best_arm_is_the_one_at_target_most_often(tmp_path):
-    _study(
+    rows = _robust_rows(
         tmp_path,
-        "a",
         {
             "uniform": [1000.0] * 5 + [None] * 5,
             "robust, labels levels": [1000.0] + [None] * 9,
@@ -102,9 +99,6 @@ def test_where_every_median_misses_the_best_arm_is_the_one_at_target_most_often(
             "robust, labels none": [None] * 10,
         },
     )
-    robust = _config.expand_preset({"preset": "robust"})
-    arms = grid.load(str(tmp_path / "*.json"))
-    rows = {r.labels: r for r in grid.grid(arms, lambda a: a.curriculum == robust)}
     # every median is a miss: uniform (5/10 at target) is the best arm, alone
     assert [[b.name for b in r.best] for r in rows.values()] == [["uniform"]] * 3
     assert rows["levels"].ratio.bound == "?"
