@@ -328,8 +328,8 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         f"(above 1: the candidate needs more); within {within}x: the point estimate, as issue "
         '16\'s condition reads it; the interval says: "within" where its upper end is at most '
         f'{within}, "behind" where its lower end is above {within}, "cannot tell" '
-        "otherwise (one evaluation step is itself a ratio near 1.2 where medians are a few "
-        "steps in). A cell with a 10-seed and a 20-seed study counts once, with 20.",
+        "otherwise (where medians are a few evaluation steps in, one step is itself a ratio of "
+        "that size). A cell with a 10-seed and a 20-seed study counts once, with 20.",
         "",
     ]
     table, inside, says = _table(headline, within)
