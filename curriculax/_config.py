@@ -248,7 +248,8 @@ def robust_curriculum(
     starts from a pretrained base (the GRPO studies, docs/noise.md): within 1.2x of the best
     arm in 17 of 23 cells. From random weights prefer uniform inside the same wrapper and
     gate: on the coin-flip pools it reached the target sooner, and without informative labels
-    this preset is per-task scoring, which from scratch reached it on fewer seeds than uniform.
+    this preset is per-task scoring, which from scratch reached it on fewer seeds than uniform
+    on hard-skew, balanced and the chain (not on easy-skew).
 
     Args:
       num_tasks: pool size ``N``.
