@@ -174,13 +174,15 @@ def study_arms(path: str) -> list[Arm]:
 
 class Row(NamedTuple):
     """The candidate in one cell: ``ratio`` is its median over the best arm's (a paired
-    :class:`~experiments._stats.Ratio`; None where it did not run there)."""
+    :class:`~experiments._stats.Ratio`; None where it did not run there). ``runs``: how many
+    runs of the candidate the cell holds (``candidate`` is the least favourable of them)."""
 
     describe: str
     labels: str
     candidate: Arm | None
     best: list[Arm]
     ratio: _stats.Ratio | None
+    runs: int = 1
 
 
 def _eligible(arms: Sequence[Arm], labels: str) -> list[Arm]:
@@ -191,10 +193,15 @@ def _at_target(a: Arm) -> int:
     return int(np.isfinite(a.rollouts).sum())
 
 
+def _key(a: Arm) -> tuple[float, int]:
+    """Lower is better: the median rollouts to target, then fewer seeds at target."""
+    return _stats.median(a.rollouts), -_at_target(a)
+
+
 def _best(arms: Sequence[Arm]) -> list[Arm]:
     """The arms with the lowest median rollouts to target and, among those, the most seeds at
     target (where every median is a miss, the seeds at target are all that tells arms apart)."""
-    keys = [(_stats.median(a.rollouts), -_at_target(a)) for a in arms]
+    keys = [_key(a) for a in arms]
     low = min(keys)
     return [a for a, k in zip(arms, keys) if k == low]
 
@@ -203,7 +210,10 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
     """A row per cell and label mode: the candidate (``is_candidate(arm)``) against the best
     eligible arm, or the cell's label modes where the candidate did not run (``candidate``
     None). Label modes of a cell: the grid's (:data:`GRID_LABELS`) and any other its
-    label-reading arms ran with."""
+    label-reading arms ran with. Where the candidate ran in several studies of a cell, the
+    least favourable run is the one compared (the highest median, then the fewest seeds at
+    target): runs of one seed on another install or machine are other draws of chaotic
+    training, not copies, so the grid does not pick the luckiest."""
     cells: dict[str, list[Arm]] = {}
     for a in arms:
         cells.setdefault(a.cell, []).append(a)
@@ -220,15 +230,16 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
                 for a in eligible
                 if is_candidate(a) and (a.labels == labels or not a.reads_labels)
             ]
-            best = _best(eligible)
             if not cands:
-                rows.append(Row(members[0].describe, labels, None, best, None))
+                rows.append(Row(members[0].describe, labels, None, _best(eligible), None))
                 continue
-            cand = cands[0]
+            cand = max(cands, key=_key)  # the first of equals: load order, stable
+            # the candidate's other runs are not other arms
+            best = _best([a for a in eligible if a is cand or all(a is not c for c in cands)])
             ref = best[0]
             paired = cand.rollouts.shape == ref.rollouts.shape
             ratio = _stats.censored_ratio(cand.rollouts, ref.rollouts, cand.budget, paired=paired)
-            rows.append(Row(cand.describe, labels, cand, best, ratio))
+            rows.append(Row(cand.describe, labels, cand, best, ratio, len(cands)))
     return sorted(rows, key=lambda r: (r.describe, r.labels))
 
 
@@ -306,7 +317,8 @@ def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int, dict[str
             [
                 r.describe,
                 r.labels,
-                f"{_median_text(r.candidate)} ({r.candidate.study})",
+                f"{_median_text(r.candidate)} ({r.candidate.study}"
+                + (f"; the least favourable of {r.runs} runs)" if r.runs > 1 else ")"),
                 f"{_median_text(r.best[0])}: {best}",
                 _stats.fmt_ratio(r.ratio),
                 mark,
@@ -329,7 +341,9 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         '16\'s condition reads it; the interval says: "within" where its upper end is at most '
         f'{within}, "behind" where its lower end is above {within}, "cannot tell" '
         "otherwise (where medians are a few evaluation steps in, one step is itself a ratio of "
-        "that size). A cell with a 10-seed and a 20-seed study counts once, with 20.",
+        "that size). A cell with a 10-seed and a 20-seed study counts once, with 20. Where the "
+        "candidate ran in several studies of one cell, the least favourable run counts (the "
+        "highest median, then the fewest seeds at target).",
         "",
     ]
     table, inside, says = _table(headline, within)

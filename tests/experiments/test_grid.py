@@ -128,6 +128,27 @@ def test_a_study_with_more_seeds_replaces_the_same_cell_and_misses_are_listed(tm
     ]
 
 
+def test_where_the_candidate_ran_twice_in_a_cell_the_least_favourable_run_counts(tmp_path):
+    # the same cell run twice (another install: other draws of the same seeds); whichever
+    # order the files load in, the run with the higher median is compared, and the row says so
+    runs = {
+        "lucky": {"uniform": [1000.0] * 10, "robust, labels levels": [900.0] * 10},
+        "unlucky": {"uniform": [1000.0] * 10, "robust, labels levels": [1500.0] * 9 + [None]},
+    }
+    for name, rollouts in runs.items():
+        (tmp_path / name).mkdir()
+        _study(tmp_path / name, "s", rollouts)
+    robust = _config.expand_preset({"preset": "robust"})
+    for order in (["lucky", "unlucky"], ["unlucky", "lucky"]):
+        arms = [a for name in order for a in grid.load(str(tmp_path / name / "*.json"))]
+        rows = {r.labels: r for r in grid.grid(arms, lambda a: a.curriculum == robust)}
+        row = rows["levels"]
+        assert row.runs == 2
+        assert grid._at_target(row.candidate) == 9
+        assert row.ratio.point == pytest.approx(1.5)
+        assert "the least favourable of 2 runs" in grid.report([row], within=1.2, candidate="x")
+
+
 def test_the_docs_state_what_the_grid_reads_from_the_stored_tables(capsys):
     grid.main(["--tables", "docs/compare/*.json"])
     out = capsys.readouterr().out
