@@ -83,7 +83,10 @@ def hierarchical_learnability(
     labels it reached the target on 9/10 seeds (uniform 5/10, learnability 1/10, the category
     bandit 10/10). Without labels it is learnability with another prior, no better: on hard-skew
     from the base 1.22x uniform (learning progress 1.57x); from scratch it reached the target on
-    fewer seeds than uniform (hard-skew 1/10 against 5/10, balanced 5/10 against 8/10).
+    fewer seeds than uniform (hard-skew 1/10 against 5/10, balanced 5/10 against 8/10), and a
+    larger ``uniform_share`` is not the fix there (0.25 and 0.5 on the tuning seeds: hard-skew
+    0/10 each against uniform's 3/10, balanced 6/10 against 9/10), while from the base with
+    level labels it gave up most of the gain (median 8,320 rollouts against 5,120).
 
     Cost per ``sample``: learnability's O(N + num log N) plus one O(N + C) segment sum (and,
     split over devices, one ``psum`` of ``2 C`` numbers). ``observe``: O(G K).
