@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import warnings
@@ -386,14 +387,24 @@ def restore_latest(
     quiet_abandoned_reads()  # a damaged checkpoint's other reads report as they finish
     skipped: list[tuple[int, str]] = []
     for step in reversed(store.steps()):
-        try:
-            meta = store.meta(step)
-            state = restore(store, engine, step, allow_partial=allow_partial, config=config)
-        except CheckpointMismatch:
-            raise
-        except Exception as e:  # whatever Orbax, TensorStore or JSON raise on damaged files
-            skipped.append((step, unreadable_reason(e, store._step_dir(step))))
-            continue
+        with warnings.catch_warnings():
+            # A failed read leaves Orbax coroutines that were never awaited; Python warns for
+            # each when it collects them, at whatever line runs then. Collect them here.
+            warnings.filterwarnings(
+                "ignore", message=r"coroutine '.*' was never awaited", category=RuntimeWarning
+            )
+            failed = False
+            try:
+                meta = store.meta(step)
+                state = restore(store, engine, step, allow_partial=allow_partial, config=config)
+            except CheckpointMismatch:
+                raise
+            except Exception as e:  # whatever Orbax, TensorStore or JSON raise on damaged files
+                skipped.append((step, unreadable_reason(e, store._step_dir(step))))
+                failed = True
+            if failed:
+                gc.collect()  # outside the handler, which still holds the failed read's frames
+                continue
         if skipped:
             warnings.warn(
                 f"resuming from checkpoint step {step} in {store.directory}: newer checkpoints "
