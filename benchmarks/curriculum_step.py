@@ -50,6 +50,7 @@ import numpy as np
 import curriculax as cx
 from benchmarks import _host_baseline, _numpy_baseline
 from experiments import _markdown as md
+from experiments._environment import cpu_model
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 QUICK_SIZES = (500, 2_000)
@@ -552,15 +553,7 @@ def format_targets(t: dict[str, object]) -> str:
 
 
 def machine_info() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model()
     device = jax.devices()[0]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (

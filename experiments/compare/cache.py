@@ -64,10 +64,13 @@ def save_arm(run_dir: str, config: CompareConfig, arm: Mapping, curves: dict) ->
     path = arm_path(run_dir, config, arm)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     extra = {k: np.asarray(curves[k]) for k in ("seconds", "load", "category_names")}
+    if curves.get("environment") is not None:  # as JSON text: npz holds no dicts
+        extra["environment"] = np.asarray(json.dumps(curves["environment"], sort_keys=True))
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, **{k: v for k, v in curves.items() if k not in extra}, **extra)
+            rest = {k: v for k, v in curves.items() if k not in extra and k != "environment"}
+            np.savez(f, **rest, **extra)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -93,6 +96,10 @@ def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
         curves["seconds"] = float(curves["seconds"])
         curves["load"] = tuple(curves["load"].tolist())
         curves["category_names"] = curves["category_names"].tolist()
+        # absent from arms saved before environments were kept
+        curves["environment"] = (
+            json.loads(str(curves["environment"])) if "environment" in curves else None
+        )
         if "noise_unit" in curves:  # absent from arms saved before the noise flags were kept
             curves["noise_unit"] = str(curves["noise_unit"])
     except UNREADABLE as e:

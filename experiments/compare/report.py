@@ -13,6 +13,7 @@ from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
 from experiments._builders import GRPOExperimentConfig, make_study_pool
+from experiments._environment import describe_all
 from experiments._oracle import probe_rows
 from experiments.compare.config import (
     CompareConfig,
@@ -58,6 +59,7 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
             "curve_held_out": c["held_out"].tolist(),
             "seconds": c["seconds"],
             "load": list(c["load"]),
+            "environment": c.get("environment"),
         }
         rates = _pass_rate_data(config, c)
         if rates is not None:
@@ -327,6 +329,8 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
             f"{n} {d['seconds']:.0f} s (load {d['load'][0]:.1f}-{d['load'][1]:.1f})"
             for n, d in data.items()
         )
+        + ".\n"
+        + describe_all([d.get("environment") for d in data.values()])
         + "\n"
     )
     rates = pass_rate_table(config, data)

@@ -17,6 +17,7 @@ from curriculax import tasks as T
 from curriculax.tasks import per_level_mean
 from experiments import _cli
 from experiments._builders import build, make_study_pool, sampler_categories
+from experiments._environment import environment
 from experiments._oracle import build_oracle, make_measure, oracle, probe_rows
 from experiments.compare.config import CompareConfig, arm_experiment, arm_oracle
 from experiments.compare.noise import final_state, flag_shares, noise_diagnostic
@@ -214,6 +215,7 @@ def run_seeds(config: CompareConfig, arm: Mapping, mesh=None) -> tuple[dict, Any
     curves = {k: np.asarray(v) for k, v in curves.items()}
     curves["seconds"] = time.perf_counter() - t0
     curves["load"] = (load0, os.getloadavg()[0])
+    curves["environment"] = environment()
     curves["category_names"] = list(pool.category_names)
     curves["category_entries"] = np.bincount(pool.category, minlength=num_cat)
     if rows is not None:

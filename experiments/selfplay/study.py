@@ -53,6 +53,7 @@ from experiments._builders import (
     held_out_report,
     make_study_pool,
 )
+from experiments._environment import describe_all, environment
 from experiments.selfplay._challengers import CHALLENGER_ARMS, evolve_arm
 
 ARMS = ("self-play", "no challenger", "bandit", "random generator", "learned")
@@ -433,6 +434,7 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
             if compiled
             else "."
         ),
+        describe_all([r.get("environment") for r in runs]),
     ]
     return "\n".join(lines) + "\n", stats
 
@@ -519,8 +521,11 @@ def main(argv=None) -> None:
     done = {(r["arm"], r["seed"]) for r in runs}
     seeds = list(range(seed0, seed0 + config.seeds))
 
+    env = environment()
+
     def keep(records):
         for record in records:
+            record = {**record, "environment": env}
             runs.append(record)
             with open(path, "a") as f:
                 f.write(json.dumps(record) + "\n")

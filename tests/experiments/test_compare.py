@@ -4,8 +4,10 @@ need no code change; every arm spends the same budget; per-seed numbers are kept
 import dataclasses
 import json
 import os
+import platform
 import tomllib
 
+import jax
 import numpy as np
 import pytest
 
@@ -86,6 +88,11 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     assert "ratio_from_first" not in best[0] and len(best[1]["ratio_from_first"]) == 3
     assert (tmp_path / "out" / "compare.png").exists()
     assert "budget 32 rollouts" in capsys.readouterr().out.lower()
+    # What it ran on, per arm, so per-seed numbers that differ elsewhere can be traced.
+    env = data["arms"]["oracle"]["environment"]
+    assert env["jax"] == jax.__version__ and env["backend"] == jax.default_backend()
+    assert env["cores"] == os.cpu_count() and env["flax"] and env["optax"]
+    assert f"\nEnvironment: Python {platform.python_version()}, jax {jax.__version__}, " in table
 
 
 def test_diversity_runs_one_seed_of_one_arm(tmp_path, capsys):
@@ -225,6 +232,15 @@ def test_an_arm_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     compare.save_arm(run_dir, config, config.arms[0], curves)
     back = compare.load_arm(run_dir, config, config.arms[0])
     assert np.array_equal(back["held_out"], curves["held_out"])
+    assert back["environment"] is None  # an arm kept before environments were: not recorded
+
+
+def test_an_arm_file_keeps_the_environment_it_ran_on(tmp_path):
+    config = compare.CompareConfig(arms=({"name": "u", "curriculum": {}},), baseline="u")
+    env = {"python": "3.11.7", "jax": "0.10.2", "cpu_features": "fma avx2", "cores": 2}
+    curves = {**_fake_run_arm([])(config, config.arms[0]), "environment": env}
+    compare.save_arm(str(tmp_path), config, config.arms[0], curves)
+    assert compare.load_arm(str(tmp_path), config, config.arms[0])["environment"] == env
 
 
 @pytest.mark.parametrize(

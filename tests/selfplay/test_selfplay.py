@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import platform
 
 import jax
 import jax.numpy as jnp
@@ -367,6 +368,8 @@ def test_the_study_runs_both_arms_on_equal_budgets_and_resumes(tmp_path, capsys)
     stats = summary["stats"]
     assert len(stats["self-play"]["final"]) == 2 and len(stats["difference"]["paired"]) == 3
     assert "paired by seed" in first and (tmp_path / "study.md").read_text() in first
+    assert all(r["environment"]["jax"] == jax.__version__ for r in runs)
+    assert f"\nEnvironment: Python {platform.python_version()}, jax {jax.__version__}" in first
     lines = (tmp_path / "runs.jsonl").read_text()
     study.main([*args, "--resume"])  # nothing left to run: the same table from runs.jsonl
     assert capsys.readouterr().out == first
