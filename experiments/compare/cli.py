@@ -19,7 +19,7 @@ from experiments.compare.config import CompareConfig, json_default
 from experiments.compare.diversity import diversity
 from experiments.compare.plot import plot
 from experiments.compare.report import load_study, reach, study_json, summarize, tables
-from experiments.compare.run import check_arms, run_arm
+from experiments.compare.run import check_arms, progress_for, run_arm
 
 DESCRIPTION = (
     "Curricula against uniform sampling: rollouts to a held-out target at an equal budget."
@@ -118,7 +118,8 @@ def _run_study(config: CompareConfig, args, argv, mesh) -> None:
             curves[name] = c
             continue
         print(f"== {name}: {config.seeds} seeds ...", file=sys.stderr, flush=True)
-        curves[name] = c = run_arm(config, arm, mesh)
+        progress = None if args.no_progress else progress_for(config, arm)
+        curves[name] = c = run_arm(config, arm, mesh, progress)
         save_arm(args.run_dir, config, arm, c)
         hits = reach(c, config.experiment.target)
         print(

@@ -19,6 +19,7 @@ from experiments import _cli
 from experiments._builders import build, make_study_pool, sampler_categories
 from experiments._environment import environment
 from experiments._oracle import build_oracle, make_measure, oracle, probe_rows
+from experiments._progress import StudyProgress
 from experiments.compare.config import CompareConfig, arm_experiment, arm_oracle
 from experiments.compare.noise import final_state, flag_shares, noise_diagnostic
 
@@ -94,7 +95,7 @@ def build_arm(config: CompareConfig, arm: Mapping, mesh=None):
     return built, orc["every"] or config.eval_every, probe
 
 
-def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
+def run_arm(config: CompareConfig, arm: Mapping, mesh=None, progress=None) -> dict:
     """All seeds of one arm as one program. Returns per-seed curves (numpy), one point per
     evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
     ``updates``, ``draws`` (per category, in the chunk), ``signal`` (groups whose rewards
@@ -105,8 +106,11 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     sampler with a noise diagnostic (:mod:`experiments.compare.noise`), at the end of the
     budget, ``noise_coin_flagged`` and ``noise_real_flagged`` (``f32[S]``: the shares of
     coin-flip and of real entries it flags) and ``noise_unit`` (``"task"``, ``"category"``).
+
+    ``progress``: an :class:`experiments._progress.StudyProgress` for ``seeds x evaluations``
+    ticks (:func:`progress_for`), or None.
     """
-    curves, final = run_seeds(config, arm, mesh)
+    curves, final = run_seeds(config, arm, mesh, progress)
     diag = noise_diagnostic(arm)
     if diag is not None:
         exp = arm_experiment(config, arm)
@@ -121,7 +125,15 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None) -> dict:
     return curves
 
 
-def run_seeds(config: CompareConfig, arm: Mapping, mesh=None) -> tuple[dict, Any]:
+def progress_for(config: CompareConfig, arm: Mapping) -> StudyProgress:
+    """The progress line of one arm: a tick per seed per evaluation."""
+    evaluations = config.generations // config.eval_every
+    return StudyProgress(f"   {arm['name']}", config.seeds * evaluations)
+
+
+def run_seeds(
+    config: CompareConfig, arm: Mapping, mesh=None, progress: StudyProgress | None = None
+) -> tuple[dict, Any]:
     """``(curves, final)``: :func:`run_arm`'s curves without the noise flags, and each seed's
     final sampler state that holds the arm's noise diagnostic (leading axis ``S``, numpy;
     None for an arm without one: :func:`experiments.compare.noise.noise_diagnostic`)."""
@@ -188,6 +200,8 @@ def run_seeds(config: CompareConfig, arm: Mapping, mesh=None) -> tuple[dict, Any
                 out["pass_rate"] = measure(
                     state.solver, measure_key(key, state.counters.generations)
                 )
+            if progress is not None:  # a tick per seed: the held-out score is batched by vmap
+                jax.debug.callback(progress.tick, out["held_out"])
             return state, out
 
         init = engine.init(key)
@@ -212,6 +226,8 @@ def run_seeds(config: CompareConfig, arm: Mapping, mesh=None) -> tuple[dict, Any
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     curves, final = jax.device_get(fn(keys))
+    if progress is not None:
+        jax.effects_barrier()  # every tick in before the arm's line is printed
     curves = {k: np.asarray(v) for k, v in curves.items()}
     curves["seconds"] = time.perf_counter() - t0
     curves["load"] = (load0, os.getloadavg()[0])

@@ -95,6 +95,25 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     assert f"\nEnvironment: Python {platform.python_version()}, jax {jax.__version__}, " in table
 
 
+def test_the_progress_line_moves_with_the_program_and_changes_no_number(tmp_path, capsys):
+    config = tmp_path / "tiny.toml"
+    config.write_text(STUDY.replace('best_of = [["sequential, unshuffled"], ["oracle"]]\n', ""))
+    runs = {}
+    for flags in (["--no-progress"], []):
+        out = tmp_path / ("quiet" if flags else "bar")
+        compare.main(["--config", str(config), "--run-dir", str(out), *flags])
+        runs[bool(flags)] = json.loads((out / "compare.json").read_text())["arms"]
+        err = capsys.readouterr().err
+        # 2 seeds x 2 evaluations per arm; stderr is not a terminal: the last line only.
+        done = "[########################] 4/4 evaluations (seeds x evaluations) | "
+        assert (f"   sequential, unshuffled {done}" in err) is not bool(flags)
+        assert (f"   oracle {done}" in err) is not bool(flags)
+    for arm, quiet in runs[True].items():
+        bar = runs[False][arm]
+        for key in ("final_held_out", "rollouts_to_target", "draw_share", "curve_held_out"):
+            assert bar[key] == quiet[key], (arm, key)
+
+
 def test_diversity_runs_one_seed_of_one_arm(tmp_path, capsys):
     config = tmp_path / "tiny.toml"
     config.write_text(STUDY)
