@@ -28,7 +28,9 @@ for that arm (after a crash, or with arms added); delete the folder to run them 
 Every arm is checked (its experiment, pool, sampler and gates built) before any runs. One
 study at a time uses a directory: it holds ``DIR/run.lock`` as a run directory does, and a
 second process is refused naming the first. Arm files are written to a temporary file and
-renamed into place; one that cannot be read (cut short, empty) is run again.
+renamed into place; one that cannot be read (cut short, empty) is run again. While an arm
+runs, a progress line on stderr counts its seeds' evaluations (``--no-progress``: none); each
+arm records what it ran on (package versions, CPU; ``environment`` in ``compare.json``).
 
 ``--diversity ARM --seed-index I`` runs one seed of one arm instead and prints how varied the
 policy's sampled answers stay on the target levels (a collapse onto a few answers shows there).
