@@ -1,9 +1,9 @@
 """A progress line for one compiled program that runs many seeds (a study's arm).
 
 The program calls :meth:`StudyProgress.tick` through ``jax.debug.callback`` once per seed at
-each evaluation (under ``vmap`` the callback runs once per seed), so the line moves while the
-program runs instead of after it. Nothing is read back into the program: the callback returns
-nothing and changes no number the program computes.
+each evaluation or round (under ``vmap`` the callback runs once per seed), so the line moves
+while the program runs instead of after it. Nothing is read back into the program: the
+callback returns nothing and changes no number the program computes.
 """
 
 from __future__ import annotations
@@ -22,12 +22,22 @@ class StudyProgress:
     Args:
       label: what runs (e.g. the arm's name).
       total: ticks expected (seeds x evaluations).
+      unit: what one tick is, per seed ("evaluations", "rounds").
       stream: where the line goes (stderr by default).
       every: seconds between lines when the stream is not a terminal.
     """
 
-    def __init__(self, label: str, total: int, stream=None, every: float = 30.0, width: int = 24):
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        stream=None,
+        every: float = 30.0,
+        width: int = 24,
+        unit: str = "evaluations",
+    ):
         self.label, self.total, self.width, self.every = label, max(int(total), 1), width, every
+        self.unit = unit
         self.stream = stream or sys.stderr
         self.interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.done = 0
@@ -53,7 +63,7 @@ class StudyProgress:
         left = f", about {spent / frac - spent:.0f} s left" if 0 < frac < 1 else ""
         line = (
             f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/"
-            f"{self.total} evaluations (seeds x evaluations) | {spent:.0f} s{left}"
+            f"{self.total} {self.unit} (seeds x {self.unit}) | {spent:.0f} s{left}"
         )
         end = "\r" if self.interactive and not last else "\n"
         self.stream.write(line + end)

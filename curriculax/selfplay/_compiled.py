@@ -241,6 +241,7 @@ def compiled_evolve(
     pass_rate: float = 0.5,
     z: float = 2.0,
     seed_batch: int | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> CompiledResult:
     """:func:`~curriculax.selfplay.curriculum_evolve` with a :class:`PureChallenger`, every
     seed of ``keys`` (``key[S]``) in one compiled, ``vmap``-ped program.
@@ -256,6 +257,10 @@ def compiled_evolve(
       seed_batch: seeds ``vmap``-ped together; the batches run one after another inside the
         same program (``lax.map``). ``None``: all seeds at once. On a CPU whose cores one
         seed already keeps busy, a smaller batch can be faster per seed.
+      progress: called on the host once per seed at the end of each round (with that seed's
+        held-out score, through ``jax.debug.callback``), e.g. to move a progress line while
+        the program runs; its return value is ignored and no number of the run depends on it.
+        None: no callback.
     """
     held_keys = _keys_from_data(held_out_tasks)
     held_keys = np.asarray(
@@ -366,8 +371,14 @@ def compiled_evolve(
             )
             return (state, challenger.propose(spec, judged)), out
 
+        def round_ticked(carry, r):
+            carry, out = round_(carry, r)
+            if progress is not None:  # the score is per seed, so vmap calls it per seed
+                jax.debug.callback(progress, out["held_out"])
+            return carry, out
+
         init_spec = None if challenger is None else spec
-        (state, _), out = jax.lax.scan(round_, (state, init_spec), jnp.arange(rounds))
+        (state, _), out = jax.lax.scan(round_ticked, (state, init_spec), jnp.arange(rounds))
         return out, state
 
     if seed_batch is None or seed_batch >= keys.shape[0]:
@@ -375,4 +386,6 @@ def compiled_evolve(
     else:
         run_all = lambda ks: jax.lax.map(one_seed, ks, batch_size=seed_batch)  # noqa: E731
     out, states = jax.jit(run_all)(keys)
+    if progress is not None:
+        jax.effects_barrier()  # every call made before the result is handed back
     return CompiledResult(**out, state=states)

@@ -54,6 +54,7 @@ from experiments._builders import (
     make_study_pool,
 )
 from experiments._environment import describe_all, environment
+from experiments._progress import StudyProgress
 from experiments.selfplay._challengers import CHALLENGER_ARMS, evolve_arm
 
 ARMS = ("self-play", "no challenger", "bandit", "random generator", "learned")
@@ -181,7 +182,9 @@ def run_one(config: StudyConfig, arm: str, seed: int) -> dict:
 COUNTS = ("generated", "collisions", "learned", "stuck", "dropped_easy")
 
 
-def run_compiled(config: StudyConfig, arm: str, seeds: list[int]) -> list[dict]:
+def run_compiled(
+    config: StudyConfig, arm: str, seeds: list[int], progress: StudyProgress | None = None
+) -> list[dict]:
     """Every seed of ``seeds`` of one arm as one compiled program
     (:func:`~curriculax.selfplay.compiled_evolve` with the arm's pure challenger); returns the
     runs' records, the host path's fields (:func:`run_one`) for the same seeds.
@@ -189,6 +192,7 @@ def run_compiled(config: StudyConfig, arm: str, seeds: list[int]) -> list[dict]:
     A record's ``seconds`` is the program's wall time (compilation included) over the seeds
     (``program_seconds`` the whole); ``challenger_seconds`` is ``None``: the challenger runs
     inside the program, its time is not separable (it spends no rollouts on either path).
+    ``progress``: a line ticked once per seed per round while the program runs, or None.
     """
     from curriculax.selfplay import compiled_evolve
     from experiments._builders import family_spec, make_solver
@@ -223,6 +227,7 @@ def run_compiled(config: StudyConfig, arm: str, seeds: list[int]) -> list[dict]:
         group_size=exp.group_size,
         batch_groups=exp.batch_groups,
         seed_batch=config.seed_batch or None,
+        progress=None if progress is None else progress.tick,
     )
     got = jax.device_get(out._replace(state=None))
     seconds = time.perf_counter() - t0
@@ -540,7 +545,10 @@ def main(argv=None) -> None:
         for arm in config.arms:
             todo = [s for s in seeds if (arm, s) not in done]
             if todo:
-                keep(run_compiled(config, arm, todo))
+                bar = None
+                if not args.no_progress:
+                    bar = StudyProgress(f"{arm:>16}", len(todo) * config.rounds, unit="rounds")
+                keep(run_compiled(config, arm, todo, bar))
     else:
         for seed in seeds:
             for arm in config.arms:

@@ -108,3 +108,27 @@ def test_seed_batches_and_the_run_without_a_challenger_match():
     np.testing.assert_allclose(np.asarray(together.held_out)[1], host.held_out, rtol=1e-6)
     assert np.asarray(together.rollouts)[1].tolist() == [r.rollouts for r in host.curriculum]
     assert int(np.asarray(together.generated).sum()) == 0 and together.spec is None
+
+
+def test_the_progress_callback_runs_once_per_seed_and_round_and_changes_no_number():
+    tasks, held = level_tasks(), _held_out()
+    keys = jax.random.split(jax.random.key(7), 3)
+    calls = []
+    run = lambda **o: compiled_evolve(  # noqa: E731
+        capped_solver(),
+        tasks,
+        challenger=pure_level_bandit(max_level=6),
+        spec=pure_bandit_spec(6),
+        held_out_tasks=held,
+        keys=keys,
+        rounds=2,
+        steps_per_round=4,
+        batch_groups=8,
+        **o,
+    )
+    quiet, ticked = run(), run(progress=lambda score: calls.append(float(score)))
+    assert len(calls) == 3 * 2  # seeds x rounds, each with its seed's held-out score
+    assert sorted(calls) == sorted(np.asarray(quiet.held_out).ravel().tolist())
+    np.testing.assert_array_equal(quiet.held_out, ticked.held_out)
+    np.testing.assert_array_equal(quiet.state.solver.cap, ticked.state.solver.cap)
+    np.testing.assert_array_equal(quiet.learned, ticked.learned)

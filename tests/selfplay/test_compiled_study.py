@@ -138,10 +138,14 @@ def test_the_dry_run_demo_output_is_unchanged(tmp_path):
     assert buf.getvalue() == body
 
 
-def test_the_study_runs_compiled_and_refuses_the_learned_arm(tmp_path):
+def test_the_study_runs_compiled_and_refuses_the_learned_arm(tmp_path, capsys):
     args = ["--run-dir", str(tmp_path), "--seeds", "2", "--compiled"]
     args += [x for t in [*TINY, "rounds=2"] for x in ("--set", t)]
     study.main([*args, "--arms", "self-play"])
+    # The progress line moved inside the program: 2 seeds x 2 rounds.
+    assert "self-play [########################] 4/4 rounds (seeds x rounds) | " in (
+        capsys.readouterr().err
+    )
     runs = json.loads((tmp_path / "summary.json").read_text())["runs"]
     assert sorted((r["arm"], r["seed"]) for r in runs) == [("self-play", 0), ("self-play", 1)]
     assert {r["path"] for r in runs} == {"compiled"}
