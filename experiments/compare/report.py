@@ -61,6 +61,11 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
             "load": list(c["load"]),
             "environment": c.get("environment"),
         }
+        if "task_draws" in c:  # absent from arms saved before per-entry draws were kept
+            spread = draw_spread(c["task_draws"], c["entry_category"], len(c["category_names"]))
+            data[name]["draw_spread"] = [
+                [None if np.isnan(x) else float(x) for x in row] for row in spread
+            ]
         rates = _pass_rate_data(config, c)
         if rates is not None:
             data[name]["pass_rates"] = rates
@@ -73,6 +78,56 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
                 "real_flagged": _finite(c["noise_real_flagged"]),
             }
     return data
+
+
+def draw_spread(task_draws: np.ndarray, entry_category: np.ndarray, num_cat: int) -> np.ndarray:
+    """``f64[S, C]``: how spread each seed's draws within each category were, per evaluation
+    interval: the entries drawn at least once over the number ``n (1 - (1 - 1/n)**d)`` that
+    ``d`` independent uniform draws over the category's ``n`` entries reach on average, ``d``
+    the interval's draws in the category; the mean over intervals with draws (NaN: none).
+    1: as spread as uniform draws; below 1: the arm drew some entries again and left others.
+
+    Args:
+      task_draws: ``int[S, E, N]`` draws of each pool entry per evaluation interval.
+      entry_category: ``int[N]`` each entry's category.
+      num_cat: the number of categories ``C``.
+    """
+    onehot = np.eye(num_cat, dtype=np.float64)[np.asarray(entry_category)]  # [N, C]
+    counts = np.asarray(task_draws, np.float64)
+    d = counts @ onehot  # [S, E, C]
+    drawn = (counts > 0) @ onehot
+    n = onehot.sum(0)  # [C]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = n * (1.0 - (1.0 - 1.0 / n) ** d)
+        ok = d > 0
+        spread = np.where(ok, drawn / np.where(ok, expected, 1.0), 0.0)
+        return spread.sum(1) / ok.sum(1)  # NaN where a category had no draws
+
+
+def spread_table(config: CompareConfig, data: dict[str, dict]) -> str:
+    """:func:`draw_spread` per arm and category as markdown (mean over seeds; ``-``: not
+    recorded or no draws there); empty when no arm has it."""
+    if not any("draw_spread" in d for d in data.values()):
+        return ""
+    names = next(iter(data.values()))["category_names"]
+    cats = shown_categories(config, names)
+    rows = []
+    for name, d in data.items():
+        spread = d.get("draw_spread")
+        if spread is None:
+            rows.append([name, *("-" for _ in cats)])
+            continue
+        x = np.array([[np.nan if v is None else v for v in row] for row in spread], np.float64)
+        means = [x[:, i][np.isfinite(x[:, i])] for i in cats]
+        rows.append([name, *(f"{m.mean():.2f}" if m.size else "-" for m in means)])
+    return (
+        "\n\nHow spread each arm's draws were within a category, per evaluation interval: "
+        "the entries it drew over the number as many independent uniform draws over the "
+        "category's entries reach on average (1: as spread as uniform; below 1: some entries "
+        "drawn again and others left), mean over intervals with draws and over seeds; - : not "
+        "recorded (an arm file saved before per-entry draws were kept) or never drawn.\n\n"
+        + md.table(["arm", *(names[i] for i in cats)], rows)
+    )
 
 
 def noise_table(config: CompareConfig, data: dict[str, dict]) -> str:
@@ -337,7 +392,8 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
     best = best_of_text(config, data)
     step0 = step0_table(config, data)
     noise = noise_table(config, data)
-    return header + "\n\n" + main + best + draws + per_level + rates + step0 + noise + wall
+    spread = spread_table(config, data)
+    return header + "\n\n" + main + best + draws + spread + per_level + rates + step0 + noise + wall
 
 
 def best_of(config: CompareConfig, data: dict[str, dict]) -> list[dict]:

@@ -98,7 +98,8 @@ def build_arm(config: CompareConfig, arm: Mapping, mesh=None):
 def run_arm(config: CompareConfig, arm: Mapping, mesh=None, progress=None) -> dict:
     """All seeds of one arm as one program. Returns per-seed curves (numpy), one point per
     evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
-    ``updates``, ``draws`` (per category, in the chunk), ``signal`` (groups whose rewards
+    ``updates``, ``draws`` (per category, in the chunk), ``task_draws`` (per pool entry, in
+    the chunk; ``entry_category`` each entry's category), ``signal`` (groups whose rewards
     differ, in the chunk), ``groups``, ``admitted``; with pass-rate diagnostics on, also
     ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
     and ``probe_category`` (each probed task's category); with the step-0 histogram on,
@@ -168,6 +169,7 @@ def run_seeds(
         draws = jnp.zeros((num_cat,), jnp.int32).at[category[gen.task_ids]].add(1)
         return {
             "draws": draws,
+            "task_draws": jnp.zeros(category.shape, jnp.int32).at[gen.task_ids].add(1),
             "signal": jnp.sum(hi > lo, dtype=jnp.int32),
             "groups": jnp.int32(gen.task_ids.shape[0]),
             "admitted": jnp.sum(gen.admitted, dtype=jnp.int32),
@@ -234,6 +236,7 @@ def run_seeds(
     curves["environment"] = environment()
     curves["category_names"] = list(pool.category_names)
     curves["category_entries"] = np.bincount(pool.category, minlength=num_cat)
+    curves["entry_category"] = np.asarray(pool.category)
     if rows is not None:
         curves["probe_category"] = rows.category
     if rows0 is not None:

@@ -88,6 +88,11 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     assert "ratio_from_first" not in best[0] and len(best[1]["ratio_from_first"]) == 3
     assert (tmp_path / "out" / "compare.png").exists()
     assert "budget 32 rollouts" in capsys.readouterr().out.lower()
+    # How spread the draws were within each category (per seed, per category; None: no draws).
+    spread = data["arms"]["sequential, unshuffled"]["draw_spread"]
+    assert len(spread) == 2 and all(len(row) == 4 for row in spread)
+    assert all(row[1] is None for row in spread)  # level 1 has no entries, so no draws
+    assert "How spread each arm's draws were within a category" in table
     # What it ran on, per arm, so per-seed numbers that differ elsewhere can be traced.
     env = data["arms"]["oracle"]["environment"]
     assert env["jax"] == jax.__version__ and env["backend"] == jax.default_backend()
@@ -112,6 +117,19 @@ def test_the_progress_line_moves_with_the_program_and_changes_no_number(tmp_path
         bar = runs[False][arm]
         for key in ("final_held_out", "rollouts_to_target", "draw_share", "curve_held_out"):
             assert bar[key] == quiet[key], (arm, key)
+
+
+def test_draw_spread_is_1_for_draws_as_spread_as_uniform_and_less_for_repeats():
+    from experiments.compare.report import draw_spread
+
+    category = np.repeat([0, 1], 4)  # 4 entries each; category 2 has none
+    draws = np.zeros((1, 2, 8), np.int64)
+    draws[0, 0, :4] = 1  # interval 0: 4 draws of category 0 on 4 entries
+    draws[0, 1, 0] = 4  # interval 1: 4 draws of category 0 on one entry
+    uniform = 4 * (1 - 0.75**4)  # the entries 4 uniform draws over 4 reach on average
+    spread = draw_spread(draws, category, 3)
+    assert spread[0, 0] == pytest.approx((4 / uniform + 1 / uniform) / 2)
+    assert np.isnan(spread[0, 1]) and np.isnan(spread[0, 2])  # never drawn
 
 
 def test_diversity_runs_one_seed_of_one_arm(tmp_path, capsys):
@@ -151,7 +169,7 @@ def test_best_of_must_name_existing_arms(tmp_path):
 
 
 def _fake_run_arm(calls):
-    def run_arm(config, arm, mesh=None):
+    def run_arm(config, arm, mesh=None, progress=None):
         calls.append(arm["name"])
         rng = np.random.default_rng(len(calls))
         s, e = config.seeds, config.generations // config.eval_every
