@@ -64,8 +64,8 @@ def finals(monkeypatch):
     out = {}
     run_seeds = run_module.run_seeds
 
-    def spy(config, arm, mesh=None):
-        curves, final = run_seeds(config, arm, mesh)
+    def spy(config, arm, mesh=None, progress=None):
+        curves, final = run_seeds(config, arm, mesh, progress)
         out[arm["name"]] = final
         return curves, final
 
