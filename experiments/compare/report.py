@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from curriculax import tasks as T
 from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
@@ -62,7 +63,13 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
             "environment": c.get("environment"),
         }
         if "task_draws" in c:  # absent from arms saved before per-entry draws were kept
-            spread = draw_spread(c["task_draws"], c["entry_category"], len(c["category_names"]))
+            pool = make_study_pool(arm_experiment(config, find_arm(config, name)))
+            spread = draw_spread(
+                c["task_draws"],
+                c["entry_category"],
+                len(c["category_names"]),
+                T.distinct_tasks(pool.train),
+            )
             data[name]["draw_spread"] = [
                 [None if np.isnan(x) else float(x) for x in row] for row in spread
             ]
@@ -80,20 +87,34 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
     return data
 
 
-def draw_spread(task_draws: np.ndarray, entry_category: np.ndarray, num_cat: int) -> np.ndarray:
+def draw_spread(
+    task_draws: np.ndarray,
+    entry_category: np.ndarray,
+    num_cat: int,
+    entry_task: np.ndarray | None = None,
+) -> np.ndarray:
     """``f64[S, C]``: how spread each seed's draws within each category were, per evaluation
-    interval: the entries drawn at least once over the number ``n (1 - (1 - 1/n)**d)`` that
-    ``d`` independent uniform draws over the category's ``n`` entries reach on average, ``d``
-    the interval's draws in the category; the mean over intervals with draws (NaN: none).
-    1: as spread as uniform draws; below 1: the arm drew some entries again and left others.
+    interval: the distinct tasks drawn at least once over the number ``n (1 - (1 - 1/n)**d)``
+    that ``d`` independent uniform draws over the category's ``n`` tasks reach on average,
+    ``d`` the interval's draws in the category; the mean over intervals with draws (NaN: none).
+    1: as spread as uniform draws; below 1: the arm drew some tasks again and left others.
+    A pool that repeats a task over several entries counts its copies as one task (a sampler
+    that shares their state may draw any copy).
 
     Args:
       task_draws: ``int[S, E, N]`` draws of each pool entry per evaluation interval.
       entry_category: ``int[N]`` each entry's category.
       num_cat: the number of categories ``C``.
+      entry_task: ``int[N]`` each entry's first entry with the same task
+        (:func:`curriculax.tasks.distinct_tasks`), or None (every entry a task of its own).
     """
-    onehot = np.eye(num_cat, dtype=np.float64)[np.asarray(entry_category)]  # [N, C]
     counts = np.asarray(task_draws, np.float64)
+    n_entries = counts.shape[-1]
+    onehot = np.eye(num_cat, dtype=np.float64)[np.asarray(entry_category)]  # [N, C]
+    if entry_task is not None:  # each copy's draws to its first entry; only those count
+        rep = np.asarray(entry_task)
+        counts = counts @ np.eye(n_entries, dtype=np.float64)[rep]
+        onehot = onehot * (rep == np.arange(n_entries))[:, None]
     d = counts @ onehot  # [S, E, C]
     drawn = (counts > 0) @ onehot
     n = onehot.sum(0)  # [C]
@@ -122,9 +143,10 @@ def spread_table(config: CompareConfig, data: dict[str, dict]) -> str:
         rows.append([name, *(f"{m.mean():.2f}" if m.size else "-" for m in means)])
     return (
         "\n\nHow spread each arm's draws were within a category, per evaluation interval: "
-        "the entries it drew over the number as many independent uniform draws over the "
-        "category's entries reach on average (1: as spread as uniform; below 1: some entries "
-        "drawn again and others left), mean over intervals with draws and over seeds; - : not "
+        "the distinct tasks it drew over the number as many independent uniform draws over the "
+        "category's distinct tasks reach on average (1: as spread as uniform; below 1: some "
+        "tasks drawn again and others left), mean over intervals with draws and over seeds; "
+        "- : not "
         "recorded (an arm file saved before per-entry draws were kept) or never drawn.\n\n"
         + md.table(["arm", *(names[i] for i in cats)], rows)
     )

@@ -130,6 +130,11 @@ def test_draw_spread_is_1_for_draws_as_spread_as_uniform_and_less_for_repeats():
     spread = draw_spread(draws, category, 3)
     assert spread[0, 0] == pytest.approx((4 / uniform + 1 / uniform) / 2)
     assert np.isnan(spread[0, 1]) and np.isnan(spread[0, 2])  # never drawn
+    # Entries 0-3 as two tasks repeated (0, 1, 0, 1): interval 0 drew both tasks twice, as
+    # spread as can be over 2 tasks; interval 1 one task.
+    copies = draw_spread(draws, category, 3, entry_task=np.array([0, 1, 0, 1, 4, 5, 6, 7]))
+    two = 2 * (1 - 0.5**4)  # the tasks 4 uniform draws over 2 reach on average
+    assert copies[0, 0] == pytest.approx((2 / two + 1 / two) / 2)
 
 
 def test_diversity_runs_one_seed_of_one_arm(tmp_path, capsys):
