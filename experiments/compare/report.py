@@ -113,7 +113,10 @@ def draw_spread(
     onehot = np.eye(num_cat, dtype=np.float64)[np.asarray(entry_category)]  # [N, C]
     if entry_task is not None:  # each copy's draws to its first entry; only those count
         rep = np.asarray(entry_task)
-        counts = counts @ np.eye(n_entries, dtype=np.float64)[rep]
+        flat = counts.reshape(-1, n_entries)
+        summed = np.zeros_like(flat)
+        np.add.at(summed, (slice(None), rep), flat)  # O(S E N), not an N x N matrix
+        counts = summed.reshape(counts.shape)
         onehot = onehot * (rep == np.arange(n_entries))[:, None]
     d = counts @ onehot  # [S, E, C]
     drawn = (counts > 0) @ onehot
@@ -146,8 +149,7 @@ def spread_table(config: CompareConfig, data: dict[str, dict]) -> str:
         "the distinct tasks it drew over the number as many independent uniform draws over the "
         "category's distinct tasks reach on average (1: as spread as uniform; below 1: some "
         "tasks drawn again and others left), mean over intervals with draws and over seeds; "
-        "- : not "
-        "recorded (an arm file saved before per-entry draws were kept) or never drawn.\n\n"
+        "- : not recorded (an arm file saved before per-entry draws were kept) or never drawn.\n\n"
         + md.table(["arm", *(names[i] for i in cats)], rows)
     )
 
