@@ -19,9 +19,17 @@ def _lines(path) -> int:
 
 def _make_unwritable(path, how):
     if how == "a file":
-        if path.exists():  # moved aside (a save may be writing into it)
-            path.rename(path.with_name("moved"))
-        path.write_text("not a directory")
+        # Moved aside, as often as it takes: a save still in flight may be writing into it
+        # and may make the directory again between the move and the write.
+        for attempt in range(100):
+            if path.is_dir():
+                path.rename(path.with_name(f"moved-{attempt}"))
+            try:
+                path.write_text("not a directory")
+                return
+            except IsADirectoryError:
+                continue
+        raise AssertionError(f"{path} kept coming back as a directory")
     else:
         path.mkdir(exist_ok=True)
         path.chmod(0o555)
