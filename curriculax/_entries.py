@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -51,3 +53,11 @@ def entries(entry_task: Sequence[int] | np.ndarray | None, n: int, where: str) -
     _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
     rep = first[inverse.reshape(-1)].astype(np.int32)
     return Entries(rep, rep == np.arange(n), int(first.size))
+
+
+def local_reps(ent: Entries, start: jax.Array, n_local: int) -> jax.Array:
+    """``bool[n_local]`` which of this device's entries (``start`` on) are representatives
+    (all of them when no task repeats)."""
+    if ent.is_rep.all():
+        return jnp.ones((n_local,), bool)
+    return jax.lax.dynamic_slice_in_dim(jnp.asarray(ent.is_rep), start, n_local)

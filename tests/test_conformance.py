@@ -56,6 +56,11 @@ SAMPLERS = {
         8,
     ),
     "learning_progress": (lambda: cx.samplers.learning_progress(32, patience=2.0), 32, 8),
+    "learning_progress_repeated_entries": (
+        lambda: cx.samplers.learning_progress(32, patience=2.0, entry_task=np.arange(32) % 5),
+        32,
+        8,
+    ),
     "category_bandit_advantage_progress": (
         lambda: cx.samplers.category_bandit(32, np.arange(32) % 3, reward="advantage_progress"),
         32,

@@ -146,7 +146,7 @@ def hierarchical_learnability(
         n_local = state.seen.shape[0]
         start = _shard.offset(_shard.bound(axis_name), n_local)
         cats = local(cats_np, start, n_local)
-        is_rep = local(ent.is_rep, start, n_local) if shared else jnp.ones((n_local,), bool)
+        is_rep = _entries.local_reps(ent, start, n_local)
         return category_pass_rates(pool, state, cats, num_cats, is_rep), cats, is_rep
 
     def init(key: jax.Array) -> LearnabilityState:

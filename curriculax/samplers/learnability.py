@@ -82,10 +82,12 @@ def _prior(value: object) -> tuple[float, float]:
 
 
 class _Observed(NamedTuple):
-    """What :func:`_posterior_update` read from a batch (``f32[G]`` / ``[G, K]`` / ``bool``),
-    for samplers that update more than the posterior."""
+    """What :meth:`_BetaPool.update` read from a batch (``f32[G]`` / ``[G, K]`` / ``bool``),
+    for samplers that update more than the posterior. ``rep``: ``i32[G]`` each group's task's
+    representative, the slot its state lives in (``ids`` unless the pool repeats tasks)."""
 
     ids: jax.Array
+    rep: jax.Array
     in_pool: jax.Array
     valid: jax.Array
     rewards: jax.Array
@@ -228,7 +230,7 @@ class _BetaPool(NamedTuple):
             "seen": state.seen.at[slot].set(True, mode="drop"),
             "clock": clock,
         }
-        observed = _Observed(ids, in_pool, valid, rewards, hit, wins, losses, start, n_local)
+        observed = _Observed(ids, rep, in_pool, valid, rewards, hit, wins, losses, start, n_local)
         return fields, observed
 
     def metrics(self, state: NamedTuple, seen: jax.Array) -> dict[str, jax.Array]:
@@ -513,12 +515,6 @@ def learnability(
         num_distinct=ent.num_distinct,
     )
 
-    def local_reps(start: jax.Array, n_local: int) -> jax.Array:
-        """``bool[n_local]`` which local entries are representatives."""
-        if not shared:
-            return jnp.ones((n_local,), bool)
-        return jax.lax.dynamic_slice_in_dim(jnp.asarray(ent.is_rep), start, n_local)
-
     def init(key: jax.Array) -> LearnabilityState:
         del key
         return LearnabilityState(
@@ -540,6 +536,6 @@ def learnability(
     def metrics(state: LearnabilityState) -> dict[str, jax.Array]:
         n_local = state.seen.shape[0]
         start = _shard.offset(_shard.bound(axis_name), n_local)
-        return pool.metrics(state, state.seen & local_reps(start, n_local))
+        return pool.metrics(state, state.seen & _entries.local_reps(ent, start, n_local))
 
     return TaskSampler(init, sample, observe, metrics, num_tasks=n)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import _counters, _progress, _shard
+from curriculax import _counters, _entries, _progress, _shard
 from curriculax._checks import check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
@@ -146,6 +146,7 @@ def learning_progress(
     unseen_first: bool = True,
     noise_visits: int = DEFAULT_NOISE_VISITS,
     noise_reliability: float = DEFAULT_NOISE_RELIABILITY,
+    entry_task: Sequence[int] | None = None,
     axis_name: str | None = None,
 ) -> TaskSampler:
     """Draws informative tasks whose variance turns into progress; noisy ones fade out.
@@ -201,6 +202,12 @@ def learning_progress(
       unseen_first: dispatch every task once before drawing any by score.
       noise_visits: visits with variance before a task can be flagged as noise (>= 1).
       noise_reliability: ``rho`` below which such a task is flagged, in (0, 1].
+      entry_task: ``int[N]`` for pools that repeat tasks, as for
+        :func:`~curriculax.samplers.learnability`: all copies of a task share one posterior
+        and one set of progress averages (kept at its first entry, whose id
+        :func:`noisy_tasks` reports), a call's scored draws are distinct tasks, and a batch
+        updates a task's progress once (from its last group) whichever copies it drew.
+        ``None``: every entry is its own task.
       axis_name: the mesh axis along which the per-task state is split under
         ``shard_map`` (as for learnability; draws identical to the unsplit sampler's).
 
@@ -219,6 +226,7 @@ def learning_progress(
       []
     """
     n = check_num_tasks(num_tasks)
+    ent = _entries.entries(entry_task, n, "learning_progress")
     pool = _beta_pool(
         n,
         target=target,
@@ -229,6 +237,8 @@ def learning_progress(
         uniform_share=uniform_share,
         unseen_first=unseen_first,
         axis_name=axis_name,
+        entry_rep=None if entry_task is None else ent.rep,
+        num_distinct=ent.num_distinct,
     )
     patience = _number(patience, "patience")
     if not (patience > 0 and math.isfinite(patience)):
@@ -280,12 +290,13 @@ def learning_progress(
             return state
         # The posterior, as learnability's: decay each observed task's evidence to now, add.
         fields, obs = pool.update(state, results)
-        ids, in_pool, wins, losses = obs.ids, obs.in_pool, obs.wins, obs.losses
+        rep, in_pool, wins, losses = obs.rep, obs.in_pool, obs.wins, obs.losses
 
-        # Progress: one update per task and batch (its latest group), from the two halves.
+        # Progress: one update per task and batch (its latest group, whichever copy), from
+        # the two halves.
         half = _progress.halves(obs.rewards, obs.valid, obs.hit)
-        use = last_occurrence(ids, in_pool & half.ok)
-        at = _shard.to_local(jnp.where(use, ids, -1), obs.start, obs.n_local)
+        use = last_occurrence(rep, in_pool & half.ok)
+        at = _shard.to_local(jnp.where(use, rep, -1), obs.start, obs.n_local)
 
         def get(x):
             return x.at[at].get(mode="fill", fill_value=0)
@@ -333,7 +344,9 @@ def learning_progress(
 
     def metrics(state: LearningProgressState) -> dict[str, jax.Array]:
         axis = _shard.bound(axis_name)
-        out = pool.metrics(state, state.seen)
+        n_local = state.seen.shape[0]
+        reps = _entries.local_reps(ent, _shard.offset(axis, n_local), n_local)
+        out = pool.metrics(state, state.seen & reps)
         out["progress/learning"] = _count((reliability(state) >= 0.5) & state.seen, axis)
         out["noise/flagged"] = _count(noise(state), axis)
         return out

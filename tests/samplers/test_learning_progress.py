@@ -117,6 +117,54 @@ def test_a_task_with_variance_and_no_progress_fades_out_of_the_draws():
     assert order.index(1) < order.index(0)
 
 
+def test_repeated_entries_share_one_state_and_calls_draw_distinct_tasks():
+    # 12 entries holding 4 tasks (entry i holds task i % 4), as study pools repeat the tasks
+    # of a small level.
+    n, entry_task = 12, np.arange(12) % 4
+    s = cx.samplers.learning_progress(
+        n, entry_task=entry_task, uniform_share=0.0, patience=1.0, noise_visits=2
+    )
+    sample = jax.jit(s.sample, static_argnums=2)
+    state = s.init(jax.random.key(0))
+    # The warm-up visits each distinct task once.
+    ids, state = sample(state, jax.random.key(1), 4)
+    assert sorted(entry_task[np.asarray(ids)].tolist()) == [0, 1, 2, 3]
+    assert float(s.metrics(state)["pool/unseen"]) == 0
+    # Copies 5 and 9 of task 1 in one batch: both groups' evidence lands at entry 1, and the
+    # progress averages take one update (the batch's last group of the task).
+    state = s.observe(state, group_results([5, 9], [[1, 1, 0, 0], [1, 0, 0, 0]]))
+    assert state.successes.tolist()[1] == 3.0 and state.failures.tolist()[1] == 5.0
+    assert state.visits.tolist() == [0, 1] + [0] * 10
+    # A coin flip fed through its copies in turn is flagged once, at its first entry.
+    coin = np.tile([[1, 0, 0, 1, 1, 0, 1, 0], [0, 1, 1, 0, 0, 1, 0, 1]], (10, 1))
+    for i, row in enumerate(coin):
+        state = s.observe(state, group_results([2 + 4 * (i % 3)], [row]))
+    assert state.visits.tolist()[2] == 20 and int(state.visits[6]) == int(state.visits[10]) == 0
+    assert cx.samplers.noisy_tasks(state, noise_visits=2).tolist() == [2]
+    assert float(s.metrics(state)["noise/flagged"]) == 1.0
+    # Scored draws stay distinct tasks.
+    for k in range(5):
+        ids, _ = sample(state, jax.random.key(10 + k), 4)
+        assert sorted(entry_task[np.asarray(ids)].tolist()) == [0, 1, 2, 3]
+
+
+def test_repeated_entries_without_entry_task_split_the_evidence():
+    # Task 0 has 20 copies, one group of 1 hit in 8 each: with entry_task the task holds 160
+    # rollouts of evidence and 20 progress visits; per entry, each copy 8 and 1.
+    n, entry_task = 24, np.where(np.arange(24) < 20, 0, np.arange(24))
+    results = group_results(list(range(20)), [[1, 0, 0, 0, 0, 0, 0, 0]] * 20)
+    shared = cx.samplers.learning_progress(n, entry_task=entry_task, half_life=None)
+    apart = cx.samplers.learning_progress(n, half_life=None)
+    st, sa = shared.init(jax.random.key(0)), apart.init(jax.random.key(0))
+    for g in range(20):  # one group a batch, so each counts as a progress visit
+        one = jax.tree.map(lambda x, g=g: x[g : g + 1], results)
+        st, sa = shared.observe(st, one), apart.observe(sa, one)
+    assert float(st.successes[0] + st.failures[0]) == 160.0 and int(st.visits[0]) == 20
+    assert float(jnp.max(sa.successes + sa.failures)) == 8.0 and int(jnp.max(sa.visits)) == 1
+    with pytest.raises(ValueError, match=r"learning_progress: entry_task must be an integer"):
+        cx.samplers.learning_progress(10, entry_task=np.arange(9))
+
+
 def test_config_registration_and_argument_errors():
     s = cx.sampler_from_config({"type": "learning_progress", "patience": 2.0}, 16)
     assert s.num_tasks == 16

@@ -29,6 +29,9 @@ SAMPLERS = {
     "learning_progress": lambda axis: cx.samplers.learning_progress(
         N, patience=1.0, noise_visits=2, axis_name=axis
     ),
+    "learning_progress_repeated_entries": lambda axis: cx.samplers.learning_progress(
+        N, patience=1.0, noise_visits=2, entry_task=np.arange(N) % 12, axis_name=axis
+    ),
     "floor": lambda axis: cx.samplers.floor(
         N,
         cx.samplers.learnability(N, draw="mean", uniform_share=0.3, axis_name=axis),
@@ -110,4 +113,4 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok ") == 9, out.stdout  # one line per entry of SCRIPT
+    assert out.stdout.count("ok ") == 10, out.stdout  # one line per entry of SCRIPT
