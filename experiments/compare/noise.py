@@ -15,6 +15,7 @@ sampler's state is found in the engine state by its type.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -70,6 +71,8 @@ class NoiseDiagnostic(NamedTuple):
       flagged: the host function, ``flagged(state, **thresholds) -> int64[M]`` ids.
       categories: a category bandit's ``categories`` when its config gives them (None: the
         study's, per its ``labels`` mode).
+      shares_copies: a per-task diagnostic whose sampler keeps one state per task (it takes
+        ``entry_task``): it flags a task at its first entry, and the flag holds for every copy.
     """
 
     unit: str
@@ -77,6 +80,7 @@ class NoiseDiagnostic(NamedTuple):
     thresholds: dict
     flagged: Any
     categories: Any = None
+    shares_copies: bool = False
 
 
 def noise_diagnostic(arm: Mapping) -> NoiseDiagnostic | None:
@@ -88,7 +92,10 @@ def noise_diagnostic(arm: Mapping) -> NoiseDiagnostic | None:
         if factory in _KINDS:
             unit, state_type, names, flagged = _KINDS[factory]
             thresholds = {k: spec[k] for k in names if k in spec}
-            return NoiseDiagnostic(unit, state_type, thresholds, flagged, spec.get("categories"))
+            shares = unit == "task" and "entry_task" in inspect.signature(factory).parameters
+            return NoiseDiagnostic(
+                unit, state_type, thresholds, flagged, spec.get("categories"), shares
+            )
         spec = spec.get("inner")
     return None
 
@@ -113,7 +120,11 @@ def final_state(diag: NoiseDiagnostic, engine_state) -> Any:
 
 
 def flag_shares(
-    diag: NoiseDiagnostic, states: Any, coin: np.ndarray, categories: np.ndarray
+    diag: NoiseDiagnostic,
+    states: Any,
+    coin: np.ndarray,
+    categories: np.ndarray,
+    entry_task: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per seed, the share of coin-flip entries and of real entries the diagnostic flags.
 
@@ -122,6 +133,9 @@ def flag_shares(
       states: the final sampler states of all seeds (leading axis ``S``, on the host).
       coin: ``bool[N]`` the pool's true coin-flip entries.
       categories: ``i32[N]`` each entry's category as the sampler was told it.
+      entry_task: ``i32[N]`` each entry's first entry holding the same task
+        (:func:`curriculax.tasks.distinct_tasks`), as the sampler was given it: with
+        ``diag.shares_copies`` a task's flag counts for all its copies. None: per entry.
 
     Returns:
       ``noise_coin_flagged`` and ``noise_real_flagged`` (``f32[S]``; NaN where the pool has
@@ -133,7 +147,12 @@ def flag_shares(
     shares = np.full((2, num_seeds), np.nan, np.float32)
     for s in range(num_seeds):  # once per arm, S host calls on small arrays
         ids = diag.flagged(jax.tree.map(lambda x, s=s: x[s], states), **diag.thresholds)
-        entry = np.arange(coin.size) if diag.unit == "task" else categories
+        if diag.unit == "category":
+            entry = categories
+        elif diag.shares_copies and entry_task is not None:
+            entry = np.asarray(entry_task)
+        else:
+            entry = np.arange(coin.size)
         hit = np.isin(entry, ids)
         for row, part in enumerate((coin, ~coin)):
             if part.any():

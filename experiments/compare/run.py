@@ -122,7 +122,8 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None, progress=None) -> di
         categories = diag.categories
         if categories is None:
             categories = sampler_categories(pool, exp.task.labels)
-        curves.update(flag_shares(diag, final, coin, categories))
+        entry_task = T.distinct_tasks(pool.train)  # as the arm's sampler was given it
+        curves.update(flag_shares(diag, final, coin, categories, entry_task))
     return curves
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import curriculax as cx
 import experiments.compare.run as run_module
+from curriculax import tasks as T
 from experiments import compare
 from experiments._builders import make_study_pool, sampler_categories
 from experiments.compare import noise
@@ -106,9 +107,9 @@ def test_a_study_records_the_noise_flags_of_its_final_sampler_states(tmp_path, f
         for key in ("coin_flips_flagged", "real_flagged"):
             assert len(flags[key]) == 2 and all(0.0 <= x <= 1.0 for x in flags[key])
     # Consistent with the samplers' own host functions on seed 0's final state.
+    # A task is flagged at its first entry (its copies share its state), for every copy.
     ids = cx.samplers.noisy_tasks(jax.tree.map(lambda x: x[0], lp), noise_visits=1)
-    flagged = np.zeros(coin.size, bool)
-    flagged[ids] = True
+    flagged = np.isin(T.distinct_tasks(pool.train), ids)
     assert data[LP]["noise_flags"]["coin_flips_flagged"][0] == pytest.approx(flagged[coin].mean())
     assert data[LP]["noise_flags"]["real_flagged"][0] == pytest.approx(flagged[~coin].mean())
     cats = cx.samplers.noisy_categories(jax.tree.map(lambda x: x[0], bandit), noise_batches=2)
@@ -181,7 +182,26 @@ def test_which_arms_have_a_noise_diagnostic(sampler, unit, thresholds):
         assert diag is None
         return
     assert (diag.unit, diag.thresholds) == (unit, thresholds)
+    assert diag.shares_copies == (unit == "task")  # learning_progress takes entry_task
     assert noise.noise_diagnostic({"name": "o", "oracle": {}}) is None
+
+
+def test_a_task_flag_counts_for_its_copies_only_where_the_sampler_shares_their_state():
+    # Entries 0-1 hold one coin flip, 2-3 another, 4-5 a real task; the sampler flags the
+    # first coin flip (at its first entry) and nothing else.
+    coin = np.array([1, 1, 1, 1, 0, 0], bool)
+    entry_task = np.array([0, 0, 2, 2, 4, 4])
+    states = np.zeros((1, 6))  # one seed; the fake host function ignores it
+
+    def diag(shares):
+        return noise.NoiseDiagnostic("task", object, {}, lambda state: np.array([0]), None, shares)
+
+    got = noise.flag_shares(diag(True), states, coin, np.zeros(6, int), entry_task)
+    assert got["noise_coin_flagged"].tolist() == [0.5] and got["noise_real_flagged"] == 0.0
+    got = noise.flag_shares(diag(False), states, coin, np.zeros(6, int), entry_task)
+    assert got["noise_coin_flagged"].tolist() == [0.25]  # per entry: only entry 0
+    rc = noise.noise_diagnostic({"name": "c", "curriculum": {"preset": "robust"}})
+    assert rc.unit == "task" and not rc.shares_copies  # reward_consistency keeps each entry
 
 
 @pytest.mark.parametrize(
