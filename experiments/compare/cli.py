@@ -44,9 +44,19 @@ def main(argv=None) -> None:
         help="instead of running: redo a finished study's tables from its per-seed numbers "
         "(its compare.json, rewritten in place, and the .md beside it)",
     )
+    parser.add_argument(
+        "--replace-arms",
+        metavar="JSON",
+        default=None,
+        help="with --report: take the arms another run of the same study ran (its compare.json, "
+        "e.g. a rerun with --arms after a fix to one sampler) in place of this study's; a "
+        "baseline it reran must have the same per-seed numbers",
+    )
     args = parser.parse_args(argv)
+    if args.replace_arms is not None and args.report is None:
+        raise SystemExit("--replace-arms works with --report (the study whose arms it replaces)")
     if args.report is not None:
-        report_only(args.report, argv)
+        report_only(args.report, argv, args.replace_arms)
         return
     _cli.refuse_unused(
         parser,
@@ -139,19 +149,58 @@ def _run_study(config: CompareConfig, args, argv, mesh) -> None:
     plot(config, curves, os.path.join(args.run_dir, "compare.png"))
 
 
+def _replace_arms(config, data, command, other_config, other_data, other_command):
+    """``(data, command)`` with ``other_data``'s arms (its baseline's aside) in place of
+    ``data``'s: see :func:`report_only`."""
+    mine = {a["name"]: a for a in config.arms}
+    theirs = {a["name"]: a for a in other_config.arms}
+    same = dataclasses.replace(other_config, arms=config.arms, best_of=config.best_of)
+    if same != config:
+        raise SystemExit("--replace-arms: the two runs are not of the same study (settings differ)")
+    names = [n for n in theirs if n != config.baseline]
+    differ = [n for n in theirs if n not in mine or theirs[n] != mine[n]]
+    if differ or not names:
+        raise SystemExit(
+            f"--replace-arms: arms {differ} are not this study's arms as it ran them"
+            if differ
+            else "--replace-arms: the other run has no arm but the baseline"
+        )
+    base = config.baseline
+    if base in other_data and (
+        other_data[base]["rollouts_to_target"] != data[base]["rollouts_to_target"]
+        or other_data[base]["final_held_out"] != data[base]["final_held_out"]
+    ):
+        raise SystemExit(
+            f"--replace-arms: the other run's baseline {base!r} has other per-seed numbers than "
+            "this study's: the runs do not reproduce each other"
+        )
+    data = {**data, **{n: other_data[n] for n in names}}
+    shown = ", ".join(repr(n) for n in names)
+    return data, f"{command}`, arms {shown} from `{other_command}"
+
+
 def command_line(argv=None) -> str:
     """The command as a shell would take it back: arm names with spaces and parentheses
     quoted, so the line a study records can be pasted to rerun it."""
     return "python -m experiments.compare " + shlex.join(sys.argv[1:] if argv is None else argv)
 
 
-def report_only(path: str, argv=None) -> None:
+def report_only(path: str, argv=None, replace: str | None = None) -> None:
     """Redoes a finished study's tables from the per-seed numbers its ``compare.json`` keeps
     (no arm runs): rewrites that file (same per-seed numbers, statistics redone) and the
-    ``.md`` beside it. The figure needs the arms' curves and is left as it is."""
-    if not path.endswith(".json") or not os.path.isfile(path):
-        raise SystemExit(f"--report takes a study's compare.json, got {path!r}")
+    ``.md`` beside it. The figure needs the arms' curves and is left as it is.
+
+    ``replace``: another run's ``compare.json`` of the same study (the same settings and arm
+    tables; it may have run a subset of the arms, ``--arms``): its arms other than the
+    baseline replace this study's, and the command it was made by is added to this one's.
+    If it reran the baseline, the baseline's per-seed numbers must equal this study's (else
+    the two runs do not reproduce each other and their arms cannot share a table)."""
+    for p in (path, replace):
+        if p is not None and (not p.endswith(".json") or not os.path.isfile(p)):
+            raise SystemExit(f"--report and --replace-arms take a study's compare.json, got {p!r}")
     config, data, command = load_study(path)
+    if replace is not None:
+        data, command = _replace_arms(config, data, command, *load_study(replace))
     table = tables(config, data)
     print(table)
     this = command_line(argv)

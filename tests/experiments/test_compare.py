@@ -356,6 +356,41 @@ def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fak
     assert fake_runs == ["sequential, unshuffled", "oracle"]  # nothing ran again
 
 
+def test_report_takes_arms_from_a_rerun_of_the_same_study(tmp_path, fake_runs):
+    compare.main(_study(tmp_path))
+    out, rerun = tmp_path / "out", tmp_path / "rerun"
+    first = json.loads((out / "compare.json").read_text())
+    # A rerun of the oracle with the baseline beside it, into another directory: the fake
+    # runs draw other numbers per call, so the baseline's are made to match (as a rerun on
+    # the same install gives them).
+    compare.main([*_study(tmp_path)[:2], "--run-dir", str(rerun), "--arms", *NAMES])
+    again = json.loads((rerun / "compare.json").read_text())
+    path = str(out / "compare.json")
+    with pytest.raises(SystemExit, match="baseline 'sequential, unshuffled' has other per-seed"):
+        compare.main(["--report", path, "--replace-arms", str(rerun / "compare.json")])
+    again["arms"][NAMES[0]] = first["arms"][NAMES[0]]
+    (rerun / "compare.json").write_text(json.dumps(again))
+    compare.main(["--report", path, "--replace-arms", str(rerun / "compare.json")])
+    merged = json.loads((out / "compare.json").read_text())
+    for key in ("rollouts_to_target", "final_held_out"):
+        assert merged["arms"]["oracle"][key] == again["arms"]["oracle"][key]
+        assert merged["arms"]["oracle"][key] != first["arms"]["oracle"][key]
+        assert merged["arms"][NAMES[0]][key] == first["arms"][NAMES[0]][key]
+    made = (out / "compare.md").read_text()
+    assert made.startswith(f"Made by `{first['command']}`, arms 'oracle' from `{again['command']}`")
+    # Only a run of the same study: other settings are refused.
+    other = tmp_path / "other.json"
+    again["config"]["seeds"] = 3
+    other.write_text(json.dumps(again))
+    with pytest.raises(SystemExit, match="not of the same study"):
+        compare.main(["--report", path, "--replace-arms", str(other)])
+    with pytest.raises(SystemExit, match="works with --report"):
+        compare.main([*_study(tmp_path), "--replace-arms", str(other)])
+
+
+NAMES = ("sequential, unshuffled", "oracle")
+
+
 def test_the_main_job_reads_the_hard_skew_study_through_study_result(monkeypatch):
     monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     result = compare.study_result("docs/compare/hard-skew.json", "category bandit (|advantage|)")
