@@ -84,9 +84,8 @@ def _prior(value: object) -> tuple[float, float]:
 class _Observed(NamedTuple):
     """What :meth:`_BetaPool.update` read from a batch (``f32[G]`` / ``[G, K]`` / ``bool``),
     for samplers that update more than the posterior. ``rep``: ``i32[G]`` each group's task's
-    representative, the slot its state lives in (``ids`` unless the pool repeats tasks)."""
+    representative, the slot its state lives in (the task id unless the pool repeats tasks)."""
 
-    ids: jax.Array
     rep: jax.Array
     in_pool: jax.Array
     valid: jax.Array
@@ -230,7 +229,7 @@ class _BetaPool(NamedTuple):
             "seen": state.seen.at[slot].set(True, mode="drop"),
             "clock": clock,
         }
-        observed = _Observed(ids, rep, in_pool, valid, rewards, hit, wins, losses, start, n_local)
+        observed = _Observed(rep, in_pool, valid, rewards, hit, wins, losses, start, n_local)
         return fields, observed
 
     def metrics(self, state: NamedTuple, seen: jax.Array) -> dict[str, jax.Array]:
