@@ -149,18 +149,72 @@ def test_where_the_candidate_ran_twice_in_a_cell_the_least_favourable_run_counts
         assert "the least favourable of 2 runs" in grid.report([row], within=1.2, candidate="x")
 
 
-def test_the_docs_state_what_the_grid_reads_from_the_stored_tables(capsys):
-    grid.main(["--tables", "docs/compare/*.json"])
+def _stored_output(capsys, argv, path, counted, quoted):
+    """The grid's output for ``argv`` on the stored tables, checked against its copy at
+    ``path``; the two numbers the ``counted`` pattern reads from it must be quoted in
+    docs/noise.md as ``quoted`` (a format with two ``{}``)."""
+    grid.main(["--tables", "docs/compare/*.json", *argv])
     out = capsys.readouterr().out
-    with open("docs/compare/grid-robust.md") as f:
+    with open(path) as f:
         assert f.read() == out, (
-            "rerun: python -m experiments.compare.grid > docs/compare/grid-robust.md"
+            f"rerun: {' '.join(['python -m experiments.compare.grid', *argv])} > {path}"
         )
-    counted = re.search(r"Within 1\.2x in (\d+) of (\d+) cells", out)
-    assert counted is not None
+    numbers = re.search(counted, out)
+    assert numbers is not None
     with open("docs/noise.md") as f:
         noise = " ".join(f.read().split())
-    assert f"within 1.2x of the best arm in {counted[1]} of {counted[2]} cells" in noise
+    assert quoted.format(numbers[1], numbers[2]) in noise
+    return out
+
+
+def test_the_docs_state_what_the_grid_reads_from_the_stored_tables(capsys):
+    out = _stored_output(
+        capsys,
+        [],
+        "docs/compare/grid-robust.md",
+        r"Within 1\.2x in (\d+) of (\d+) cells",
+        "within 1.2x of the best arm in {} of {} cells",
+    )
     # every table row has its 7 columns (a '|' inside an arm's name is escaped)
     rows = [line for line in out.splitlines() if line.startswith("| ")]
     assert rows and all(len(re.findall(r"(?<!\\)\|", line)) == 8 for line in rows)
+
+
+def test_split_halves_measures_the_arm_one_half_chose_on_the_other_half(tmp_path):
+    # levels: uniform is best on seeds 0-9, the level-label arm on seeds 10-19, each 2x the
+    # other on the half that did not choose it; in the other modes uniform is best on both
+    halves = {
+        "uniform": [1000.0] * 10 + [2000.0] * 10,
+        "robust, labels levels": [2000.0] * 10 + [1000.0] * 10,
+        "robust, labels noise 0.5": [5000.0] * 20,
+        "robust, labels none": [5000.0] * 19 + [None],
+    }
+    _study(tmp_path, "twenty", halves, seeds=20)
+    _study(tmp_path, "ten", {"uniform": [9000.0] * 10}, seeds=10)  # too few seeds: not read
+    rows = grid.split_halves(grid.load(str(tmp_path / "*.json")))
+    got = {(r.labels, r.chose): r for r in rows}
+    assert sorted(got) == [
+        (labels, half) for labels in ("levels", "noise 0.5", "none") for half in ("first", "second")
+    ]
+    first = got[("levels", "first")]
+    assert [a.name for a in first.chosen] == ["uniform"]
+    assert first.chosen_median == 1000.0 and first.other.seeds == 10
+    assert [a.name for a in first.best] == ["robust, labels levels"]
+    assert first.ratio.point == pytest.approx(2.0)
+    assert [a.name for a in got[("levels", "second")].chosen] == ["robust, labels levels"]
+    assert got[("levels", "second")].ratio.point == pytest.approx(2.0)
+    for mode in ("noise 0.5", "none"):
+        assert [got[(mode, h)].ratio.point for h in ("first", "second")] == [1.0, 1.0]
+    text = grid.split_report(rows, within=1.2)
+    assert "in 4 of 6 comparisons.**" in text
+    assert "| seeds 10-19 | robust, labels levels: 1,000 | 2,000 | uniform: 1,000 |" in text
+
+
+def test_the_docs_state_the_split_half_check_of_the_stored_tables(capsys):
+    _stored_output(
+        capsys,
+        ["--split-halves"],
+        "docs/compare/grid-split-halves.md",
+        r"within 1\.2x of the best on the other in (\d+) of (\d+)",
+        "within 1.2x of the best on the other half in {} of {}",
+    )
