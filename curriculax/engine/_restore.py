@@ -243,8 +243,10 @@ def restore(
     exactly what differs, config keys as ``key: old -> new``. With ``allow_partial=True`` new
     components start fresh and removed ones are dropped, with a warning. A pool holding the
     same task keys in a different order is always fine: the per-task curriculum state follows
-    the keys. With an engine mesh the state is restored onto the engine's shardings, whatever
-    device count saved it.
+    the keys (but a sampler given ``entry_task`` reads a repeated task's state at its first
+    entry: where the new order puts another copy first, that task starts fresh). With an
+    engine mesh the state is restored onto the engine's shardings, whatever device count
+    saved it.
     """
     if step is None:
         step = store.latest_step()

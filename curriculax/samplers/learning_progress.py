@@ -176,12 +176,14 @@ def learning_progress(
     top-k, then the uniform floor; distinct within a call. Cost per ``sample``: O(N + num
     log N); ``observe``: O(G K + G log G).
 
-    When to use it: a pool where per-task pass rates are spread, as for a pretrained policy,
-    and most of the pool is out of its reach: from a warm-started base it beat uniform on the
-    hard-skew study (1.50x fewer rollouts, 20 seeds) and did not beat it on the balanced,
-    easy-skew or coin-flip pools, where learnability did as well or better (docs/studies.md).
-    Like learnability it is blind where every task reads 0 until a whole level is learned (a
-    policy from scratch; see learnability's "When not to use it"). Telling a coin flip from a
+    When to use it: a pool where per-task pass rates are spread, as for a pretrained policy.
+    From a warm-started base, with ``entry_task`` (copies sharing state, as the studies run
+    it), it beat uniform on the balanced (1.75x fewer rollouts, 20 seeds), easy-skew (4.50x)
+    and both coin-flip pools (1.50x at 20 seeds, 2.00x), and not on hard-skew (1.11x; each
+    copy with its own state it gave 1.50x there) (docs/studies.md). Like learnability it is
+    blind where every task reads 0 until a whole level is learned (a policy from scratch: 0/10
+    seeds on both coin-flip pools, uniform 0/10 and 4/10; see learnability's "When not to use
+    it"). Telling a coin flip from a
     task costs about ``patience`` visits with variance each, so within budgets of a few
     visits per task it still draws coin flips at about uniform's share (docs/noise.md); with
     labels, a category bandit with ``reward = "advantage_progress"`` is the robust choice.
@@ -346,9 +348,10 @@ def learning_progress(
         axis = _shard.bound(axis_name)
         n_local = state.seen.shape[0]
         reps = _entries.local_reps(ent, _shard.offset(axis, n_local), n_local)
-        out = pool.metrics(state, state.seen & reps)
-        out["progress/learning"] = _count((reliability(state) >= 0.5) & state.seen, axis)
-        out["noise/flagged"] = _count(noise(state), axis)
+        seen = state.seen & reps  # a task's state is read at its first entry only
+        out = pool.metrics(state, seen)
+        out["progress/learning"] = _count((reliability(state) >= 0.5) & seen, axis)
+        out["noise/flagged"] = _count(noise(state) & reps, axis)
         return out
 
     return TaskSampler(init, sample, observe, metrics, num_tasks=n)

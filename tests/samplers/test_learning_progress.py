@@ -142,6 +142,14 @@ def test_repeated_entries_share_one_state_and_calls_draw_distinct_tasks():
     assert state.visits.tolist()[2] == 20 and int(state.visits[6]) == int(state.visits[10]) == 0
     assert cx.samplers.noisy_tasks(state, noise_visits=2).tolist() == [2]
     assert float(s.metrics(state)["noise/flagged"]) == 1.0
+    # State left on a copy's slots (a per-entry state from before entry_task, or a pool
+    # reordered on restore) is not read, so the metrics do not count it either.
+    on_copies = state._replace(
+        **{f: getattr(state, f).at[6].set(getattr(state, f)[2]) for f in state.PER_TASK}
+    )
+    metrics = s.metrics(on_copies)
+    assert float(metrics["noise/flagged"]) == 1.0
+    assert float(metrics["progress/learning"]) == float(s.metrics(state)["progress/learning"])
     # Scored draws stay distinct tasks.
     for k in range(5):
         ids, _ = sample(state, jax.random.key(10 + k), 4)
