@@ -16,7 +16,8 @@ best could trail it by chance: ``--split-halves`` measures how much, choosing ea
 cell's best arm on half of its seeds and comparing it on the other half with the best arm there
 (:func:`split_halves`). ``--curriculum`` puts any other arm (say
 ``'{"sampler": {"type": "learnability"}}'``) to the same rule, to see how the arms that are
-best somewhere fare.
+best somewhere fare; ``--by-init`` does it for a default that picks its curriculum by where
+the policy starts (one for a warm-started base, one for random weights).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class Arm(NamedTuple):
       rollouts: ``f64[S]`` rollouts to target per seed (``inf``: a miss).
       budget: rollouts per run.
       describe: the cell in words.
+      init: where its policy starts: ``"scratch"`` (random weights) or ``"base"`` (a
+        warm-started base).
     """
 
     name: str
@@ -79,6 +82,7 @@ class Arm(NamedTuple):
     rollouts: np.ndarray
     budget: float
     describe: str
+    init: str
 
 
 def _takes_categories(kind: str, table: Mapping, spec: Any) -> bool:
@@ -119,13 +123,17 @@ def _checks(exp) -> dict[str, float]:
     }
 
 
+def _init(exp) -> str:
+    return "scratch" if exp.init == "scratch" else "base"
+
+
 def _describe(config: CompareConfig, exp) -> str:
     task = exp.task
     if task.distractors:
         pool = f"distractors {round(100 * task.distractors)}%"
     else:
         pool = config.title.split(",")[0].split(":")[0].strip()
-    init = "scratch" if exp.init == "scratch" else "base"
+    init = _init(exp)
     every = config.eval_every * exp.groups_per_generation * exp.group_size
     extra = "" if exp.seed == 0 else f", experiment seed {exp.seed} (tuning split)"
     for field, value in _checks(exp).items():
@@ -169,6 +177,7 @@ def study_arms(path: str) -> list[Arm]:
                 rollouts=np.array([math.inf if v is None else v for v in values], np.float64),
                 budget=float(config.generations * exp.groups_per_generation * exp.group_size),
                 describe=_describe(config, exp),
+                init=_init(exp),
             )
         )
     return out
@@ -520,6 +529,14 @@ def load(pattern: str) -> list[Arm]:
     return [a for p in paths for a in study_arms(p)]
 
 
+def _by_init(tables: Any) -> dict[str, Any]:
+    """``--by-init``'s mapping, each table written out; names a missing or unknown init."""
+    if not isinstance(tables, Mapping) or set(tables) != {"base", "scratch"}:
+        got = sorted(tables) if isinstance(tables, Mapping) else type(tables).__name__
+        raise ValueError(f'--by-init needs a curriculum for "base" and for "scratch", got {got}')
+    return {init: _config.expand_preset(table) for init, table in tables.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         prog="python -m experiments.compare.grid", description=__doc__.split("\n\n")[0]
@@ -533,6 +550,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the candidate as a curriculum table in JSON (instead of --preset), e.g. "
         '\'{"sampler": {"type": "learnability"}}\'',
     )
+    p.add_argument(
+        "--by-init",
+        help="the candidate as a default that picks by where the policy starts: JSON mapping "
+        '"base" and "scratch" to a curriculum table or {"preset": NAME}, e.g. '
+        '\'{"base": {"preset": "robust"}, "scratch": {"sampler": {"type": "uniform"}}}\'',
+    )
     p.add_argument("--within", type=float, default=1.2, help="the allowed ratio (default 1.2)")
     p.add_argument(
         "--split-halves",
@@ -545,13 +568,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows = split_halves(load(args.tables))
         print(split_report(rows, within=args.within), end="")
         return
-    if args.curriculum is not None:
+    if args.by_init is not None:
+        by_init = _by_init(json.loads(args.by_init))
+        name = f"by init {args.by_init}"
+    elif args.curriculum is not None:
         target = _config.expand_preset(json.loads(args.curriculum))
+        by_init = {"base": target, "scratch": target}
         name = f"curriculum {args.curriculum}"
     else:
         target = _config.expand_preset({"preset": args.preset})
+        by_init = {"base": target, "scratch": target}
         name = f"preset {args.preset!r}"
-    rows = grid(load(args.tables), lambda a: a.curriculum == target)
+    rows = grid(load(args.tables), lambda a: a.curriculum == by_init[a.init])
     print(report(rows, within=args.within, candidate=name), end="")
 
 

@@ -218,3 +218,27 @@ def test_the_docs_state_the_split_half_check_of_the_stored_tables(capsys):
         r"within 1\.2x of the best on the other in (\d+) of (\d+)",
         "within 1.2x of the best on the other half in {} of {}",
     )
+
+
+def test_by_init_picks_the_candidate_by_where_the_policy_starts(tmp_path, capsys):
+    # STUDY starts from the base: there the candidate is the "base" curriculum (uniform here),
+    # and the robust preset is just another arm.
+    _study(
+        tmp_path,
+        "a",
+        {
+            "uniform": [1000.0] * 10,
+            "robust, labels levels": [500.0] * 10,
+            "robust, labels noise 0.5": [2000.0] * 10,
+            "robust, labels none": [2000.0] * 10,
+        },
+    )
+    tables = {"base": {"sampler": {"type": "uniform"}}, "scratch": {"preset": "robust"}}
+    grid.main(["--tables", str(tmp_path / "*.json"), "--by-init", json.dumps(tables)])
+    out = capsys.readouterr().out
+    assert out.startswith("Candidate: by init ")
+    # uniform trails the level-label arm 2x with levels, and is the best arm in the other modes
+    assert "**Within 1.2x in 2 of 3 cells.**" in out
+    assert re.search(r"\| levels \| 1,000 \(a\) \| 500: robust, labels levels \(a\) \|", out)
+    with pytest.raises(ValueError, match=r'--by-init needs a curriculum for "base" and for '):
+        grid.main(["--tables", str(tmp_path / "*.json"), "--by-init", '{"base": {}}'])
