@@ -210,6 +210,24 @@ def test_split_halves_measures_the_arm_one_half_chose_on_the_other_half(tmp_path
     assert "| seeds 10-19 | robust, labels levels: 1,000 | 2,000 | uniform: 1,000 |" in text
 
 
+def test_the_docs_state_the_rule_by_regime_on_the_stored_tables(capsys):
+    by_init = {
+        "base": {"preset": "robust"},
+        "scratch": {
+            "sampler": {"type": "reward_consistency", "inner": {"type": "uniform"}},
+            "gates": {"consistency": {"type": "reward_consistency"}},
+        },
+    }
+    out = _stored_output(
+        capsys,
+        ["--by-init", json.dumps(by_init)],
+        "docs/compare/grid-by-init.md",
+        r"Within 1\.2x in (\d+) of (\d+) cells",
+        "within 1.2x in {} of {} cells",
+    )
+    assert "Cells of the grid the candidate has not run" not in out
+
+
 def test_the_docs_state_the_split_half_check_of_the_stored_tables(capsys):
     _stored_output(
         capsys,
