@@ -509,9 +509,10 @@ def split_report(rows: Sequence[Split], *, within: float) -> str:
         "best non-oracle arm on one half of the seeds (the lowest median rollouts to target "
         "among the arms that read the label mode's labels or none; ties listed, the first "
         "measured) against the best arm on the other half, on that half's seeds. Label modes "
-        "with the same eligible arms share a row. Where the arm chosen on one half is within "
-        f"{within}x of the best on the other, the cell's best arm is a property of the cell, "
-        "not of its seeds, and the condition can be met there."
+        "with the same eligible arms share a row. Where the arm chosen on one half is not "
+        f"within {within}x of the best on the other, the condition reads the seeds' noise "
+        "there; where it is, the best arm held on fresh seeds at the resolution of the "
+        "evaluations (medians a step apart on a coarse evaluation grid can still tie)."
     )
     count = (
         f"**The arm chosen on one half is within {within}x of the best on the other in "
