@@ -56,12 +56,12 @@ test-trl: $(VENV_TRL)/.installed
 	$(VENV_TRL)/bin/python -m pytest -rs --skips=none tests/integrations/test_trl.py $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check curriculax experiments tests benchmarks
-	$(BIN)/ruff format --check curriculax experiments tests benchmarks
+	$(BIN)/ruff check curriculax experiments tests benchmarks notebooks
+	$(BIN)/ruff format --check curriculax experiments tests benchmarks notebooks
 
 format: $(STAMP)
-	$(BIN)/ruff format curriculax experiments tests benchmarks
-	$(BIN)/ruff check --fix curriculax experiments tests benchmarks
+	$(BIN)/ruff format curriculax experiments tests benchmarks notebooks
+	$(BIN)/ruff check --fix curriculax experiments tests benchmarks notebooks
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.curriculum_step $(ARGS)
