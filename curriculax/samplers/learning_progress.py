@@ -183,10 +183,10 @@ def learning_progress(
     copy with its own state it gave 1.50x there) (docs/studies.md). Like learnability it is
     blind where every task reads 0 until a whole level is learned (a policy from scratch: 0/10
     seeds on both coin-flip pools, uniform 0/10 and 4/10; see learnability's "When not to use
-    it"). Telling a coin flip from a
-    task costs about ``patience`` visits with variance each, so within budgets of a few
-    visits per task it still draws coin flips at about uniform's share (docs/noise.md); with
-    labels, a category bandit with ``reward = "advantage_progress"`` is the robust choice.
+    it"). Telling a coin flip from a task costs about ``patience`` visits with variance each,
+    so within budgets of a few visits per task it still draws coin flips at about uniform's
+    share (docs/noise.md); with labels, a category bandit with ``reward =
+    "advantage_progress"`` is the robust choice.
 
     The noise diagnostic: ``noise/flagged`` counts the tasks with at least ``noise_visits``
     visits with variance and ``rho < noise_reliability`` (:func:`looks_like_noise`);

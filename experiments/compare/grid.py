@@ -441,15 +441,13 @@ def split_halves(arms: Sequence[Arm], *, min_seeds: int = 20) -> list[Split]:
     for members in cells.values():
         n = members[0].seeds
         halves = (np.arange(n // 2), np.arange(n // 2, n))
-        modes: dict[tuple[int, ...], list[str]] = {}
-        groups: dict[tuple[int, ...], list[Arm]] = {}
+        # label modes with the same eligible arms give the same comparison: one row for them
+        groups: dict[tuple[int, ...], tuple[list[Arm], list[str]]] = {}
         for labels in sorted({a.labels for a in members if a.reads_labels} | set(GRID_LABELS)):
             eligible = _eligible(members, labels)
             if len(eligible) >= 2:
-                key = tuple(id(a) for a in eligible)
-                modes.setdefault(key, []).append(labels)
-                groups[key] = eligible
-        for key, eligible in groups.items():
+                groups.setdefault(tuple(map(id, eligible)), (eligible, []))[1].append(labels)
+        for eligible, modes in groups.values():
             for chose, (pick, test) in (("first", halves), ("second", halves[::-1])):
                 picked = [_seeds(a, pick) for a in eligible]
                 chosen = _best(picked)
@@ -461,7 +459,7 @@ def split_halves(arms: Sequence[Arm], *, min_seeds: int = 20) -> list[Split]:
                 out.append(
                     Split(
                         members[0].describe,
-                        ", ".join(modes[key]),
+                        ", ".join(modes),
                         chose,
                         chosen,
                         _stats.median(chosen[0].rollouts),
