@@ -189,6 +189,24 @@ def _check_gates(gates) -> dict[str, AdmissionGate]:
     return out
 
 
+def _check_entry_task(entry_task: object, num_tasks: int | None) -> None:
+    """``TaskSampler.entry_task``, when given, is ``int[num_tasks]`` naming each entry's task
+    by the index of its first entry (what a restore onto a reordered pool relies on)."""
+    if entry_task is None:
+        return
+    e = np.asarray(entry_task)
+    ok = num_tasks is not None and e.shape == (num_tasks,) and np.issubdtype(e.dtype, np.integer)
+    if ok:
+        values, first = np.unique(e, return_index=True)
+        ok = np.array_equal(values, first)
+    if not ok:
+        raise ValueError(
+            "TaskSampler.entry_task must be an int array of shape (num_tasks,) giving each "
+            f"entry's task as the index of its first entry (num_tasks={num_tasks}), got "
+            f"dtype {e.dtype}, shape {e.shape}: {np.array2string(e.ravel()[:8])}"
+        )
+
+
 def curriculum(
     sampler: TaskSampler, gates: Mapping[str, AdmissionGate] | None = None
 ) -> Curriculum:
@@ -240,6 +258,7 @@ def curriculum(
     num_tasks = sampler.num_tasks
     if num_tasks is not None:
         num_tasks = check_num_tasks(num_tasks, "TaskSampler.num_tasks")
+    _check_entry_task(sampler.entry_task, num_tasks)
     gates = _check_gates(gates)
     names = tuple(gates)
     padding = pad_id(sampler)

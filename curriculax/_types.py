@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
 import jax
+import numpy as np
 
 Array = jax.Array
 PRNGKey = jax.Array
@@ -102,6 +103,12 @@ PER_TASK_ATTR = "PER_TASK"
 axis is the task pool. The engine checkpoints them with the pool's task keys and permutes
 them when a run is restored onto a reordered pool."""
 
+AT_FIRST_ENTRY_ATTR = "AT_FIRST_ENTRY"
+"""A state ``NamedTuple`` with ``PER_TASK`` fields may declare ``AT_FIRST_ENTRY = True``: when
+its sampler declares ``entry_task`` (:class:`TaskSampler`), those fields hold each task's
+state at the task's first entry only (its other copies' slots keep their initial values). A
+restore onto a reordered pool then moves each task's state to its new first entry."""
+
 
 class InitFn(Protocol):
     def __call__(self, key: PRNGKey) -> State:
@@ -140,6 +147,10 @@ class TaskSampler(NamedTuple):
         (the default) when unknown or unbounded, and nothing is checked. A composed
         :func:`curriculax.curriculum` uses it to refuse results for other ids. Optional, so
         ``TaskSampler(init, sample, observe, metrics)`` still builds one.
+      entry_task: for a pool that repeats tasks, ``i32[N]`` (host) each entry's task as the
+        index of its first entry, when the sampler keeps a task's state there (``PER_TASK``
+        fields of states declaring ``AT_FIRST_ENTRY``); ``None`` (the default) otherwise.
+        Wrappers pass their inner sampler's on. The engine's restore reads it.
     """
 
     init: InitFn
@@ -147,6 +158,7 @@ class TaskSampler(NamedTuple):
     observe: ObserveFn
     metrics: MetricsFn
     num_tasks: int | None = None
+    entry_task: np.ndarray | None = None
 
 
 class AdmissionGate(NamedTuple):

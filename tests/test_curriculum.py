@@ -322,11 +322,12 @@ def ranged_sampler(calls=None):
     return recording_sampler(calls)._replace(num_tasks=R)
 
 
-def test_num_tasks_is_an_optional_fifth_field_of_task_sampler():
+def test_num_tasks_and_entry_task_are_optional_fields_of_task_sampler():
     s = recording_sampler()
-    assert s.num_tasks is None and len(s) == 5
-    init, sample, observe, metrics, _ = s
+    assert s.num_tasks is None and s.entry_task is None and len(s) == 6
+    init, sample, observe, metrics, _, _ = s
     assert cx.TaskSampler(init, sample, observe, metrics, 7).num_tasks == 7
+    assert cx.TaskSampler(init, sample, observe, metrics).entry_task is None
     # No declared range: nothing is checked, any id reaches the sampler as it is.
     cur = cx.curriculum(s)
     admission, state = cur.observe(cur.init(jax.random.key(0)), _results([-1, 10**6]))
@@ -405,6 +406,28 @@ def test_a_bad_declared_range_raises_at_construction():
         cx.curriculum(recording_sampler()._replace(num_tasks=0))
     with pytest.raises(TypeError, match=r"TaskSampler.num_tasks must be an int >= 1, got '7'"):
         cx.curriculum(recording_sampler()._replace(num_tasks="7"))
+
+
+def test_a_declared_entry_task_is_checked_and_wrappers_pass_it_on():
+    entry_task = np.array([0, 0, 2, 2, 4, 4, 4])
+    inner = cx.samplers.learnability(7, entry_task=entry_task)
+    assert inner.entry_task.tolist() == entry_task.tolist()
+    assert cx.samplers.learnability(7).entry_task is None  # every entry its own task
+    relabelled = cx.samplers.learning_progress(7, entry_task=[5, 5, 1, 1, 9, 9, 9])
+    assert relabelled.entry_task.tolist() == entry_task.tolist()  # as first entries
+    for wrapped in (
+        cx.samplers.floor(7, inner),
+        cx.samplers.reward_consistency(7, inner),
+        cx.samplers.skip_zero_variance(7, inner),
+    ):
+        assert wrapped.entry_task.tolist() == entry_task.tolist()
+    cx.curriculum(inner)
+    s = recording_sampler()._replace(num_tasks=7)
+    for bad in ([0, 0, 2], [1, 1, 2, 2, 4, 4, 4], [0.0] * 7):
+        with pytest.raises(ValueError, match=r"TaskSampler.entry_task must be an int array"):
+            cx.curriculum(s._replace(entry_task=np.array(bad)))
+    with pytest.raises(ValueError, match=r"num_tasks=None"):
+        cx.curriculum(recording_sampler()._replace(entry_task=entry_task))
 
 
 # ----------------------------------------------------------------------- bad input

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from curriculax._types import PER_TASK_ATTR
+from curriculax._types import AT_FIRST_ENTRY_ATTR, PER_TASK_ATTR
 from curriculax.checkpoint import (
     CheckpointStore,
     assemble,
@@ -179,14 +179,17 @@ def config_changes(saved: dict | None, now: dict | None) -> dict[str, list]:
     }
 
 
-def _per_task_fields(state: Any, prefix: str) -> list[str]:
-    """Paths of fields declared per-task (``PER_TASK``) in NamedTuples inside ``state``."""
+def _per_task_fields(state: Any, prefix: str) -> list[tuple[str, bool]]:
+    """Paths of fields declared per-task (``PER_TASK``) in NamedTuples inside ``state``, each
+    with whether its NamedTuple keeps a repeated task's state at its first entry
+    (``AT_FIRST_ENTRY``)."""
     out = []
 
     def walk(node, path):
         if isinstance(node, tuple) and hasattr(node, "_fields"):
+            first = bool(getattr(type(node), AT_FIRST_ENTRY_ATTR, False))
             for f in getattr(type(node), PER_TASK_ATTR, ()):
-                out.append(f"{path}/{f}")
+                out.append((f"{path}/{f}", first))
             for f in node._fields:
                 walk(getattr(node, f), f"{path}/{f}")
         elif isinstance(node, dict):
@@ -227,6 +230,28 @@ def _positions(old: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return pos.astype(np.int64), old[pos] != new
 
 
+def first_entries_follow(perm: np.ndarray, entry_task: np.ndarray) -> np.ndarray:
+    """``perm`` (each new entry's row in the saved pool) adjusted for state kept at a task's
+    first entry: within each task's copies, the new first entry takes the saved first entry's
+    row and the copy that would have taken it takes the new first entry's. Still a
+    permutation; each copy's row stays among its task's rows. ``O(N log N)``.
+
+    Args:
+      perm: ``int[N]``.
+      entry_task: ``int[N]`` each new entry's task (equal values: copies of one task).
+    """
+    perm = np.asarray(perm, np.int64)
+    _, first, task = np.unique(np.asarray(entry_task), return_index=True, return_inverse=True)
+    task = task.reshape(-1)
+    saved_first = np.full(first.size, perm.size, np.int64)
+    np.minimum.at(saved_first, task, perm)  # each task's first row in the saved pool
+    holder = np.flatnonzero(perm == saved_first[task])  # the copy that maps to it
+    new_first = first[task[holder]]
+    out = perm.copy()
+    out[new_first], out[holder] = perm[holder], perm[new_first]
+    return out
+
+
 def restore(
     store: CheckpointStore,
     engine: Engine,
@@ -243,8 +268,8 @@ def restore(
     exactly what differs, config keys as ``key: old -> new``. With ``allow_partial=True`` new
     components start fresh and removed ones are dropped, with a warning. A pool holding the
     same task keys in a different order is always fine: the per-task curriculum state follows
-    the keys (but a sampler given ``entry_task`` reads a repeated task's state at its first
-    entry: where the new order puts another copy first, that task starts fresh). With an
+    the keys (a sampler given ``entry_task``, which keeps a repeated task's state at its first
+    entry, finds it at the task's new first entry). With an
     engine mesh the state is restored onto the engine's shardings, whatever device count
     saved it.
     """
@@ -353,9 +378,13 @@ def restore(
     for old, new in renamed.items():
         leaves[new] = leaves.pop(old)
     for name, perm in perms.items():
-        for path in _per_task_fields(abstract.curricula[name], f"curricula/{name}"):
+        entry_task = engine.envs[engine.env_names.index(name)].curriculum.sampler.entry_task
+        sampler_prefix = f"curricula/{name}/sampler/"
+        at_first = None if entry_task is None else first_entries_follow(perm, entry_task)
+        for path, first in _per_task_fields(abstract.curricula[name], f"curricula/{name}"):
             if path in leaves:
-                leaves[path] = np.asarray(leaves[path])[perm]
+                use = at_first if first and path.startswith(sampler_prefix) else None
+                leaves[path] = np.asarray(leaves[path])[perm if use is None else use]
         _remap_pending_ids(leaves, engine.env_names.index(name), perm)
     fresh = engine.init()
     state, fresh_paths = assemble(abstract, leaves, fresh, skip=frozenset(skip))

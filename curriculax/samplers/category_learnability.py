@@ -235,4 +235,6 @@ def category_learnability(
             **pool.metrics(state.tasks, state.tasks.seen & jnp.asarray(ent.is_rep)),
         }
 
-    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
+    return TaskSampler(
+        init, sample, observe, metrics, num_tasks=n, entry_task=ent.rep if shared else None
+    )

@@ -185,4 +185,4 @@ def floor(
         out["max_staleness"] = (state.calls - oldest).astype(jnp.float32)
         return out
 
-    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n, entry_task=inner.entry_task)

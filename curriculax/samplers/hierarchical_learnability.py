@@ -181,4 +181,6 @@ def hierarchical_learnability(
                 out[f"category_pass_rate/{c}"] = rate[c]
         return out
 
-    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
+    return TaskSampler(
+        init, sample, observe, metrics, num_tasks=n, entry_task=ent.rep if shared else None
+    )

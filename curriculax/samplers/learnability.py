@@ -46,6 +46,7 @@ class LearnabilityState(NamedTuple):
 
     # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
     PER_TASK = ("successes", "failures", "updated", "seen")
+    AT_FIRST_ENTRY = True  # with entry_task: see curriculax._types
 
 
 def _number(value: object, name: str) -> float:
@@ -537,4 +538,6 @@ def learnability(
         start = _shard.offset(_shard.bound(axis_name), n_local)
         return pool.metrics(state, state.seen & _entries.local_reps(ent, start, n_local))
 
-    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
+    return TaskSampler(
+        init, sample, observe, metrics, num_tasks=n, entry_task=ent.rep if shared else None
+    )

@@ -70,6 +70,7 @@ class LearningProgressState(NamedTuple):
         "visits",
         "mixed",
     )
+    AT_FIRST_ENTRY = True  # with entry_task: see curriculax._types
 
 
 def reliability(state: LearningProgressState) -> jax.Array:
@@ -354,4 +355,5 @@ def learning_progress(
         out["noise/flagged"] = _count(noise(state) & reps, axis)
         return out
 
-    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
+    shared = None if entry_task is None else ent.rep
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n, entry_task=shared)

@@ -174,4 +174,4 @@ def reward_consistency(
         out["noise/skipped"] = state.skipped.astype(jnp.float32)
         return out
 
-    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n, entry_task=inner.entry_task)

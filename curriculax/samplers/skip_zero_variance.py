@@ -201,4 +201,4 @@ def skip_zero_variance(
         out["predicted_zero_variance"] = predicted.astype(jnp.float32)
         return out
 
-    return TaskSampler(init, sample, observe, metrics, num_tasks=n)
+    return TaskSampler(init, sample, observe, metrics, num_tasks=n, entry_task=inner.entry_task)

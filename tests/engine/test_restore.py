@@ -209,6 +209,74 @@ def test_restore_onto_a_reordered_pool_follows_the_keys(pools_run, tmp_path):
     assert int(result.state.counters.updates) == 8
 
 
+def _copies_engine(tasks, sampler):
+    n = len(tasks["difficulty"])
+    entry_task = _first_equal(tasks["difficulty"])
+    env = Env("p", tasks, cx.curriculum(sampler(n, entry_task)), group_size=4)
+    return Engine(synthetic_solver(), [env], EngineConfig(batch_groups=6, groups_per_generation=4))
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        lambda n, e: cx.samplers.learnability(n, entry_task=e),
+        lambda n, e: cx.samplers.floor(
+            n, cx.samplers.learning_progress(n, entry_task=e), uniform_share=0.2
+        ),
+    ],
+    ids=["learnability", "floor(learning_progress)"],
+)
+def test_restore_onto_a_reordered_pool_of_copies_keeps_each_tasks_state(sampler, tmp_path):
+    # 16 tasks, two copies each (their own keys). A sampler given entry_task keeps a task's
+    # state at its first entry; restored onto an order that puts the other copy first for
+    # about half the tasks, each task's state must be at its new first entry, and copies'
+    # slots stay fresh. Before, those tasks started fresh.
+    d = np.asarray(synthetic_tasks(16, seed=5)["difficulty"])
+    tasks = {"difficulty": np.repeat(d, 2), "copy": np.tile(np.arange(2, dtype=np.int32), 16)}
+    run_dir = tmp_path / "run"
+    first = run(_copies_engine(tasks, sampler), steps=5, run_dir=run_dir, progress=False)
+    keys = _copies_engine(tasks, sampler).envs[0].keys
+    old = _sampler_fields(host(first.state).curricula["p"].sampler)
+    assert old["seen"][::2].all() and not old["seen"][1::2].any()  # at first entries only
+
+    perm = np.random.default_rng(2).permutation(32)
+    moved = {k: v[perm] for k, v in tasks.items()}
+    engine = _copies_engine(moved, sampler)
+    new_keys = engine.envs[0].keys
+    store = CheckpointStore(run_dir / "checkpoints")
+    try:
+        state = host(restore(store, engine))
+    finally:
+        store.close()
+    new = _sampler_fields(state.curricula["p"].sampler)
+    fresh = _sampler_fields(host(engine.init()).curricula["p"].sampler)
+    new_first = _first_equal(moved["difficulty"]) == np.arange(32)
+    old_row = {k: i for i, k in enumerate(keys.tolist())}
+    rows = np.array([old_row[k] for k in new_keys.tolist()])  # each new entry's saved row
+    switched = new_first & (rows % 2 == 1)  # the saved second copy now comes first
+    assert 4 <= switched.sum() <= 12
+    for field, values in old.items():
+        # Each task's state sits at its new first entry, whichever copy that is ...
+        np.testing.assert_array_equal(new[field][new_first], values[rows[new_first] // 2 * 2])
+        # ... and the other copies' slots are as fresh as before.
+        np.testing.assert_array_equal(new[field][~new_first], fresh[field][~new_first])
+
+    result = run(engine, steps=8, run_dir=run_dir, resume=True, progress=False)
+    assert int(result.state.counters.updates) == 8
+
+
+def _first_equal(values) -> np.ndarray:
+    """Each entry's task as the index of its first entry with an equal value."""
+    _, first, inverse = np.unique(np.asarray(values), return_index=True, return_inverse=True)
+    return first[inverse.reshape(-1)]
+
+
+def _sampler_fields(state) -> dict[str, np.ndarray]:
+    """The per-task fields kept at first entries, from a sampler's state (or its inner one)."""
+    state = getattr(state, "inner", state)
+    return {f: np.asarray(getattr(state, f)) for f in type(state).PER_TASK}
+
+
 def test_restore_onto_a_different_task_set_is_a_mismatch(pools_run, tmp_path):
     src, tasks, _, _ = pools_run
     run_dir = tmp_path / "run"
