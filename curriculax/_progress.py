@@ -42,8 +42,8 @@ class Halves(NamedTuple):
     ok: jax.Array
 
 
-def halves(rewards: jax.Array, valid: jax.Array, hit: jax.Array | None = None) -> Halves:
-    """Splits each group's valid rollouts into even and odd positions.
+def half_sums(rewards: jax.Array, valid: jax.Array, hit: jax.Array | None = None) -> jax.Array:
+    """Splits each group's valid rollouts into even and odd positions and sums each half.
 
     Args:
       rewards: ``f32[G, K]`` (used as successes when ``hit`` is None).
@@ -51,7 +51,9 @@ def halves(rewards: jax.Array, valid: jax.Array, hit: jax.Array | None = None) -
       hit: optional ``f32[G, K]`` successes in [0, 1] (e.g. rewards clipped or thresholded).
 
     Returns:
-      :class:`Halves` with ``f32[G]`` means and ``bool[G]`` (both halves non-empty).
+      ``f32[G, 4]``: per group the even half's successes and valid rollouts, then the odd
+      half's. Sums of rows (a task's groups in one batch) pool their rollouts;
+      :func:`halves_of` turns them into :class:`Halves`.
     """
     k = rewards.shape[1]
     hit = rewards if hit is None else hit
@@ -61,7 +63,20 @@ def halves(rewards: jax.Array, valid: jax.Array, hit: jax.Array | None = None) -
     nb = jnp.sum(valid & ~even, axis=1).astype(jnp.float32)
     sa = jnp.sum(jnp.where(valid & even, hit, 0.0), axis=1)
     sb = jnp.sum(jnp.where(valid & ~even, hit, 0.0), axis=1)
+    return jnp.stack([sa, na, sb, nb], axis=1)
+
+
+def halves_of(sums: jax.Array) -> Halves:
+    """:class:`Halves` (``f32[M]`` means, ``bool[M]`` both halves non-empty) from
+    :func:`half_sums`' ``f32[M, 4]`` (or sums of its rows)."""
+    sa, na, sb, nb = (sums[:, i] for i in range(4))
     return Halves(sa / jnp.maximum(na, 1.0), sb / jnp.maximum(nb, 1.0), (na > 0) & (nb > 0))
+
+
+def halves(rewards: jax.Array, valid: jax.Array, hit: jax.Array | None = None) -> Halves:
+    """The pass-rate means of each group's even and odd valid rollouts: ``halves_of(
+    half_sums(...))`` (``f32[G]`` each, ``bool[G]`` both halves non-empty)."""
+    return halves_of(half_sums(rewards, valid, hit))
 
 
 def update(

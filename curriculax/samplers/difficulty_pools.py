@@ -161,6 +161,31 @@ def last_occurrence(ids: jax.Array, use: jax.Array) -> jax.Array:
     return jnp.zeros((g,), bool).at[order].set(last_sorted) & use
 
 
+def sum_by_id(ids: jax.Array, use: jax.Array, values: jax.Array) -> jax.Array:
+    """``f32[G, ...]``: for each used row, the sum of ``values`` over the used rows with its id
+    (zero on unused rows). O(G log G).
+
+    Lets a batch holding one task several times pool the task's groups.
+
+    Args:
+      ids: ``i32[G]``.
+      use: ``bool[G]``.
+      values: ``f32[G, ...]``.
+    """
+    g = ids.shape[0]
+    sentinel = jnp.iinfo(jnp.int32).min
+    keyed = jnp.where(use, ids.astype(jnp.int32), sentinel)
+    order = jnp.argsort(keyed, stable=True)
+    sorted_ids = keyed[order]
+    segment = jnp.cumsum(
+        jnp.concatenate([jnp.zeros((1,), jnp.int32), (sorted_ids[1:] != sorted_ids[:-1])])
+    )
+    mask = use.reshape((g,) + (1,) * (values.ndim - 1))
+    kept = jnp.where(mask, values, 0)
+    sums = jax.ops.segment_sum(kept[order], segment, num_segments=g)
+    return jnp.where(mask, jnp.zeros_like(kept).at[order].set(sums[segment]), 0)
+
+
 def difficulty_pools(
     num_tasks: int,
     bands: Sequence[Band] | Mapping[str, Mapping[str, float]] | None = None,

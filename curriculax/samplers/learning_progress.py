@@ -14,7 +14,7 @@ from curriculax import _counters, _entries, _progress, _shard
 from curriculax._checks import check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
-from curriculax.samplers.difficulty_pools import last_occurrence
+from curriculax.samplers.difficulty_pools import last_occurrence, sum_by_id
 from curriculax.samplers.learnability import _beta_pool, _count, _number
 
 DEFAULT_NOISE_VISITS = 8
@@ -36,9 +36,10 @@ class LearningProgressState(NamedTuple):
         rate of each group's even (``a``) and odd (``b``) rollouts.
       cross: ``f32[N]`` moving average of ``(fast_a - slow_a) * (fast_b - slow_b)``.
       power: ``f32[N]`` moving average of their mean square.
-      visits: ``i32[N]`` visits that updated the progress averages (both halves valid).
-      mixed: ``i32[N]`` of those, visits whose group had both a success and a failure: the
-        visits that carried reward variance.
+      visits: ``i32[N]`` visits that updated the progress averages (both halves valid); a
+        visit is a batch's groups of the task, pooled.
+      mixed: ``i32[N]`` of those, visits with both a success and a failure: the visits that
+        carried reward variance.
       clock: ``i32[]`` groups observed so far.
     """
 
@@ -209,7 +210,7 @@ def learning_progress(
         :func:`~curriculax.samplers.learnability`: all copies of a task share one posterior
         and one set of progress averages (kept at its first entry, whose id
         :func:`noisy_tasks` reports), a call's scored draws are distinct tasks, and a batch
-        updates a task's progress once (from its last group) whichever copies it drew.
+        updates a task's progress once, from all its groups pooled, whichever copies it drew.
         ``None``: every entry is its own task.
       axis_name: the mesh axis along which the per-task state is split under
         ``shard_map`` (as for learnability; draws identical to the unsplit sampler's).
@@ -295,9 +296,11 @@ def learning_progress(
         fields, obs = pool.update(state, results)
         rep, in_pool, wins, losses = obs.rep, obs.in_pool, obs.wins, obs.losses
 
-        # Progress: one update per task and batch (its latest group, whichever copy), from
-        # the two halves.
-        half = _progress.halves(obs.rewards, obs.valid, obs.hit)
+        # Progress: one update per task and batch, from the two halves of all its groups in
+        # the batch pooled (whichever copies drew it), applied at one of its rows.
+        sums = _progress.half_sums(obs.rewards, obs.valid, obs.hit)
+        pooled = sum_by_id(rep, in_pool, jnp.concatenate([sums, jnp.stack([wins, losses], 1)], 1))
+        half = _progress.halves_of(pooled[:, :4])
         use = last_occurrence(rep, in_pool & half.ok)
         at = _shard.to_local(jnp.where(use, rep, -1), obs.start, obs.n_local)
 
@@ -330,7 +333,7 @@ def learning_progress(
                 new,
             )
         )
-        mixed_group = (wins > 0) & (losses > 0)
+        mixed_group = (pooled[:, 4] > 0) & (pooled[:, 5] > 0)
         return state._replace(
             **fields,
             fast_a=fa,

@@ -184,3 +184,45 @@ def test_config_registration_and_argument_errors():
         cx.samplers.learning_progress(8, noise_visits=0)
     with pytest.raises(ValueError, match="exactly one LearningProgressState"):
         cx.samplers.noisy_tasks(cx.samplers.learnability(8).init(jax.random.key(0)))
+
+
+def test_a_batch_pools_a_tasks_groups_into_one_progress_visit():
+    # Two copies of task 2 (entries 2 and 6) in one batch, one group all wins, one all
+    # losses, then a third group of rollouts: the same state as one group of the rollouts
+    # of all three (even positions stay even), a single visit that carried variance. Before,
+    # only the task's last group in the batch counted (8 of its 24 rollouts).
+    entry_task = np.array([0, 1, 2, 3, 4, 5, 2, 7])
+    s = cx.samplers.learning_progress(8, entry_task=entry_task, half_life=None)
+    st = s.init(jax.random.key(0))
+    wins, losses = [1.0] * 8, [0.0] * 8
+    mixed = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    split = s.observe(st, group_results([2, 0, 6, 2], [wins, mixed, losses, mixed]))
+    whole = s.observe(
+        st,
+        group_results(
+            [2, 0],
+            [wins + losses + mixed, mixed + [0.0] * 16],
+            [[True] * 24, [True] * 8 + [False] * 16],
+        ),
+    )
+    for field in split._fields:
+        if field not in ("updated", "clock"):  # the clock counts groups: 4 against 2
+            np.testing.assert_array_equal(getattr(split, field), getattr(whole, field), field)
+    assert int(split.visits[2]) == 1 and int(split.mixed[2]) == 1
+    assert float(split.fast_a[2]) == pytest.approx(7 / 12)  # even wins: 4 + 0 + 3 of 12
+    assert int(split.visits[6]) == 0  # the copy's slot is not written
+
+
+def test_sum_by_id_matches_a_loop():
+    from curriculax.samplers.difficulty_pools import sum_by_id
+
+    rng = np.random.default_rng(0)
+    for g in (1, 7, 40):
+        ids = rng.integers(-2, 5, g).astype(np.int32)
+        use = rng.random(g) < 0.7
+        values = rng.normal(size=(g, 3)).astype(np.float32)
+        want = np.array(
+            [values[use & (ids == ids[i])].sum(0) if use[i] else np.zeros(3) for i in range(g)]
+        )
+        got = np.asarray(sum_by_id(jnp.asarray(ids), jnp.asarray(use), jnp.asarray(values)))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
