@@ -181,8 +181,9 @@ def learning_progress(
     When to use it: a pool where per-task pass rates are spread, as for a pretrained policy.
     From a warm-started base, with ``entry_task`` (copies sharing state, as the studies run
     it), it beat uniform on the balanced (1.75x fewer rollouts, 20 seeds), easy-skew (4.50x)
-    and both coin-flip pools (1.50x at 20 seeds, 2.00x), and not on hard-skew (1.11x; each
-    copy with its own state it gave 1.50x there) (docs/studies.md). Like learnability it is
+    and both coin-flip pools (1.50x at 20 seeds, 2.00x), and not on hard-skew (1.25x [1.00,
+    1.50] at 40 seeds; each copy with its own state 1.43x [1.12, 1.67], the two 1.14x [0.88,
+    1.46] apart, paired) (docs/studies.md). Like learnability it is
     blind where every task reads 0 until a whole level is learned (a policy from scratch: 0/10
     seeds on both coin-flip pools, uniform 0/10 and 4/10; see learnability's "When not to use
     it"). Telling a coin flip from a task costs about ``patience`` visits with variance each,

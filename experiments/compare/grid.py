@@ -494,10 +494,10 @@ def split_report(rows: Sequence[Split], *, within: float) -> str:
                 r.describe,
                 r.labels,
                 first if r.chose == "first" else second,
-                "; ".join(a.name for a in r.chosen)
+                "; ".join(f"{a.name} ({a.study})" for a in r.chosen)
                 + f": {_stats.fmt_count(r.chosen_median, bound=r.other.budget)}",
                 _median_text(r.other),
-                "; ".join(a.name for a in r.best) + f": {_median_text(r.best[0])}",
+                "; ".join(f"{a.name} ({a.study})" for a in r.best) + f": {_median_text(r.best[0])}",
                 _stats.fmt_ratio(r.ratio),
                 "yes" if ok else "**no**",
             ]

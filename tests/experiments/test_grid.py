@@ -207,7 +207,10 @@ def test_split_halves_measures_the_arm_one_half_chose_on_the_other_half(tmp_path
         assert [got[(mode, h)].ratio.point for h in ("first", "second")] == [1.0, 1.0]
     text = grid.split_report(rows, within=1.2)
     assert "in 4 of 6 comparisons.**" in text
-    assert "| seeds 10-19 | robust, labels levels: 1,000 | 2,000 | uniform: 1,000 |" in text
+    assert (
+        "| seeds 10-19 | robust, labels levels (twenty): 1,000 | 2,000 | uniform (twenty): 1,000 |"
+        in text
+    )
 
 
 def test_the_docs_state_the_rule_by_regime_on_the_stored_tables(capsys):
