@@ -73,12 +73,6 @@ def halves_of(sums: jax.Array) -> Halves:
     return Halves(sa / jnp.maximum(na, 1.0), sb / jnp.maximum(nb, 1.0), (na > 0) & (nb > 0))
 
 
-def halves(rewards: jax.Array, valid: jax.Array, hit: jax.Array | None = None) -> Halves:
-    """The pass-rate means of each group's even and odd valid rollouts: ``halves_of(
-    half_sums(...))`` (``f32[G]`` each, ``bool[G]`` both halves non-empty)."""
-    return halves_of(half_sums(rewards, valid, hit))
-
-
 def update(
     fast_a: jax.Array,
     fast_b: jax.Array,
