@@ -379,12 +379,12 @@ def restore(
         leaves[new] = leaves.pop(old)
     for name, perm in perms.items():
         entry_task = engine.envs[engine.env_names.index(name)].curriculum.sampler.entry_task
-        sampler_prefix = f"curricula/{name}/sampler/"
-        at_first = None if entry_task is None else first_entries_follow(perm, entry_task)
+        at_first = perm if entry_task is None else first_entries_follow(perm, entry_task)
         for path, first in _per_task_fields(abstract.curricula[name], f"curricula/{name}"):
             if path in leaves:
-                use = at_first if first and path.startswith(sampler_prefix) else None
-                leaves[path] = np.asarray(leaves[path])[perm if use is None else use]
+                # state kept at first entries: the sampler's (its entry_task says where)
+                rows = at_first if first and path.startswith(f"curricula/{name}/sampler/") else perm
+                leaves[path] = np.asarray(leaves[path])[rows]
         _remap_pending_ids(leaves, engine.env_names.index(name), perm)
     fresh = engine.init()
     state, fresh_paths = assemble(abstract, leaves, fresh, skip=frozenset(skip))

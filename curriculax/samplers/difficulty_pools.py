@@ -147,23 +147,30 @@ def band_of(scores: jax.Array, thresholds: jax.Array) -> jax.Array:
     return jnp.minimum(above, thresholds.shape[0] - 1)
 
 
+def _runs(ids: jax.Array, use: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The used rows sorted by id (unused rows first): ``(order i32[G], new bool[G], last
+    bool[G])``: ``new`` marks, in sorted order, the rows whose id differs from the previous
+    row's; ``last`` is :func:`last_occurrence`. O(G log G)."""
+    keyed = jnp.where(use, ids.astype(jnp.int32), jnp.iinfo(jnp.int32).min)
+    order = jnp.argsort(keyed, stable=True)
+    sorted_ids = keyed[order]
+    change = sorted_ids[1:] != sorted_ids[:-1]
+    new = jnp.concatenate([jnp.ones((1,), bool), change])
+    last_sorted = jnp.concatenate([change, jnp.ones((1,), bool)])
+    return order, new, jnp.zeros(new.shape, bool).at[order].set(last_sorted) & use
+
+
 def last_occurrence(ids: jax.Array, use: jax.Array) -> jax.Array:
     """``bool[G]``: ``use[g]`` and no later used row has the same id. O(G log G).
 
     Lets a batch holding one task twice apply only the latest result, deterministically.
     """
-    g = ids.shape[0]
-    sentinel = jnp.iinfo(jnp.int32).min
-    keyed = jnp.where(use, ids.astype(jnp.int32), sentinel)
-    order = jnp.argsort(keyed, stable=True)
-    sorted_ids = keyed[order]
-    last_sorted = jnp.concatenate([sorted_ids[1:] != sorted_ids[:-1], jnp.ones((1,), bool)])
-    return jnp.zeros((g,), bool).at[order].set(last_sorted) & use
+    return _runs(ids, use)[2]
 
 
-def sum_by_id(ids: jax.Array, use: jax.Array, values: jax.Array) -> jax.Array:
-    """``f32[G, ...]``: for each used row, the sum of ``values`` over the used rows with its id
-    (zero on unused rows). O(G log G).
+def sum_by_id(ids: jax.Array, use: jax.Array, values: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """For each used row, the sum of ``values`` over the used rows with its id, and which used
+    row is the last with its id (:func:`last_occurrence`, from the same sort). O(G log G).
 
     Lets a batch holding one task several times pool the task's groups.
 
@@ -171,19 +178,17 @@ def sum_by_id(ids: jax.Array, use: jax.Array, values: jax.Array) -> jax.Array:
       ids: ``i32[G]``.
       use: ``bool[G]``.
       values: ``f32[G, ...]``.
+
+    Returns:
+      ``(f32[G, ...] sums, zero on unused rows; bool[G] last)``.
     """
-    g = ids.shape[0]
-    sentinel = jnp.iinfo(jnp.int32).min
-    keyed = jnp.where(use, ids.astype(jnp.int32), sentinel)
-    order = jnp.argsort(keyed, stable=True)
-    sorted_ids = keyed[order]
-    segment = jnp.cumsum(
-        jnp.concatenate([jnp.zeros((1,), jnp.int32), (sorted_ids[1:] != sorted_ids[:-1])])
-    )
+    order, new, last = _runs(ids, use)
+    g = new.shape[0]
+    segment = jnp.cumsum(new.astype(jnp.int32)) - 1
     mask = use.reshape((g,) + (1,) * (values.ndim - 1))
     kept = jnp.where(mask, values, 0)
     sums = jax.ops.segment_sum(kept[order], segment, num_segments=g)
-    return jnp.where(mask, jnp.zeros_like(kept).at[order].set(sums[segment]), 0)
+    return jnp.where(mask, jnp.zeros_like(kept).at[order].set(sums[segment]), 0), last
 
 
 def difficulty_pools(

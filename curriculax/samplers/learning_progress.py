@@ -14,7 +14,7 @@ from curriculax import _counters, _entries, _progress, _shard
 from curriculax._checks import check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
-from curriculax.samplers.difficulty_pools import last_occurrence, sum_by_id
+from curriculax.samplers.difficulty_pools import sum_by_id
 from curriculax.samplers.learnability import _beta_pool, _count, _number
 
 DEFAULT_NOISE_VISITS = 8
@@ -300,9 +300,11 @@ def learning_progress(
         # Progress: one update per task and batch, from the two halves of all its groups in
         # the batch pooled (whichever copies drew it), applied at one of its rows.
         sums = _progress.half_sums(obs.rewards, obs.valid, obs.hit)
-        pooled = sum_by_id(rep, in_pool, jnp.concatenate([sums, jnp.stack([wins, losses], 1)], 1))
+        pooled, last = sum_by_id(
+            rep, in_pool, jnp.concatenate([sums, jnp.stack([wins, losses], 1)], 1)
+        )
         half = _progress.halves_of(pooled[:, :4])
-        use = last_occurrence(rep, in_pool & half.ok)
+        use = last & half.ok  # ``ok`` is the task's, pooled: the same on all its rows
         at = _shard.to_local(jnp.where(use, rep, -1), obs.start, obs.n_local)
 
         def get(x):

@@ -254,6 +254,11 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
     return sorted(rows, key=lambda r: (r.describe, r.labels))
 
 
+def _names(arms: Sequence[Arm]) -> str:
+    """``name (study); ...``: arms of one cell may share a name across studies."""
+    return "; ".join(f"{a.name} ({a.study})" for a in arms)
+
+
 def _median_text(a: Arm) -> str:
     """The median; where seeds missed, with the seeds at target (``> 64,000, 1/10 at target``)."""
     text = _stats.fmt_count(_stats.median(a.rollouts), bound=a.budget)
@@ -320,7 +325,7 @@ def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int, dict[str
     ]
     cells, inside, says = [], 0, {"within": 0, "behind": 0, "cannot tell": 0}
     for r in rows:
-        best = "; ".join(f"{b.name} ({b.study})" for b in r.best)
+        best = _names(r.best)
         ok = is_within(r.ratio, within)
         inside += ok
         verdict = interval_says(r.ratio, within)
@@ -494,10 +499,9 @@ def split_report(rows: Sequence[Split], *, within: float) -> str:
                 r.describe,
                 r.labels,
                 first if r.chose == "first" else second,
-                "; ".join(f"{a.name} ({a.study})" for a in r.chosen)
-                + f": {_stats.fmt_count(r.chosen_median, bound=r.other.budget)}",
+                _names(r.chosen) + f": {_stats.fmt_count(r.chosen_median, bound=r.other.budget)}",
                 _median_text(r.other),
-                "; ".join(f"{a.name} ({a.study})" for a in r.best) + f": {_median_text(r.best[0])}",
+                _names(r.best) + f": {_median_text(r.best[0])}",
                 _stats.fmt_ratio(r.ratio),
                 "yes" if ok else "**no**",
             ]

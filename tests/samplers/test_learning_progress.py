@@ -224,5 +224,7 @@ def test_sum_by_id_matches_a_loop():
         want = np.array(
             [values[use & (ids == ids[i])].sum(0) if use[i] else np.zeros(3) for i in range(g)]
         )
-        got = np.asarray(sum_by_id(jnp.asarray(ids), jnp.asarray(use), jnp.asarray(values)))
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        got, last = sum_by_id(jnp.asarray(ids), jnp.asarray(use), jnp.asarray(values))
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+        later = [use[i] and not (use[i + 1 :] & (ids[i + 1 :] == ids[i])).any() for i in range(g)]
+        assert np.asarray(last).tolist() == later
