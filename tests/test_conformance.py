@@ -90,6 +90,11 @@ SAMPLERS = {
     ),
     "uniform": (lambda: cx.samplers.uniform(32), 32, 8),
     "uniform_small_pool": (lambda: cx.samplers.uniform(5), 5, 8),
+    "uniform_distinct_tasks": (
+        lambda: cx.samplers.uniform(32, distinct=True, entry_task=np.arange(32) % 5),
+        32,
+        8,
+    ),
 }
 
 
