@@ -246,7 +246,7 @@ def robust_curriculum(
     The gate and the wrapper need answer ids in the results (``GroupResults.answers``);
     without them nothing is marked and this is the sampler alone. Measured for a policy that
     starts from a pretrained base (the GRPO studies, docs/noise.md): within 1.2x of the best
-    arm in 17 of 23 cells. From random weights prefer uniform inside the same wrapper and
+    arm in 16 of 23 cells. From random weights prefer uniform inside the same wrapper and
     gate: on the coin-flip pools it reached the target sooner, and without informative labels
     this preset is per-task scoring, which from scratch reached it on fewer seeds than uniform
     on hard-skew, balanced and the chain (not on easy-skew).

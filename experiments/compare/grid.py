@@ -217,6 +217,35 @@ def _best(arms: Sequence[Arm]) -> list[Arm]:
     return [a for a, k in zip(arms, keys) if k == low]
 
 
+def on_shared_seeds(arms: Sequence[Arm], is_candidate) -> list[Arm]:
+    """Each candidate run restricted to the seeds of every smaller study of its family.
+
+    A study of ``S`` seeds runs the keys ``split(key, S)``, whose first ``k`` are
+    ``split(key, k)``: a 20-seed study's seeds 0-9 are the 10-seed study's (per-seed numbers
+    of an arm both ran are equal). The copies (study ``"<study>, seeds 0-9"``) put the
+    candidate into the smaller cells, so a cell counted with 20 seeds is also held against the
+    arms that ran only on seeds 0-9 (:func:`report`)."""
+    sizes: dict[str, set[int]] = {}
+    for a in arms:
+        sizes.setdefault(a.family, set()).add(a.seeds)
+    ran = {(a.cell, a.rollouts.tobytes()) for a in arms if is_candidate(a)}
+    copies = [
+        a._replace(
+            rollouts=a.rollouts[:k],
+            seeds=k,
+            cell=f"{a.family} {k}",
+            study=f"{a.study}, seeds 0-{k - 1}",
+            describe=a.describe.replace(f"{a.seeds} seeds", f"{k} seeds", 1),
+        )
+        for a in arms
+        if is_candidate(a)
+        for k in sorted(sizes[a.family])
+        if k < a.seeds
+    ]
+    # a copy equal to the candidate's own run on those seeds adds nothing
+    return [c for c in copies if (c.cell, c.rollouts.tobytes()) not in ran]
+
+
 def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
     """A row per cell and label mode: the candidate (``is_candidate(arm)``) against the best
     eligible arm, or the cell's label modes where the candidate did not run (``candidate``
@@ -224,7 +253,10 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
     label-reading arms ran with. Where the candidate ran in several studies of a cell, the
     least favourable run is the one compared (the highest median, then the fewest seeds at
     target): runs of one seed on another install or machine are other draws of chaotic
-    training, not copies, so the grid does not pick the luckiest."""
+    training, not copies, so the grid does not pick the luckiest. A candidate run with more
+    seeds than another study of its cell's family also runs, on its first seeds, in that
+    study's cell (:func:`on_shared_seeds`)."""
+    arms = [*arms, *on_shared_seeds(arms, is_candidate)]
     cells: dict[str, list[Arm]] = {}
     for a in arms:
         cells.setdefault(a.cell, []).append(a)
@@ -313,7 +345,12 @@ def interval_says(ratio: _stats.Ratio, within: float) -> str:
     return "cannot tell"
 
 
-def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int, dict[str, int]]:
+def _table(
+    rows: Sequence[Row], within: float, fewer: Mapping[tuple[str, str], list[Row]] | None = None
+) -> tuple[list[str], int, dict[str, int]]:
+    """The rows as a markdown table, how many are within, and what their intervals say.
+    ``fewer``: per (family, labels), the candidate's rows in the same cell with fewer seeds; a
+    row is within only where those are too."""
     header = [
         "cell",
         "labels",
@@ -326,7 +363,9 @@ def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int, dict[str
     cells, inside, says = [], 0, {"within": 0, "behind": 0, "cannot tell": 0}
     for r in rows:
         best = _names(r.best)
-        ok = is_within(r.ratio, within)
+        also = (fewer or {}).get((r.candidate.family, r.labels), [])
+        missed = [f for f in also if not is_within(f.ratio, within)]
+        ok = is_within(r.ratio, within) and not missed
         inside += ok
         verdict = interval_says(r.ratio, within)
         says[verdict] += 1
@@ -334,6 +373,11 @@ def _table(rows: Sequence[Row], within: float) -> tuple[list[str], int, dict[str
             mark = "yes"
         elif r.ratio.bound == "?":
             mark = "**no** (both medians miss)"
+        elif is_within(r.ratio, within):
+            on = "; ".join(
+                f"seeds 0-{f.candidate.seeds - 1}: {_stats.fmt_ratio(f.ratio)}" for f in missed
+            )
+            mark = f"**no** (on {on})"
         else:
             mark = "**no**"
         cells.append(
@@ -364,12 +408,18 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         '16\'s condition reads it; the interval says: "within" where its upper end is at most '
         f'{within}, "behind" where its lower end is above {within}, "cannot tell" '
         "otherwise (where medians are a few evaluation steps in, one step is itself a ratio of "
-        "that size). A cell with a 10-seed and a 20-seed study counts once, with 20. Where the "
+        "that size). A cell with a 10-seed and a 20-seed study counts once, with 20, and "
+        "within only where the candidate's seeds 0-9 (the 10-seed study's seeds) are also "
+        "within of the 10-seed study's best arm (the rows replaced, below; a 20-seed "
+        'run on its seeds 0-9 is named "<study>, seeds 0-9"). Where the '
         "candidate ran in several studies of one cell, the least favourable run counts (the "
         "highest median, then the fewest seeds at target).",
         "",
     ]
-    table, inside, says = _table(headline, within)
+    fewer: dict[tuple[str, str], list[Row]] = {}
+    for r in superseded:
+        fewer.setdefault((r.candidate.family, r.labels), []).append(r)
+    table, inside, says = _table(headline, within, fewer)
     lines += [
         *table,
         "",

@@ -128,6 +128,40 @@ def test_a_study_with_more_seeds_replaces_the_same_cell_and_misses_are_listed(tm
     ]
 
 
+def test_a_cell_counted_with_20_seeds_is_held_against_arms_run_only_on_its_seeds_0_9(tmp_path):
+    # uniform ran on seeds 0-9 alone faster than the candidate; at 20 seeds the candidate ties
+    # the only other arm there. The cell counts with 20 seeds, and not as within: on the seeds
+    # the two studies share the candidate needs twice uniform's rollouts.
+    _study(tmp_path, "ten", {"uniform": [500.0] * 10})
+    _study(
+        tmp_path,
+        "twenty",
+        {"uniform": [1000.0] * 20, "robust, labels levels": [1000.0] * 19 + [None]},
+        seeds=20,
+    )
+    arms = [a for a in grid.load(str(tmp_path / "*.json")) if a.labels in ("levels", "none")]
+    arms = [a for a in arms if a.study == "twenty" or a.name == "uniform"]
+    arms = [a for a in arms if a.name != "robust, labels none"]
+    robust = _config.expand_preset({"preset": "robust"})
+    rows = grid.grid(arms, lambda a: a.curriculum == robust)
+    headline, superseded, _, _ = grid._counted(rows)
+    assert [(r.candidate.study, r.ratio.point) for r in headline] == [("twenty", 1.0)]
+    [copy] = superseded
+    assert (copy.candidate.study, copy.candidate.seeds, copy.ratio.point) == (
+        "twenty, seeds 0-9",
+        10,
+        2.0,
+    )
+    assert copy.candidate.describe.startswith("base, hard-skew, 10 seeds")
+    out = grid.report(rows, within=1.2, candidate="x")
+    assert "Within 1.2x in 0 of 1 cells" in out
+    assert "**no** (on seeds 0-9: 2.00x" in out
+    # a copy equal to the candidate's own 10-seed run adds no second run
+    _study(tmp_path, "ten", {"uniform": [500.0] * 10, "robust, labels levels": [1000.0] * 10})
+    arms = [a for a in grid.load(str(tmp_path / "*.json")) if a.name == "robust, labels levels"]
+    assert grid.on_shared_seeds(arms, lambda a: a.curriculum == robust) == []
+
+
 def test_where_the_candidate_ran_twice_in_a_cell_the_least_favourable_run_counts(tmp_path):
     # the same cell run twice (another install: other draws of the same seeds); whichever
     # order the files load in, the run with the higher median is compared, and the row says so
