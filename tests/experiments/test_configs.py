@@ -7,6 +7,7 @@ import os
 import pytest
 
 import curriculax as cx
+from curriculax import tasks as T
 from experiments import _cli
 from experiments._builders import MAIN_JOB, GRPOExperimentConfig, make_study_pool
 from experiments.compare import CompareConfig
@@ -62,7 +63,12 @@ def test_every_study_config_parses_and_its_arms_build(name):
     assert n == config.experiment.task.size
     for arm in config.arms:
         if "curriculum" in arm:
-            cx.curriculum_from_config(arm["curriculum"], n, categories=pool.category)
+            cx.curriculum_from_config(  # the context experiments._builders.build passes
+                arm["curriculum"],
+                n,
+                categories=pool.category,
+                entry_task=T.distinct_tasks(pool.train),
+            )
 
 
 def test_overrides_reach_nested_fields_and_bad_keys_are_named():
