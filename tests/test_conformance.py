@@ -83,6 +83,13 @@ SAMPLERS = {
         32,
         8,
     ),
+    "skip_solved_repeated_entries": (
+        lambda: cx.samplers.skip_zero_variance(
+            32, cx.samplers.uniform(32), skip="solved", entry_task=np.arange(32) % 5
+        ),
+        32,
+        8,
+    ),
     "reward_consistency_learnability": (
         lambda: cx.samplers.reward_consistency(32, cx.samplers.learnability(32)),
         32,

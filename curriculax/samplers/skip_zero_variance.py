@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from curriculax import _counters, _shard
+from curriculax import _counters, _entries, _shard
 from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
@@ -20,7 +22,8 @@ class SkipState(NamedTuple):
 
     Attributes:
       inner: the wrapped sampler's state.
-      streak: ``i32[N]`` consecutive zero-variance groups of each task (its latest groups).
+      streak: ``i32[N]`` consecutive zero-variance (or, with ``skip="solved"``, solved) groups
+        of each task (its latest groups); with ``entry_task``, kept at each task's first entry.
       p: ``f32[]`` base keep probability (a task with streak ``k`` is kept with
         probability ``max(p ** k, floor)``), steered toward the target zero-variance share.
       zero_variance_share: ``f32[]`` share of zero-variance groups in the latest batch.
@@ -37,6 +40,7 @@ class SkipState(NamedTuple):
 
     # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
     PER_TASK = ("streak",)
+    AT_FIRST_ENTRY = True  # with entry_task: see curriculax._types
 
 
 def _unit_interval(value: object, name: str, *, open_low: bool = False) -> float:
@@ -56,6 +60,9 @@ def skip_zero_variance(
     floor: float = 0.01,
     initial_p: float = 0.5,
     p_step: float = 0.05,
+    skip: str = "zero_variance",
+    solved_reward: float = 1.0,
+    entry_task: Sequence[int] | np.ndarray | None = None,
     axis_name: str | None = None,
 ) -> TaskSampler:
     """Skips, before rollout, draws of tasks whose recent groups all had zero variance.
@@ -78,6 +85,16 @@ def skip_zero_variance(
     sampler's accounting stays exact: every task it handed out was either rolled out or
     deliberately skipped, never silently dropped.
 
+    ``skip="solved"`` counts only *solved* groups (every valid rollout rewarded at least
+    ``solved_reward``) and lets any other group reset the streak: a task the policy has
+    mastered is skipped, one it fails on every rollout is not (from random weights nearly every
+    group is all-zero at first, and those tasks are the ones left to learn). ``target_share``
+    is then the share of solved groups ``p`` steers toward (0: skip every solved task but the
+    ``floor``). With ``entry_task`` (a pool that repeats tasks), copies of a task share one
+    streak (kept at the first entry), so a task solved under one copy is skipped under all;
+    replacements are still drawn uniformly over entries, so the copies' weight stays on the
+    tasks not skipped.
+
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
     curriculum; ``learnability`` already ranks a task with 0/8 or 8/8 successes low, so
@@ -98,13 +115,19 @@ def skip_zero_variance(
       floor: the least keep probability of a drawn task, in (0, 1].
       initial_p: ``p`` at the start, in [0, 1].
       p_step: gain of the steering of ``p`` per observed batch, in [0, 1].
+      skip: ``"zero_variance"`` (GRESO: every valid reward equal) or ``"solved"`` (every
+        valid reward at least ``solved_reward``).
+      solved_reward: the least reward of a solved rollout (``skip="solved"`` only).
+      entry_task: ``int[N]``, entries with equal values hold the same task (e.g.
+        :func:`curriculax.tasks.distinct_tasks`): copies share a streak. None: each entry its own.
       axis_name: the mesh axis along which per-task state is split under ``shard_map`` (the
         inner sampler must be built with the same one).
 
     Returns:
       A :class:`~curriculax.TaskSampler`. Metrics: the inner sampler's under ``inner/``, plus
       ``skipped``, ``skipped_rollouts``, ``p``, ``zero_variance_share`` (latest batch) and
-      ``predicted_zero_variance`` (tasks with a streak).
+      ``predicted_zero_variance`` (tasks with a streak); with ``skip="solved"`` these count
+      solved groups.
 
     Example:
       >>> s = skip_zero_variance(100, uniform(100))
@@ -116,6 +139,21 @@ def skip_zero_variance(
     floor = _unit_interval(floor, "floor", open_low=True)
     initial_p = _unit_interval(initial_p, "initial_p")
     p_step = _unit_interval(p_step, "p_step")
+    if skip not in ("zero_variance", "solved"):
+        raise ValueError(
+            f"skip_zero_variance: skip must be 'zero_variance' or 'solved', got {skip!r}"
+        )
+    if isinstance(solved_reward, bool) or not isinstance(solved_reward, int | float):
+        raise TypeError(
+            f"skip_zero_variance: solved_reward must be a number, got {solved_reward!r}"
+        )
+    solved_only = skip == "solved"
+    ent = _entries.entries(entry_task, n, "skip_zero_variance")
+    shared = entry_task is not None and not ent.is_rep.all()
+    rep = jnp.asarray(ent.rep)
+
+    def rep_of(ids: jax.Array) -> jax.Array:
+        return rep[jnp.clip(ids, 0, n - 1)] if shared else ids
 
     def init(key: jax.Array) -> SkipState:
         return SkipState(
@@ -139,14 +177,19 @@ def skip_zero_variance(
         candidates = _wrapping.ids_of(drawn, "skip_zero_variance").astype(jnp.int32)
 
         # The streak of each candidate (held by one device when split: sum the one-hot reads).
-        slot = _shard.to_local(candidates, start, n_local)
+        slot = _shard.to_local(rep_of(candidates), start, n_local)
         streak = _shard.psum(state.streak.at[slot].get(mode="fill", fill_value=0), axis)
         keep_prob = jnp.maximum(state.p ** streak.astype(jnp.float32), floor)
         keep = (streak == 0) | (jax.random.uniform(k_skip, (num,)) < keep_prob)
 
-        # Replacements: tasks with streak 0 not already kept in this call, a uniform subset.
+        # Replacements: entries whose task has streak 0, not already kept in this call, a
+        # uniform subset (each copy of a task a candidate, as under uniform).
+        fresh = state.streak == 0
+        if shared:  # an entry's streak is its first entry's, possibly on another device
+            local = start + jnp.arange(n_local, dtype=jnp.int32)
+            fresh = _shard.gather(state.streak, axis).reshape(-1)[rep_of(local)] == 0
         ids, replaced = _wrapping.replace_draws(
-            candidates, keep, state.streak == 0, k_pick, _SALT_PICK, start, axis
+            candidates, keep, fresh, k_pick, _SALT_PICK, start, axis
         )
         new = state._replace(
             inner=inner_state,
@@ -168,8 +211,10 @@ def skip_zero_variance(
         high = jnp.max(jnp.where(valid, rewards, -jnp.inf), axis=1)
         low = jnp.min(jnp.where(valid, rewards, jnp.inf), axis=1)
         flat = has & (high == low)
+        if solved_only:
+            flat = flat & (low >= solved_reward)
         use = has & (ids >= 0) & (ids < n)
-        slot = _shard.to_local(jnp.where(use, ids, -1), start, n_local)
+        slot = _shard.to_local(jnp.where(use, rep_of(ids), -1), start, n_local)
         # A task twice in one batch: the streak grows by its zero-variance groups, unless one
         # of them had variance (then it restarts at 0).
         grew = state.streak.at[slot].add(flat.astype(jnp.int32), mode="drop")
@@ -201,4 +246,11 @@ def skip_zero_variance(
         out["predicted_zero_variance"] = predicted.astype(jnp.float32)
         return out
 
-    return TaskSampler(init, sample, observe, metrics, num_tasks=n, entry_task=inner.entry_task)
+    return TaskSampler(
+        init,
+        sample,
+        observe,
+        metrics,
+        num_tasks=n,
+        entry_task=ent.rep if shared else inner.entry_task,
+    )

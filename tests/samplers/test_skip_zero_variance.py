@@ -92,3 +92,46 @@ def test_config_and_errors():
         cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), floor=0)
     with pytest.raises(ValueError, match=r"target_share must lie in \[0, 1\]"):
         cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), target_share=2)
+
+
+def test_solved_mode_counts_only_solved_groups_and_copies_share_a_streak():
+    # entries 0-3 hold task A (first entry 0), 4 holds B, 5 holds C
+    entry_task = np.array([0, 0, 0, 0, 4, 5, *range(6, N)])
+    s = cx.samplers.skip_zero_variance(
+        N, cx.samplers.uniform(N), skip="solved", entry_task=entry_task
+    )
+    np.testing.assert_array_equal(s.entry_task, entry_task)
+    observe = jax.jit(s.observe)
+    state = s.init(jax.random.key(0))
+    # A solved under two copies, B failed on every rollout (zero variance, not solved)
+    state = observe(state, group_results([1, 3, 4], [[1, 1], [1, 1], [0, 0]]))
+    assert state.streak.tolist()[:6] == [2, 0, 0, 0, 0, 0]
+    state = observe(state, group_results([2, 5], [[1, 0], [1, 1]]))  # A failed once: reset
+    assert state.streak.tolist()[:6] == [0, 0, 0, 0, 0, 1]
+    # GRESO's default counts B's all-zero groups as well, per entry without entry_task
+    greso = cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N))
+    g = greso.observe(
+        greso.init(jax.random.key(0)), group_results([1, 3, 4], [[1, 1]] * 2 + [[0, 0]])
+    )
+    assert g.streak.tolist()[:6] == [0, 1, 0, 1, 1, 0]
+
+
+def test_a_solved_task_is_skipped_under_every_copy_and_the_copies_weight_stays_elsewhere():
+    # 8 entries are copies of task 0, 8 are distinct tasks; task 0 is solved
+    entry_task = np.array([0] * 8 + [*range(8, N)])
+    s = cx.samplers.skip_zero_variance(
+        N, cx.samplers.uniform(N), skip="solved", floor=1e-6, entry_task=entry_task
+    )
+    state = s.init(jax.random.key(0))
+    state = state._replace(streak=state.streak.at[0].set(20), p=jnp.float32(0.0))
+    sample = jax.jit(s.sample, static_argnums=2)
+    drawn = np.concatenate([np.asarray(sample(state, jax.random.key(k), 4)[0]) for k in range(200)])
+    assert np.isin(drawn, np.arange(8)).sum() == 0  # no copy of the solved task
+    assert set(drawn.tolist()) == set(range(8, N))
+
+
+def test_skip_mode_errors_name_the_argument():
+    with pytest.raises(ValueError, match="skip must be 'zero_variance' or 'solved', got 'both'"):
+        cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), skip="both")
+    with pytest.raises(TypeError, match="solved_reward must be a number"):
+        cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), solved_reward="1")

@@ -58,6 +58,14 @@ SAMPLERS = {
         initial_p=0.0,
         axis_name=axis,
     ),
+    "skip_solved_repeated_entries": lambda axis: cx.samplers.skip_zero_variance(
+        N,
+        cx.samplers.uniform(N),
+        skip="solved",
+        target_share=0.0,
+        entry_task=np.arange(N) % 12,
+        axis_name=axis,
+    ),
 }
 mesh = _mesh.make_mesh(4)
 for name, make in SAMPLERS.items():
@@ -113,4 +121,4 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok ") == 10, out.stdout  # one line per entry of SCRIPT
+    assert out.stdout.count("ok ") == 11, out.stdout  # one line per entry of SCRIPT
