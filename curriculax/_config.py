@@ -249,7 +249,9 @@ def robust_curriculum(
     arm in 16 of 23 cells. From random weights prefer uniform inside the same wrapper and
     gate: on the coin-flip pools it reached the target sooner, and without informative labels
     this preset is per-task scoring, which from scratch reached it on fewer seeds than uniform
-    on hard-skew, balanced and the chain (not on easy-skew).
+    on hard-skew, balanced and the chain (not on easy-skew, whose easy mass is copies of six
+    tasks: there uniform over distinct tasks, ``uniform(distinct=True)``, in the same wrapper
+    and gate did best).
 
     Args:
       num_tasks: pool size ``N``.
