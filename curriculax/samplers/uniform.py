@@ -23,7 +23,8 @@ def uniform(
 
     One ``sample(num)`` call returns ``num`` distinct tasks (a keyed random permutation of the
     pool, evaluated at ``num`` positions: O(num)); when ``num > N`` (``D`` with ``distinct``)
-    every task appears ``num // N`` or ``num // N + 1`` times. Calls are independent (tasks repeat across calls).
+    every task appears ``num // N`` or ``num // N + 1`` times. Calls are independent (tasks
+    repeat across calls).
 
     By default every pool *entry* has the same chance, so a task the pool holds 40 times is
     drawn 40 times as often as a task it holds once (a shuffled data loader). With
