@@ -251,7 +251,15 @@ def test_the_docs_state_the_rule_by_regime_on_the_stored_tables(capsys):
     by_init = {
         "base": {"preset": "robust"},
         "scratch": {
-            "sampler": {"type": "reward_consistency", "inner": {"type": "uniform"}},
+            "sampler": {
+                "type": "reward_consistency",
+                "inner": {
+                    "type": "skip_zero_variance",
+                    "skip": "solved",
+                    "target_share": 0.0,
+                    "inner": {"type": "uniform"},
+                },
+            },
             "gates": {"consistency": {"type": "reward_consistency"}},
         },
     }
