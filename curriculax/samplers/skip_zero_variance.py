@@ -93,7 +93,12 @@ def skip_zero_variance(
     ``floor``). With ``entry_task`` (a pool that repeats tasks), copies of a task share one
     streak (kept at the first entry), so a task solved under one copy is skipped under all;
     replacements are still drawn uniformly over entries, so the copies' weight stays on the
-    tasks not skipped.
+    tasks not skipped. Measured (docs/studies.md, inside ``reward_consistency`` and its gate,
+    ``target_share=0``): from random weights it reached the GRPO studies' target on more seeds
+    than uniform on every pool but hard-skew; from a warm-started base it reached the chain's
+    on 17/20 seeds where uniform and GRESO's rule reached it on 2-3/20. It moves the draws onto
+    whatever is not solved, so where much of the pool is out of reach (hard-skew) it drills
+    that and reached the target on fewer seeds than uniform.
 
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
