@@ -251,9 +251,10 @@ def robust_curriculum(
     skip="solved", target_share=0)`` inside the same wrapper and gate: without informative
     labels this preset is per-task scoring, which from scratch reached the target on fewer
     seeds than uniform on hard-skew, balanced and the chain, while skipping solved tasks
-    reached it on more seeds than uniform on every pool but hard-skew, where much of the pool
-    is out of reach (there uniform in the wrapper and gate; where most of the pool is copies of a
-    few tasks, as on easy-skew, ``uniform(distinct=True)`` in them did best).
+    reached it on more seeds than uniform on every pool but hard-skew (a demonstrated win on
+    the coin-flip pools only), where much of the pool is out of reach (there uniform in the
+    wrapper and gate; where most of the pool is copies of a few tasks, as on easy-skew,
+    ``uniform(distinct=True)`` in them did best).
 
     Args:
       num_tasks: pool size ``N``.

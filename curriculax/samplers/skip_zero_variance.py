@@ -95,10 +95,11 @@ def skip_zero_variance(
     replacements are still drawn uniformly over entries, so the copies' weight stays on the
     tasks not skipped. Measured (docs/studies.md, inside ``reward_consistency`` and its gate,
     ``target_share=0``): from random weights it reached the GRPO studies' target on more seeds
-    than uniform on every pool but hard-skew; from a warm-started base it reached the chain's
-    on 17/20 seeds where uniform and GRESO's rule reached it on 2-3/20. It moves the draws onto
-    whatever is not solved, so where much of the pool is out of reach (hard-skew) it drills
-    that and reached the target on fewer seeds than uniform.
+    than uniform on every pool but hard-skew (a demonstrated win on the coin-flip pools only);
+    from a warm-started base it reached the chain's on 17/20 seeds where uniform and GRESO's
+    rule reached it on 2-3/20 (a win). It moves the draws onto whatever is not solved, so where
+    much of the pool is out of reach (hard-skew) it drills that and reached the target on fewer
+    seeds than uniform in both regimes (not a demonstrated loss).
 
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
