@@ -99,7 +99,11 @@ def skip_zero_variance(
     from a warm-started base it reached the chain's on 17/20 seeds where uniform and GRESO's
     rule reached it on 2-3/20 (a win). It moves the draws onto whatever is not solved, so where
     much of the pool is out of reach (hard-skew) it drills that and reached the target on fewer
-    seeds than uniform in both regimes (not a demonstrated loss).
+    seeds than uniform in both regimes (not a demonstrated loss). Over the preset's scores
+    under a 25% ``floor`` from the base (20 seeds, docs/noise.md): ``target_share=0`` won the
+    chain (20/20) and lost hard-skew (7/20 against uniform's 18/20: the solved target tasks
+    are skipped, then forgotten); ``target_share=0.25``, which leaves a quarter of the groups
+    to solved tasks, won hard-skew (20/20, 1.75x) and lost the chain's win (10/20).
 
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
