@@ -15,6 +15,9 @@ from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
 
 _SALT_PICK = 7
+# Per observed batch, the weight the counts of re-tested solved tasks lose (about 20 batches'
+# memory); the counts start at one forgotten test in one, so the target starts at its cap.
+_RETEST_DECAY = 0.05
 
 
 class SkipState(NamedTuple):
@@ -29,6 +32,10 @@ class SkipState(NamedTuple):
       zero_variance_share: ``f32[]`` share of zero-variance groups in the latest batch.
       skipped: ``i32[]`` inner draws skipped before rollout so far.
       group_size: ``i32[]`` rollouts per group in the latest observed batch.
+      retests: ``f32[]`` groups of tasks with a streak (predicted zero-variance or solved,
+        rolled out all the same), a count that decays by ``_RETEST_DECAY`` per batch.
+      forgotten: ``f32[]`` those of them that broke their streak, decayed alike; their ratio
+        ``forgotten / retests`` is the ``forgotten_share`` metric.
     """
 
     inner: Any
@@ -37,6 +44,8 @@ class SkipState(NamedTuple):
     zero_variance_share: jax.Array
     skipped: jax.Array
     group_size: jax.Array
+    retests: jax.Array
+    forgotten: jax.Array
 
     # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
     PER_TASK = ("streak",)
@@ -62,6 +71,7 @@ def skip_zero_variance(
     p_step: float = 0.05,
     skip: str = "zero_variance",
     solved_reward: float = 1.0,
+    replay: str = "fixed",
     entry_task: Sequence[int] | np.ndarray | None = None,
     axis_name: str | None = None,
 ) -> TaskSampler:
@@ -105,6 +115,15 @@ def skip_zero_variance(
     are skipped, then forgotten); ``target_share=0.25``, which leaves a quarter of the groups
     to solved tasks, won hard-skew (20/20, 1.75x) and lost the chain's win (10/20).
 
+    ``replay="forgetting"`` makes ``target_share`` a cap: the share ``p`` is steered toward is
+    ``target_share`` times the ``forgotten_share``, the share of re-tested tasks (drawn while
+    they had a streak and rolled out all the same: by ``p``, by the ``floor``) whose group broke
+    the streak, counted over about the latest 20 batches and starting at 1 (the cap). A pool
+    whose solved tasks stay solved is left to skip them (the target falls toward 0); one where
+    skipping them lets them be forgotten keeps replaying them. A task re-tested at a pass rate
+    just under 1 breaks its streak without being forgotten, so the share is not 0 even where
+    nothing is lost.
+
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
     curriculum; ``learnability`` already ranks a task with 0/8 or 8/8 successes low, so
@@ -128,6 +147,8 @@ def skip_zero_variance(
       skip: ``"zero_variance"`` (GRESO: every valid reward equal) or ``"solved"`` (every
         valid reward at least ``solved_reward``).
       solved_reward: the least reward of a solved rollout (``skip="solved"`` only).
+      replay: ``"fixed"`` (steer toward ``target_share``) or ``"forgetting"`` (steer toward
+        ``target_share`` times the ``forgotten_share``).
       entry_task: ``int[N]``, entries with equal values hold the same task (e.g.
         :func:`curriculax.tasks.distinct_tasks`): copies share a streak. None: each entry its own.
       axis_name: the mesh axis along which per-task state is split under ``shard_map`` (the
@@ -135,8 +156,9 @@ def skip_zero_variance(
 
     Returns:
       A :class:`~curriculax.TaskSampler`. Metrics: the inner sampler's under ``inner/``, plus
-      ``skipped``, ``skipped_rollouts``, ``p``, ``zero_variance_share`` (latest batch) and
-      ``predicted_zero_variance`` (tasks with a streak); with ``skip="solved"`` these count
+      ``skipped``, ``skipped_rollouts``, ``p``, ``zero_variance_share`` (latest batch),
+      ``predicted_zero_variance`` (tasks with a streak), ``forgotten_share`` (above) and
+      ``target_share`` (the share ``p`` is steered toward); with ``skip="solved"`` these count
       solved groups.
 
     Example:
@@ -157,7 +179,16 @@ def skip_zero_variance(
         raise TypeError(
             f"skip_zero_variance: solved_reward must be a number, got {solved_reward!r}"
         )
+    if replay not in ("fixed", "forgetting"):
+        raise ValueError(
+            f"skip_zero_variance: replay must be 'fixed' or 'forgetting', got {replay!r}"
+        )
     solved_only = skip == "solved"
+    follow = replay == "forgetting"
+
+    def steered_target(state: SkipState) -> jax.Array:
+        share = state.forgotten / jnp.maximum(state.retests, 1e-6)
+        return jnp.float32(target_share) * (share if follow else 1.0)
     ent = _entries.entries(entry_task, n, "skip_zero_variance")
     shared = entry_task is not None and not ent.is_rep.all()
     rep = jnp.asarray(ent.rep)
@@ -173,6 +204,8 @@ def skip_zero_variance(
             zero_variance_share=jnp.zeros((), jnp.float32),
             skipped=_counters.zero(),
             group_size=_counters.zero(),
+            retests=jnp.ones((), jnp.float32),
+            forgotten=jnp.ones((), jnp.float32),
         )
 
     def sample(state: SkipState, key: jax.Array, num: int):
@@ -225,14 +258,24 @@ def skip_zero_variance(
             flat = flat & (low >= solved_reward)
         use = has & (ids >= 0) & (ids < n)
         slot = _shard.to_local(jnp.where(use, rep_of(ids), -1), start, n_local)
+        # Re-tests: groups whose task had a streak before this batch (held by one device).
+        prior = _shard.psum(state.streak.at[slot].get(mode="fill", fill_value=0), axis)
+        retest = use & (prior > 0)
+        keep = 1.0 - _RETEST_DECAY
+        retests = keep * state.retests + jnp.sum(retest, dtype=jnp.float32)
+        forgotten = keep * state.forgotten + jnp.sum(retest & ~flat, dtype=jnp.float32)
         # A task twice in one batch: the streak grows by its zero-variance groups, unless one
         # of them had variance (then it restarts at 0).
         grew = state.streak.at[slot].add(flat.astype(jnp.int32), mode="drop")
         broke = jnp.zeros((n_local,), bool).at[slot].max(~flat, mode="drop")
         observed_groups = jnp.sum(has, dtype=jnp.int32)
         share = jnp.sum(flat, dtype=jnp.int32) / jnp.maximum(observed_groups, 1)
-        step = p_step * (target_share - share)
-        p = jnp.where(observed_groups > 0, jnp.clip(state.p + step, 0.0, 1.0), state.p)
+        seen = observed_groups > 0
+        retests = jnp.where(seen, retests, state.retests)
+        forgotten = jnp.where(seen, forgotten, state.forgotten)
+        steered = state._replace(retests=retests, forgotten=forgotten)
+        step = p_step * (steered_target(steered) - share)
+        p = jnp.where(seen, jnp.clip(state.p + step, 0.0, 1.0), state.p)
         return state._replace(
             inner=inner.observe(state.inner, results),
             streak=jnp.where(broke, 0, grew).astype(jnp.int32),
@@ -241,6 +284,8 @@ def skip_zero_variance(
                 observed_groups > 0, share, state.zero_variance_share
             ).astype(jnp.float32),
             group_size=jnp.asarray(k, jnp.int32),
+            retests=retests.astype(jnp.float32),
+            forgotten=forgotten.astype(jnp.float32),
         )
 
     def metrics(state: SkipState) -> dict[str, jax.Array]:
@@ -254,6 +299,8 @@ def skip_zero_variance(
         out["p"] = state.p
         out["zero_variance_share"] = state.zero_variance_share
         out["predicted_zero_variance"] = predicted.astype(jnp.float32)
+        out["forgotten_share"] = state.forgotten / jnp.maximum(state.retests, 1e-6)
+        out["target_share"] = steered_target(state)
         return out
 
     return TaskSampler(
