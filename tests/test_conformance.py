@@ -90,6 +90,13 @@ SAMPLERS = {
         32,
         8,
     ),
+    "skip_solved_forgetting_replay": (
+        lambda: cx.samplers.skip_zero_variance(
+            32, cx.samplers.uniform(32), skip="solved", replay="forgetting"
+        ),
+        32,
+        8,
+    ),
     "reward_consistency_learnability": (
         lambda: cx.samplers.reward_consistency(32, cx.samplers.learnability(32)),
         32,

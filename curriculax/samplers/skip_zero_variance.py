@@ -189,6 +189,7 @@ def skip_zero_variance(
     def steered_target(state: SkipState) -> jax.Array:
         share = state.forgotten / jnp.maximum(state.retests, 1e-6)
         return jnp.float32(target_share) * (share if follow else 1.0)
+
     ent = _entries.entries(entry_task, n, "skip_zero_variance")
     shared = entry_task is not None and not ent.is_rep.all()
     rep = jnp.asarray(ent.rep)

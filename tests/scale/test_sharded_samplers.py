@@ -66,6 +66,14 @@ SAMPLERS = {
         entry_task=np.arange(N) % 12,
         axis_name=axis,
     ),
+    "skip_solved_forgetting_replay": lambda axis: cx.samplers.skip_zero_variance(
+        N,
+        cx.samplers.uniform(N),
+        skip="solved",
+        replay="forgetting",
+        entry_task=np.arange(N) % 12,
+        axis_name=axis,
+    ),
 }
 mesh = _mesh.make_mesh(4)
 for name, make in SAMPLERS.items():
