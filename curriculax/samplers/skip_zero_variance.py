@@ -123,6 +123,9 @@ def skip_zero_variance(
     skipping them lets them be forgotten keeps replaying them. A task re-tested at a pass rate
     just under 1 breaks its streak without being forgotten, so the share is not 0 even where
     nothing is lost.
+    Measured over the same floored scores from the base (20 seeds, labels none, ``target_share
+    =0.5``; docs/noise.md): 19/20 seeds at the target on both the chain and hard-skew, where
+    each fixed share lost one of them, 1.24x and 1.17x behind the better fixed share of each.
 
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
