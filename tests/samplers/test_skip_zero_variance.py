@@ -18,6 +18,12 @@ def _pool(rates):
     return sp.SimulatedPool(rates, rates, kind.astype(jnp.int32), jnp.int32(0))
 
 
+def _late_share(trace, kind, late=slice(300, 600)):
+    """The share of the draws of steps ``late`` that went to tasks of ``kind``."""
+    draws = np.asarray(trace.draws)[:, late]
+    return draws[:, :, kind].sum() / draws.sum()
+
+
 def test_skipping_steers_zero_variance_rollouts_to_the_target_and_never_starves_a_task():
     # Half the tasks never pass (every group zero-variance); the others pass half the time.
     # Uniform sampling spends half its groups on the hopeless tasks. Measured (2026-12-01, 4
@@ -26,11 +32,9 @@ def test_skipping_steers_zero_variance_rollouts_to_the_target_and_never_starves_
     # rolled out 6-9 times.
     pool = _pool([0.0] * 8 + [0.5] * 8)
     keys = jax.random.split(jax.random.key(0), 2)
-    late = slice(300, 600)
 
     def hopeless_share(trace):
-        draws = np.asarray(trace.draws)[:, late]
-        return draws[:, :, sp.IMPOSSIBLE].sum() / draws.sum()
+        return _late_share(trace, sp.IMPOSSIBLE)
 
     assert hopeless_share(sp.run(cx.samplers.uniform(N), pool, steps=600, num=4, keys=keys)) > 0.4
     for target, low, high in ((0.25, 0.18, 0.32), (0.05, 0.0, 0.08)):
@@ -181,17 +185,12 @@ def test_forgetting_replay_leaves_solved_tasks_that_stay_solved_and_replays_forg
     # (2026-12-04, 2 seeds): late solved share 0.023-0.029 against 0.247-0.248 with "fixed" 0.25.
     pool = _pool([1.0] * 8 + [0.5] * 8)
     keys = jax.random.split(jax.random.key(0), 2)
-    late = slice(300, 600)
-
-    def solved_share(trace):
-        draws = np.asarray(trace.draws)[:, late]
-        return draws[:, :, sp.TRIVIAL].sum() / draws.sum()
 
     def run(**kwargs):
         s = cx.samplers.skip_zero_variance(
             N, cx.samplers.uniform(N), skip="solved", floor=0.05, **kwargs
         )
-        return solved_share(sp.run(s, pool, steps=600, num=4, keys=keys))
+        return _late_share(sp.run(s, pool, steps=600, num=4, keys=keys), sp.TRIVIAL)
 
     fixed = run(target_share=0.25)
     following = run(target_share=0.25, replay="forgetting")
