@@ -246,7 +246,7 @@ def robust_curriculum(
     The gate and the wrapper need answer ids in the results (``GroupResults.answers``);
     without them nothing is marked and this is the sampler alone. Measured for a policy that
     starts from a pretrained base (the GRPO studies, docs/noise.md): within 1.2x of the best
-    arm in 16 of 23 cells; on the chain of levels skipping solved tasks did far better (9/10
+    arm in 15 of 23 cells; on the chain of levels skipping solved tasks did far better (9/10
     seeds against 0-2/10). From random weights prefer ``skip_zero_variance(uniform,
     skip="solved", target_share=0)`` inside the same wrapper and gate: without informative
     labels this preset is per-task scoring, which from scratch reached the target on fewer

@@ -247,28 +247,55 @@ def test_split_halves_measures_the_arm_one_half_chose_on_the_other_half(tmp_path
     )
 
 
-def test_the_docs_state_the_rule_by_regime_on_the_stored_tables(capsys):
-    by_init = {
-        "base": {"preset": "robust"},
-        "scratch": {
-            "sampler": {
-                "type": "reward_consistency",
-                "inner": {
-                    "type": "skip_zero_variance",
-                    "skip": "solved",
-                    "target_share": 0.0,
-                    "inner": {"type": "uniform"},
-                },
-            },
-            "gates": {"consistency": {"type": "reward_consistency"}},
+def _consistency(inner: dict) -> dict:
+    """``reward_consistency(skip_zero_variance(inner, skip="solved", ...))`` with its gate."""
+    skip = {"type": "skip_zero_variance", "skip": "solved", **inner}
+    return {
+        "sampler": {"type": "reward_consistency", "inner": skip},
+        "gates": {"consistency": {"type": "reward_consistency"}},
+    }
+
+
+# the rule by regime's scratch side: uniform skipping every solved task, in the wrapper and gate
+SCRATCH_RULE = _consistency({"target_share": 0.0, "inner": {"type": "uniform"}})
+# a base side measured on every base cell (session 17): the floored preset skipping solved tasks
+# with the replay share following forgetting
+FORGETTING = _consistency(
+    {
+        "target_share": 0.5,
+        "replay": "forgetting",
+        "inner": {
+            "type": "floor",
+            "uniform_share": 0.25,
+            "inner": {"type": "hierarchical_learnability"},
         },
     }
+)
+
+
+@pytest.mark.parametrize(
+    "base, path, quoted",
+    [
+        (
+            {"preset": "robust"},
+            "docs/compare/grid-by-init.md",
+            "the rule by regime is within 1.2x in {} of {} cells",
+        ),
+        (
+            FORGETTING,
+            "docs/compare/grid-by-init-forgetting.md",
+            "with the forgetting replay as its base side, within 1.2x in {} of {} cells",
+        ),
+    ],
+    ids=["robust", "forgetting"],
+)
+def test_the_docs_state_each_rule_by_regime_on_the_stored_tables(capsys, base, path, quoted):
     out = _stored_output(
         capsys,
-        ["--by-init", json.dumps(by_init)],
-        "docs/compare/grid-by-init.md",
+        ["--by-init", json.dumps({"base": base, "scratch": SCRATCH_RULE})],
+        path,
         r"Within 1\.2x in (\d+) of (\d+) cells",
-        "within 1.2x in {} of {} cells",
+        quoted,
     )
     assert "Cells of the grid the candidate has not run" not in out
 
