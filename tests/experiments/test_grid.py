@@ -332,3 +332,13 @@ def test_by_init_picks_the_candidate_by_where_the_policy_starts(tmp_path, capsys
     assert re.search(r"\| levels \| 1,000 \(a\) \| 500: robust, labels levels \(a\) \|", out)
     with pytest.raises(ValueError, match=r'--by-init needs a curriculum for "base" and for '):
         grid.main(["--tables", str(tmp_path / "*.json"), "--by-init", '{"base": {}}'])
+
+
+def test_every_stored_cell_has_one_name():
+    """A cell (one pool, init and budget) is named from its studies' titles: every study of it
+    must name the pool alike, or the grid's row shows one study's wording (a title once began
+    "cap 0.25:", and two base cells were printed as pool "cap 0.25")."""
+    names = {}
+    for arm in grid.load("docs/compare/*.json"):
+        names.setdefault(arm.cell, set()).add(arm.describe)
+    assert {cell: n for cell, n in names.items() if len(n) > 1} == {}
