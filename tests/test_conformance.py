@@ -97,6 +97,13 @@ SAMPLERS = {
         32,
         8,
     ),
+    "skip_solved_inner_replacements": (
+        lambda: cx.samplers.skip_zero_variance(
+            32, cx.samplers.learnability(32), skip="solved", replace="inner"
+        ),
+        32,
+        8,
+    ),
     "reward_consistency_learnability": (
         lambda: cx.samplers.reward_consistency(32, cx.samplers.learnability(32)),
         32,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -61,6 +61,43 @@ def _unit_interval(value: object, name: str, *, open_low: bool = False) -> float
     return float(value)
 
 
+def _inner_replacements(
+    inner: TaskSampler,
+    inner_state: Any,
+    key: jax.Array,
+    candidates: jax.Array,
+    keep: jax.Array,
+    streak_of: Callable[[jax.Array], jax.Array],
+    extra: int,
+) -> tuple[jax.Array, jax.Array]:
+    """Skipped draws replaced by the inner sampler's own draws (``replace="inner"``).
+
+    A second call of the inner sampler (``extra`` draws, its new state discarded) offers the
+    replacements, in a random order: the ``r``-th skipped draw takes the ``r``-th offered
+    task with streak 0 that is neither a kept draw nor offered before. Skipped draws left over
+    (too few such offers) are the caller's to replace uniformly.
+
+    Returns:
+      ``(ids: i32[num], replaced: bool[num])``.
+    """
+    k_draw, k_order = jax.random.split(key)
+    offered, _ = inner.sample(inner_state, k_draw, extra)
+    offered = _wrapping.ids_of(offered, "skip_zero_variance").astype(jnp.int32)
+    offered = offered[jax.random.permutation(k_order, extra)]
+    kept = jnp.sort(jnp.where(keep, candidates, -1))
+    in_kept = kept[jnp.clip(jnp.searchsorted(kept, offered), 0, kept.shape[0] - 1)] == offered
+    order = jnp.argsort(offered, stable=True)
+    ranked = offered[order]
+    first_ranked = jnp.concatenate([jnp.ones((1,), bool), ranked[1:] != ranked[:-1]])
+    first = jnp.zeros((extra,), bool).at[order].set(first_ranked)
+    usable = (streak_of(offered) == 0) & ~in_kept & first
+    usable_ids = offered[jnp.argsort(~usable, stable=True)]
+    rank = jnp.cumsum(~keep, dtype=jnp.int32) - 1
+    replaced = ~keep & (rank < jnp.sum(usable, dtype=jnp.int32))
+    ids = jnp.where(replaced, usable_ids[jnp.clip(rank, 0, extra - 1)], candidates)
+    return ids.astype(jnp.int32), replaced
+
+
 def skip_zero_variance(
     num_tasks: int,
     inner: TaskSampler,
@@ -72,6 +109,7 @@ def skip_zero_variance(
     skip: str = "zero_variance",
     solved_reward: float = 1.0,
     replay: str = "fixed",
+    replace: str = "uniform",
     entry_task: Sequence[int] | np.ndarray | None = None,
     axis_name: str | None = None,
 ) -> TaskSampler:
@@ -129,6 +167,15 @@ def skip_zero_variance(
     on every base cell and label mode (10 seeds) within 1.2x of the best arm on 16 of 23, missing
     other cells than the robust preset; a cap of 0.25 did no better on those two pools.
 
+    ``replace="inner"`` takes the replacements from the inner sampler instead: a second call
+    of it (``2 num`` draws, its state from that call discarded) offers them, in a random
+    order, each a task with streak 0 not already in the call; only skipped draws left over are
+    replaced uniformly. Uniform replacements spread the skipped draws over everything not
+    solved, whatever the inner sampler's scores say of it: from the base with level labels on
+    hard-skew, the forgetting candidate's draws on the unreachable length 8 grew from 21% to
+    42% of its draws while the preset's stayed near 7% (docs/noise.md, session 18); the inner
+    sampler's own draws keep its preferences. It costs a second inner ``sample`` per call.
+
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
     curriculum; ``learnability`` already ranks a task with 0/8 or 8/8 successes low, so
@@ -154,6 +201,8 @@ def skip_zero_variance(
       solved_reward: the least reward of a solved rollout (``skip="solved"`` only).
       replay: ``"fixed"`` (steer toward ``target_share``) or ``"forgetting"`` (steer toward
         ``target_share`` times the ``forgotten_share``).
+      replace: ``"uniform"`` (skipped draws replaced uniformly over the tasks not predicted
+        zero-variance) or ``"inner"`` (by the inner sampler's draws first, above).
       entry_task: ``int[N]``, entries with equal values hold the same task (e.g.
         :func:`curriculax.tasks.distinct_tasks`): copies share a streak. None: each entry its own.
       axis_name: the mesh axis along which per-task state is split under ``shard_map`` (the
@@ -188,6 +237,11 @@ def skip_zero_variance(
         raise ValueError(
             f"skip_zero_variance: replay must be 'fixed' or 'forgetting', got {replay!r}"
         )
+    if replace not in ("uniform", "inner"):
+        raise ValueError(
+            f"skip_zero_variance: replace must be 'uniform' or 'inner', got {replace!r}"
+        )
+    from_inner = replace == "inner"
     solved_only = skip == "solved"
     follow = replay == "forgetting"
 
@@ -221,15 +275,24 @@ def skip_zero_variance(
         axis = _shard.bound(axis_name)
         n_local = state.streak.shape[0]
         start = _shard.offset(axis, n_local)
-        k_inner, k_skip, k_pick = jax.random.split(key, 3)
+        k_inner, k_skip, k_pick, k_extra = jax.random.split(key, 4)
         drawn, inner_state = inner.sample(state.inner, k_inner, num)
         candidates = _wrapping.ids_of(drawn, "skip_zero_variance").astype(jnp.int32)
 
-        # The streak of each candidate (held by one device when split: sum the one-hot reads).
-        slot = _shard.to_local(rep_of(candidates), start, n_local)
-        streak = _shard.psum(state.streak.at[slot].get(mode="fill", fill_value=0), axis)
+        def streak_of(ids: jax.Array) -> jax.Array:
+            # held by one device when split: sum the one-hot reads
+            slot = _shard.to_local(rep_of(ids), start, n_local)
+            return _shard.psum(state.streak.at[slot].get(mode="fill", fill_value=0), axis)
+
+        streak = streak_of(candidates)
         keep_prob = jnp.maximum(state.p ** streak.astype(jnp.float32), floor)
         keep = (streak == 0) | (jax.random.uniform(k_skip, (num,)) < keep_prob)
+        from_extra = jnp.zeros((num,), bool)
+        if from_inner:
+            candidates, from_extra = _inner_replacements(
+                inner, state.inner, k_extra, candidates, keep, streak_of, min(2 * num, n)
+            )
+            keep = keep | from_extra
 
         # Replacements: entries whose task has streak 0, not already kept in this call, a
         # uniform subset (each copy of a task a candidate, as under uniform).
@@ -240,6 +303,7 @@ def skip_zero_variance(
         ids, replaced = _wrapping.replace_draws(
             candidates, keep, fresh, k_pick, _SALT_PICK, start, axis
         )
+        replaced = replaced | from_extra
         new = state._replace(
             inner=inner_state,
             skipped=_counters.add(state.skipped, jnp.sum(replaced, dtype=jnp.int32)),

@@ -201,3 +201,51 @@ def test_forgetting_replay_leaves_solved_tasks_that_stay_solved_and_replays_forg
 def test_replay_errors_name_the_argument():
     with pytest.raises(ValueError, match="replay must be 'fixed' or 'forgetting', got 'always'"):
         cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), replay="always")
+
+
+def test_inner_replacements_come_from_the_inner_samplers_draws():
+    # Learnability scores tasks 0-7 of 16 (pass rate 0.5) and barely draws 8-15 (never
+    # passed); tasks 0-3 are solved and skipped. Uniform replacements land on 8-15 as often as
+    # on 4-7; the inner's land where learnability draws: on 4-7 but for its own exploration
+    # (about 2% of its draws go to 8-15, so about 4% of draws outside 0-3; measured 5%).
+    inner = cx.samplers.learnability(N)
+    rates = jnp.where(jnp.arange(N) < 8, 0.5, 0.0)  # learnability's p(1-p): 0 beyond task 7
+
+    def draws(replace):
+        s = cx.samplers.skip_zero_variance(
+            N, inner, skip="solved", floor=1e-6, initial_p=0.0, replace=replace
+        )
+        state = s.init(jax.random.key(0))
+        state = state._replace(
+            inner=inner.observe(
+                state.inner,
+                group_results(
+                    jnp.arange(N),
+                    (jax.random.uniform(jax.random.key(2), (N, 64)) < rates[:, None]).astype(
+                        jnp.float32
+                    ),
+                ),
+            ),
+            streak=state.streak.at[:4].set(50),
+            p=jnp.float32(0.0),
+        )
+        sample = jax.jit(s.sample, static_argnums=2)
+        out = []
+        for i in range(50):
+            ids, state = sample(state, jax.random.key(10 + i), 2)
+            out.append(np.asarray(ids))
+        m = {k: float(v) for k, v in s.metrics(state).items()}
+        return np.concatenate(out), m
+
+    uniform_ids, _ = draws("uniform")
+    inner_ids, m = draws("inner")
+    assert (uniform_ids >= 8).mean() > 0.2
+    assert (inner_ids >= 4).all() and (inner_ids >= 8).mean() < 0.1, np.bincount(inner_ids)
+    assert m["skipped"] > 0
+    for ids in inner_ids.reshape(50, 2):
+        assert len(set(ids.tolist())) == 2  # no task twice in one call
+
+
+def test_replace_errors_name_the_argument():
+    with pytest.raises(ValueError, match="replace must be 'uniform' or 'inner', got 'best'"):
+        cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), replace="best")

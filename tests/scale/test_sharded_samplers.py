@@ -75,6 +75,14 @@ SAMPLERS = {
         entry_task=np.arange(N) % 12,
         axis_name=axis,
     ),
+    "skip_solved_inner_replacements": lambda axis: cx.samplers.skip_zero_variance(
+        N,
+        cx.samplers.learnability(N, axis_name=axis),
+        skip="solved",
+        replace="inner",
+        entry_task=np.arange(N) % 12,
+        axis_name=axis,
+    ),
 }
 mesh = _mesh.make_mesh(4)
 for name, make in SAMPLERS.items():
