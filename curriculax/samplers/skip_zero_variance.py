@@ -171,10 +171,13 @@ def skip_zero_variance(
     of it (``2 num`` draws, its state from that call discarded) offers them, in a random
     order, each a task with streak 0 not already in the call; only skipped draws left over are
     replaced uniformly. Uniform replacements spread the skipped draws over everything not
-    solved, whatever the inner sampler's scores say of it: from the base with level labels on
-    hard-skew, the forgetting candidate's draws on the unreachable length 8 grew from 21% to
-    42% of its draws while the preset's stayed near 7% (docs/noise.md, session 18); the inner
-    sampler's own draws keep its preferences. It costs a second inner ``sample`` per call.
+    solved, whatever the inner sampler's scores say of it; the inner sampler's own draws keep
+    its preferences. It costs a second inner ``sample`` per call. Measured (docs/noise.md,
+    session 18; the forgetting candidate from the base, tuning seeds): no better on any pool and
+    worse on the chain (7-8/10 seeds against 9/10), whose win needs uniform draws onto its
+    hardest level; on hard-skew with level labels the draws still moved onto the unreachable
+    lengths once the reachable tasks were solved (the inner sampler then offers solved tasks
+    too, and the uniform fallback fills the batch). Kept for the studies that measured it.
 
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
