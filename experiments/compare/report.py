@@ -78,6 +78,11 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
             data[name]["pass_rates"] = rates
         if "step0_pass_rate" in c:
             data[name]["step0"] = step0_data(c["step0_pass_rate"], c["step0_category"])
+        if "forgotten_share" in c:  # absent: an arm that does not skip, or saved before
+            data[name]["replay"] = {
+                "target_share": np.round(c["replay_target_share"], 4).tolist(),
+                "forgotten_share": np.round(c["forgotten_share"], 4).tolist(),
+            }
         if "noise_coin_flagged" in c:  # absent: not recorded (an arm saved before, or none)
             data[name]["noise_flags"] = {
                 "unit": c["noise_unit"],

@@ -100,7 +100,9 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None, progress=None) -> di
     evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
     ``updates``, ``draws`` (per category, in the chunk), ``task_draws`` (per pool entry, in
     the chunk; ``entry_category`` each entry's category), ``signal`` (groups whose rewards
-    differ, in the chunk), ``groups``, ``admitted``; with pass-rate diagnostics on, also
+    differ, in the chunk), ``groups``, ``admitted``; for a sampler that skips solved tasks,
+    ``replay_target_share`` and ``forgotten_share`` (:func:`replay_shares`, at each evaluation);
+    with pass-rate diagnostics on, also
     ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
     and ``probe_category`` (each probed task's category); with the step-0 histogram on,
     ``step0_pass_rate`` (``[S, R]``, the initial policy's) and ``step0_category``; for a
@@ -131,6 +133,24 @@ def progress_for(config: CompareConfig, arm: Mapping) -> StudyProgress:
     """The progress line of one arm: a tick per seed per evaluation."""
     evaluations = config.generations // config.eval_every
     return StudyProgress(f"   {arm['name']}", config.seeds * evaluations)
+
+
+# The skip wrapper's replay metrics recorded at each evaluation (curve name: metric name).
+REPLAY_METRICS = {"replay_target_share": "target_share", "forgotten_share": "forgotten_share"}
+
+
+def replay_shares(engine, state) -> dict[str, jax.Array]:
+    """``{curve: f32[]}``: the first ``skip_zero_variance`` wrapper's steered ``target_share``
+    and ``forgotten_share`` (its ``sampler/...`` metrics) in ``state``; empty for an arm
+    without one (an oracle, or a sampler that does not skip)."""
+    out = {}
+    for env, curriculum in engine.curricula.items():
+        metrics = curriculum.metrics(state.curricula[env])
+        for curve, metric in REPLAY_METRICS.items():
+            names = sorted(k for k in metrics if k.startswith("sampler/") and k.endswith(metric))
+            if names and curve not in out:
+                out[curve] = jnp.asarray(metrics[names[0]], jnp.float32)
+    return out
 
 
 def run_seeds(
@@ -199,6 +219,7 @@ def run_seeds(
                 "updates": state.counters.updates,
                 **stats,
             }
+            out.update(replay_shares(engine, state))
             if measure is not None:
                 out["pass_rate"] = measure(
                     state.solver, measure_key(key, state.counters.generations)

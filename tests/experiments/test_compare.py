@@ -478,3 +478,34 @@ def test_the_recorded_command_can_be_pasted_back():
 
     argv = ["--config", "a.toml", "--arms", "uniform", "category bandit (|advantage|)"]
     assert shlex.split(command_line(argv))[3:] == argv
+
+
+def test_a_study_records_the_steered_replay_share_at_each_evaluation(tmp_path):
+    arms = STUDY.index("[[arms]]")
+    study = STUDY[:arms].replace('best_of = [["sequential, unshuffled"], ["oracle"]]\n', "")
+    study = study.replace('baseline = "sequential, unshuffled"', 'baseline = "uniform"')
+    study += """
+[[arms]]
+name = "uniform"
+curriculum = { sampler = { type = "uniform" } }
+
+[[arms]]
+name = "skip solved, replay following forgetting"
+[arms.curriculum.sampler]
+type = "skip_zero_variance"
+skip = "solved"
+target_share = 0.5
+replay = "forgetting"
+inner = { type = "uniform" }
+"""
+    config = tmp_path / "replay.toml"
+    config.write_text(study)
+    compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out"), "--no-progress"])
+    data = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert "replay" not in data["arms"]["uniform"]  # nothing skips there
+    replay = data["arms"]["skip solved, replay following forgetting"]["replay"]
+    target = np.asarray(replay["target_share"])
+    forgotten = np.asarray(replay["forgotten_share"])
+    assert target.shape == forgotten.shape == (2, 2)  # seeds x evaluations
+    assert ((forgotten >= 0) & (forgotten <= 1)).all()
+    assert np.allclose(target, 0.5 * forgotten, atol=1e-4)  # the cap times the forgotten share
