@@ -278,7 +278,7 @@ def skip_zero_variance(
         axis = _shard.bound(axis_name)
         n_local = state.streak.shape[0]
         start = _shard.offset(axis, n_local)
-        k_inner, k_skip, k_pick, k_extra = jax.random.split(key, 4)
+        k_inner, k_skip, k_pick = jax.random.split(key, 3)
         drawn, inner_state = inner.sample(state.inner, k_inner, num)
         candidates = _wrapping.ids_of(drawn, "skip_zero_variance").astype(jnp.int32)
 
@@ -292,8 +292,11 @@ def skip_zero_variance(
         keep = (streak == 0) | (jax.random.uniform(k_skip, (num,)) < keep_prob)
         from_extra = jnp.zeros((num,), bool)
         if from_inner:
+            # The second inner call's key: a fourth split key (the session-18 studies' own),
+            # taken apart so the default mode's three keys stay the 3-way split's.
+            k_offer = jax.random.split(key, 4)[3]
             candidates, from_extra = _inner_replacements(
-                inner, state.inner, k_extra, candidates, keep, streak_of, min(2 * num, n)
+                inner, state.inner, k_offer, candidates, keep, streak_of, min(2 * num, n)
             )
             keep = keep | from_extra
 
