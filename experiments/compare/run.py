@@ -100,9 +100,9 @@ def run_arm(config: CompareConfig, arm: Mapping, mesh=None, progress=None) -> di
     evaluation: ``held_out`` (target score), ``levels`` (per level), ``rollouts``,
     ``updates``, ``draws`` (per category, in the chunk), ``task_draws`` (per pool entry, in
     the chunk; ``entry_category`` each entry's category), ``signal`` (groups whose rewards
-    differ, in the chunk), ``groups``, ``admitted``; for a sampler that skips solved tasks,
-    ``replay_target_share`` and ``forgotten_share`` (:func:`replay_shares`, at each evaluation);
-    with pass-rate diagnostics on, also
+    differ, in the chunk), ``groups``, ``admitted``; for a sampler with a
+    ``skip_zero_variance`` wrapper, ``replay_target_share`` and ``forgotten_share``
+    (:func:`replay_shares`, at each evaluation); with pass-rate diagnostics on, also
     ``pass_rate`` (each probed task's measured pass rate at the evaluation, ``[S, E, R]``)
     and ``probe_category`` (each probed task's category); with the step-0 histogram on,
     ``step0_pass_rate`` (``[S, R]``, the initial policy's) and ``step0_category``; for a
@@ -140,9 +140,9 @@ REPLAY_METRICS = {"replay_target_share": "target_share", "forgotten_share": "for
 
 
 def replay_shares(engine, state) -> dict[str, jax.Array]:
-    """``{curve: f32[]}``: the first ``skip_zero_variance`` wrapper's steered ``target_share``
-    and ``forgotten_share`` (its ``sampler/...`` metrics) in ``state``; empty for an arm
-    without one (an oracle, or a sampler that does not skip)."""
+    """``{curve: f32[]}``: a ``skip_zero_variance`` wrapper's steered ``target_share`` and
+    ``forgotten_share`` (its ``sampler/...`` metrics; the innermost wrapper's, if several) in
+    ``state``; empty for an arm without one (an oracle, or a sampler that does not skip)."""
     out = {}
     for env, curriculum in engine.curricula.items():
         metrics = curriculum.metrics(state.curricula[env])
