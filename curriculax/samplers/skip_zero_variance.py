@@ -173,11 +173,12 @@ def skip_zero_variance(
     replaced uniformly. Uniform replacements spread the skipped draws over everything not
     solved, whatever the inner sampler's scores say of it; the inner sampler's own draws keep
     its preferences. It costs a second inner ``sample`` per call. Measured (docs/noise.md,
-    session 18; the forgetting candidate from the base, tuning seeds): no better on any pool and
-    worse on the chain (7-8/10 seeds against 9/10), whose win needs uniform draws onto its
-    hardest level; on hard-skew with level labels the draws still moved onto the unreachable
-    lengths once the reachable tasks were solved (the inner sampler then offers solved tasks
-    too, and the uniform fallback fills the batch). Kept for the studies that measured it.
+    session 18; the forgetting candidate from the base, tuning seeds): better on no pool and
+    slower at the median on the chain (7-8/10 seeds against 9/10; intervals overlap), whose win
+    needs uniform draws onto its hardest level; on hard-skew with level labels the draws
+    still moved onto the unreachable lengths once the reachable tasks were solved (the inner
+    sampler then offers solved tasks too, and the uniform fallback fills the batch). Kept for
+    the studies that measured it.
 
     Why a wrapper and not part of :func:`learnability`: GRESO's setting is a data stream
     (``sequential``, ``uniform``) that knows nothing about tasks, where skipping is the whole
