@@ -97,6 +97,13 @@ SAMPLERS = {
         32,
         8,
     ),
+    "skip_solved_forgetting_two_misses": (
+        lambda: cx.samplers.skip_zero_variance(
+            32, cx.samplers.uniform(32), skip="solved", replay="forgetting", forgotten_misses=2
+        ),
+        32,
+        8,
+    ),
     "skip_solved_inner_replacements": (
         lambda: cx.samplers.skip_zero_variance(
             32, cx.samplers.learnability(32), skip="solved", replace="inner"

@@ -179,6 +179,38 @@ def test_forgetting_replay_counts_retests_of_solved_tasks_and_steers_toward_thei
     assert float(fixed.metrics(state)["forgotten_share"]) < 1.0
 
 
+def test_forgotten_misses_counts_a_retest_forgotten_only_at_that_many_misses():
+    def forgotten_after(misses_needed, retest_rewards):
+        s = cx.samplers.skip_zero_variance(
+            N,
+            cx.samplers.uniform(N),
+            skip="solved",
+            target_share=0.5,
+            replay="forgetting",
+            forgotten_misses=misses_needed,
+        )
+        state = s.observe(s.init(jax.random.key(0)), group_results([0], [[1, 1, 1, 1]]))
+        state = s.observe(state, group_results([0], [retest_rewards]))
+        assert int(state.streak[0]) == (2 if min(retest_rewards) >= 1 else 0)
+        return float(state.forgotten) - 0.95**2  # the re-test's own count, 0 or 1
+
+    assert forgotten_after(1, [1, 1, 1, 0]) == pytest.approx(1.0)
+    # one miss breaks the streak but, at two misses needed, is not forgetting
+    assert forgotten_after(2, [1, 1, 1, 0]) == pytest.approx(0.0, abs=1e-6)
+    assert forgotten_after(2, [1, 0, 1, 0]) == pytest.approx(1.0)
+    assert forgotten_after(2, [1, 1, 1, 1]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_forgotten_misses_errors_name_the_argument():
+    uni = cx.samplers.uniform(N)
+    with pytest.raises(TypeError, match=r"forgotten_misses must be an integer, got 1\.5"):
+        cx.samplers.skip_zero_variance(N, uni, forgotten_misses=1.5)
+    with pytest.raises(ValueError, match="forgotten_misses must be at least 1, got 0"):
+        cx.samplers.skip_zero_variance(N, uni, forgotten_misses=0)
+    with pytest.raises(ValueError, match="forgotten_misses above 1 needs skip='solved'"):
+        cx.samplers.skip_zero_variance(N, uni, skip="solved", forgotten_misses=2)
+
+
 def test_forgetting_replay_leaves_solved_tasks_that_stay_solved_and_replays_forgotten_ones():
     # Half the tasks are solved (pass rate 1), half at 0.5; a frozen pool: nothing is forgotten,
     # so the target falls and the solved tasks are skipped but for the floor. Measured
