@@ -168,7 +168,9 @@ def skip_zero_variance(
     Measured (docs/noise.md, session 19; the same floored scores from the base, labels none,
     tuning seeds): the chain 10/10 at 17,920 against 9/10 at 21,760 with one miss, hard-skew
     9/10 at 10,240 against 9/10 at 7,040: the forgotten share fell on both pools, not only
-    where tasks stay solved. Kept for the studies that measured it.
+    where tasks stay solved. With ``target_share=1`` on every base cell: hard-skew without
+    labels won (20/20 at 7,680), the chain lost (15/20 at 26,240 against 19/20 at 19,840 with
+    one miss and cap 0.5). Kept for the studies that measured it.
     Measured over the same floored scores from the base (20 seeds, labels none, ``target_share
     =0.5``; docs/noise.md): 19/20 seeds at the target on both the chain and hard-skew, where
     each fixed share lost one of them, 1.24x and 1.17x behind the better fixed share of each;

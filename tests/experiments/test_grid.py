@@ -273,6 +273,21 @@ FORGETTING = _consistency(
 )
 
 
+# the same with a re-test counted as forgotten only at two missed rollouts, cap 1 (session 19)
+TWO_MISSES = _consistency(
+    {
+        "target_share": 1.0,
+        "replay": "forgetting",
+        "forgotten_misses": 2,
+        "inner": {
+            "type": "floor",
+            "uniform_share": 0.25,
+            "inner": {"type": "hierarchical_learnability"},
+        },
+    }
+)
+
+
 @pytest.mark.parametrize(
     "base, path, quoted",
     [
@@ -286,8 +301,13 @@ FORGETTING = _consistency(
             "docs/compare/grid-by-init-forgetting.md",
             "with the forgetting replay as its base side, within 1.2x in {} of {} cells",
         ),
+        (
+            TWO_MISSES,
+            "docs/compare/grid-by-init-two-misses.md",
+            "with two misses at cap 1 as its base side, within 1.2x in {} of {} cells",
+        ),
     ],
-    ids=["robust", "forgetting"],
+    ids=["robust", "forgetting", "two-misses"],
 )
 def test_the_docs_state_each_rule_by_regime_on_the_stored_tables(capsys, base, path, quoted):
     out = _stored_output(
