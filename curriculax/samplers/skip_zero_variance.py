@@ -162,20 +162,22 @@ def skip_zero_variance(
     skipping them lets them be forgotten keeps replaying them. A task re-tested at a pass rate
     just under 1 breaks its streak without being forgotten, so the share is not 0 even where
     nothing is lost: at pass rate 0.97 a re-test of 8 rollouts misses at least once 22% of
-    the time. ``forgotten_misses=2`` counts a re-test as forgotten only when at least two of
-    its valid rollouts miss (reward below ``solved_reward``): 2% of re-tests at pass rate 0.97,
-    19% at 0.9, 50% at 0.8 (8 rollouts); the streak still breaks at the first miss.
-    Measured (docs/noise.md, session 19; the same floored scores from the base, labels none,
-    tuning seeds): the chain 10/10 at 17,920 against 9/10 at 21,760 with one miss, hard-skew
-    9/10 at 10,240 against 9/10 at 7,040: the forgotten share fell on both pools, not only
-    where tasks stay solved. With ``target_share=1`` on every base cell: hard-skew without
-    labels won (20/20 at 7,680), the chain lost (15/20 at 26,240 against 19/20 at 19,840 with
-    one miss and cap 0.5). Kept for the studies that measured it.
+    the time.
     Measured over the same floored scores from the base (20 seeds, labels none, ``target_share
     =0.5``; docs/noise.md): 19/20 seeds at the target on both the chain and hard-skew, where
     each fixed share lost one of them, 1.24x and 1.17x behind the better fixed share of each;
     on every base cell and label mode (10 seeds) within 1.2x of the best arm on 16 of 23, missing
     other cells than the robust preset; a cap of 0.25 did no better on those two pools.
+
+    ``forgotten_misses=2`` counts a re-test as forgotten only when at least two of its valid
+    rollouts miss (reward below ``solved_reward``): 2% of re-tests at pass rate 0.97, 19% at
+    0.9, 50% at 0.8 (8 rollouts); the streak still breaks at the first miss. Measured
+    (docs/noise.md, session 19; the same floored scores from the base, labels none, tuning
+    seeds): the chain 10/10 at 17,920 against 9/10 at 21,760 with one miss, hard-skew 9/10 at
+    10,240 against 9/10 at 7,040: the forgotten share fell on both pools, not only where tasks
+    stay solved. With ``target_share=1`` on every base cell: hard-skew without labels won
+    (20/20 at 7,680), the chain lost (15/20 at 26,240 against 19/20 at 19,840 with one miss and
+    cap 0.5). Kept for the studies that measured it.
 
     ``replace="inner"`` takes the replacements from the inner sampler instead: a second call
     of it (``2 num`` draws, its state from that call discarded) offers them, in a random
