@@ -175,9 +175,10 @@ def skip_zero_variance(
     (docs/noise.md, session 19; the same floored scores from the base, labels none, tuning
     seeds): the chain 10/10 at 17,920 against 9/10 at 21,760 with one miss, hard-skew 9/10 at
     10,240 against 9/10 at 7,040: the forgotten share fell on both pools, not only where tasks
-    stay solved. With ``target_share=1`` on every base cell: hard-skew without labels won
-    (20/20 at 7,680), the chain lost (15/20 at 26,240 against 19/20 at 19,840 with one miss and
-    cap 0.5). Kept for the studies that measured it.
+    stay solved. With ``target_share=1`` on every base cell: the best arm's median on hard-skew
+    without labels (20/20 at 7,680); behind at the median on the chain (15/20 at 26,240 against
+    19/20 at 19,840 with one miss and cap 0.5; intervals include 1). Kept for the studies that
+    measured it.
 
     ``replace="inner"`` takes the replacements from the inner sampler instead: a second call
     of it (``2 num`` draws, its state from that call discarded) offers them, in a random
