@@ -129,13 +129,15 @@ class _AbandonedOrbaxRead(logging.Filter):
         return True
 
 
-def quiet_abandoned_reads() -> None:
-    """Drops the noise of a failed restore (one traceback per array still being read).
+def quiet_abandoned_io() -> None:
+    """Drops the noise of a failed restore or save (one traceback per array still in flight).
 
-    When one array of a checkpoint fails to read, Orbax closes its event loop while TensorStore
-    is still reading the others; each of those reads then reports "Event loop is closed" as an
-    unraisable exception, tens of tracebacks in all. Only that exception is dropped; every
-    other one reaches the previous hook. Installed once.
+    When one array of a checkpoint fails to read or write (a damaged file, a full disk), Orbax
+    closes its event loop while TensorStore is still reading or writing the others; each of
+    those then reports "Event loop is closed" as an unraisable exception, tens of tracebacks in
+    all, printed from TensorStore's threads whenever they finish (so it is installed before the
+    first save or restore, not when the failure is noticed). Only that exception is dropped;
+    every other one reaches the previous hook. Installed once.
     """
     previous = sys.unraisablehook
     if getattr(previous, "_curriculax_quiet", False):
@@ -284,6 +286,7 @@ class CheckpointStore:
         self._recover_replacement()
         self._filter = _NoTracebacks()
         logging.getLogger("absl").addFilter(self._filter)
+        quiet_abandoned_io()  # a failed save's other writes report as they finish
         self._in_flight: int | None = None
         self._closed = False
         self._manager = self._open(self.directory)

@@ -272,7 +272,7 @@ def load_base(config, *, progress: bool = True) -> tuple[dict, str]:
     """The base params of ``config`` and their cache directory: read from the cache, or built,
     written (atomically) and read back on first use. A cache entry that does not read back
     whole is moved aside and rebuilt, with a line on stderr saying so."""
-    from curriculax.checkpoint import quiet_abandoned_reads
+    from curriculax.checkpoint import quiet_abandoned_io
 
     spec = base_spec(config)
     if spec is None:
@@ -280,8 +280,8 @@ def load_base(config, *, progress: bool = True) -> tuple[dict, str]:
     digest = spec_hash(spec)
     root = os.path.join(cache_root(), "base")
     path = os.path.join(root, digest)
+    quiet_abandoned_io()  # a failed read or write of the entry reports once, not per array
     if os.path.isdir(path):
-        quiet_abandoned_reads()
         try:
             return _read_entry(path, digest, config.model), path
         except Exception as e:  # any failure to read back: the entry is not used

@@ -17,7 +17,7 @@ from curriculax.checkpoint import (
     CheckpointStore,
     assemble,
     leaf_layout,
-    quiet_abandoned_reads,
+    quiet_abandoned_io,
     unreadable_reason,
 )
 from curriculax.engine._engine import Engine, EngineState
@@ -415,7 +415,7 @@ def restore_latest(
     Raises:
       CheckpointUnreadable: none of the checkpoints reads back (each is listed with its cause).
     """
-    quiet_abandoned_reads()  # a damaged checkpoint's other reads report as they finish
+    quiet_abandoned_io()  # a damaged checkpoint's other reads report as they finish
     skipped: list[tuple[int, str]] = []
     for step in reversed(store.steps()):
         with warnings.catch_warnings():

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import reliability_helpers as helpers
 from reliability_helpers import read_jsonl, without_time
 
 from curriculax.engine import CheckpointUnreadable, run
@@ -146,7 +147,7 @@ def test_a_checkpoint_with_a_data_file_cut_to_10_bytes_falls_back_in_two_lines(
 # coroutine (dropped), one from another coroutine (reported as usual).
 ABANDONED = """
 import sys
-from curriculax.checkpoint import quiet_abandoned_reads
+from curriculax.checkpoint import quiet_abandoned_io
 from orbax.checkpoint._src.serialization import serialization
 seen = []
 sys.unraisablehook = seen.append  # catch one real UnraisableHookArgs for its type
@@ -156,7 +157,7 @@ class Bad:
 Bad()
 args_type = type(seen[0])
 sys.unraisablehook = sys.__unraisablehook__
-quiet_abandoned_reads()
+quiet_abandoned_io()
 async def other():
     pass
 reader = serialization._read_array_index_and_device_put(
@@ -178,6 +179,50 @@ def test_an_abandoned_orbax_read_is_not_reported():
     assert out.returncode == 0, out.stderr
     assert "_read_array_index_and_device_put" not in out.stderr
     assert "Exception ignored in: <coroutine object other" in out.stderr
+
+
+# A TensorStore future awaited on an event loop that is closed before the future completes, as
+# Orbax leaves its other writes when one fails on a full disk: its completion callback raises
+# "Event loop is closed" from a TensorStore thread, printed as an unraisable exception.
+ABANDONED_WRITE = """
+import asyncio, sys, tempfile
+import tensorstore as ts
+if sys.argv[1] == "store":
+    from curriculax.checkpoint import CheckpointStore
+    CheckpointStore(tempfile.mkdtemp())
+promise, future = ts.Promise.new()
+async def wait():
+    await future
+async def start():
+    asyncio.ensure_future(wait())
+    await asyncio.sleep(0)
+loop = asyncio.new_event_loop()
+loop.run_until_complete(start())
+loop.close()
+promise.set_result(1)  # the callback runs now, on the closed loop
+"""
+
+
+def test_a_failed_saves_abandoned_writes_are_not_reported_once_a_store_is_open():
+    """Found by a fresh-clone run (2026-12-05): a run stopped by a full disk printed a dozen
+    bare "Event loop is closed" tracebacks before its one-line error. Without a store the
+    probe's traceback shows (so it does fire); with one open, it does not."""
+
+    def probe(mode):
+        out = subprocess.run(
+            [sys.executable, "-c", ABANDONED_WRITE, mode],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=helpers.REPO,
+            env=helpers.subprocess_env(),
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stderr
+
+    assert "RuntimeError: Event loop is closed" in probe("bare")
+    quiet = probe("store")
+    assert "Event loop is closed" not in quiet and "Traceback" not in quiet, quiet
 
 
 def test_an_abandoned_tensorstore_read_without_python_frames_is_not_logged():
