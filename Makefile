@@ -30,9 +30,10 @@ run: $(STAMP)
 	$(BIN)/python -m experiments.grpo $(RUN_ARGS) $(ARGS)
 
 # -rs lists every skip's reason; --skips=allowed fails the run on a skip not listed in
-# tests/skip_policy.py (the adapters' tests, whose clients this venv does not install).
+# tests/skip_policy.py (the adapters' tests, whose clients this venv does not install);
+# --durations=15 ends the log with the slowest tests (most of the time is XLA compiling).
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -rs --skips=allowed $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -rs --skips=allowed --durations=15 $(ARGS)
 
 $(VENV_TUNIX)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_TUNIX)
