@@ -268,7 +268,9 @@ class CheckpointStore:
     Saves are asynchronous; a failed save raises :class:`CheckpointSaveError` from the next
     call to :meth:`check`, :meth:`wait`, :meth:`save` or :meth:`close`. A save never starts in
     a directory it cannot write to (it raises at once instead), and a good checkpoint is never
-    deleted before its replacement is committed.
+    deleted before its replacement is committed. Opening one installs
+    :func:`quiet_abandoned_io` (process-wide, once): a failed save's other writes, still in
+    flight, would each print a traceback.
 
     Args:
       directory: where checkpoints live (made absolute; created on first save).
