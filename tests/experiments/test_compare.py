@@ -1,7 +1,9 @@
 """A study runs end to end from a TOML: a new arm (an import-path sampler) and a new level mix
 need no code change; every arm spends the same budget; per-seed numbers are kept."""
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import platform
@@ -45,16 +47,27 @@ oracle = { every = 1, per_category = 2, samples = 2, mode = "frontier" }
 """
 
 
-def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, capsys):
-    config = tmp_path / "tiny.toml"
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """The tiny study, run once with ``--no-progress`` for the tests of this file that read it:
+    its run directory, what it printed on stdout and on stderr."""
+    root = tmp_path_factory.mktemp("tiny")
+    config = root / "tiny.toml"
     config.write_text(STUDY)
-    compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out"), "--no-progress"])
-    table = (tmp_path / "out" / "compare.md").read_text()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        compare.main(["--config", str(config), "--run-dir", str(root / "out"), "--no-progress"])
+    return root / "out", out.getvalue(), err.getvalue()
+
+
+def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tiny_run):
+    out, printed, _ = tiny_run
+    table = (out / "compare.md").read_text()
     assert table.startswith("Made by `python -m experiments.compare --config ")
     assert "| sequential, unshuffled | " in table and "| oracle | " in table
     assert "levels [0, 2] with pool shares [0.25, 0.75]" in table
     assert "| coin flip |" in table  # where each arm's draws went
-    data = json.loads((tmp_path / "out" / "compare.json").read_text())
+    data = json.loads((out / "compare.json").read_text())
     assert data["command"].startswith("python -m experiments.compare --config")
     budget = 4 * 2 * 4  # generations x groups x rollouts, the same for every arm
     for arm in ("sequential, unshuffled", "oracle"):
@@ -86,8 +99,8 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     best = data["best_of"]
     assert [b["best"] for b in best] == ["sequential, unshuffled", "oracle"]
     assert "ratio_from_first" not in best[0] and len(best[1]["ratio_from_first"]) == 3
-    assert (tmp_path / "out" / "compare.png").exists()
-    assert "budget 32 rollouts" in capsys.readouterr().out.lower()
+    assert (out / "compare.png").exists()
+    assert "budget 32 rollouts" in printed.lower()
     # How spread the draws were within each category (per seed, per category; None: no draws).
     spread = data["arms"]["sequential, unshuffled"]["draw_spread"]
     assert len(spread) == 2 and all(len(row) == 4 for row in spread)
@@ -100,23 +113,21 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tmp_path, c
     assert f"\nEnvironment: Python {platform.python_version()}, jax {jax.__version__}, " in table
 
 
-def test_the_progress_line_moves_with_the_program_and_changes_no_number(tmp_path, capsys):
+def test_the_progress_line_moves_with_the_program_and_changes_no_number(tiny_run, tmp_path, capsys):
     config = tmp_path / "tiny.toml"
-    config.write_text(STUDY.replace('best_of = [["sequential, unshuffled"], ["oracle"]]\n', ""))
-    runs = {}
-    for flags in (["--no-progress"], []):
-        out = tmp_path / ("quiet" if flags else "bar")
-        compare.main(["--config", str(config), "--run-dir", str(out), *flags])
-        runs[bool(flags)] = json.loads((out / "compare.json").read_text())["arms"]
-        err = capsys.readouterr().err
-        # 2 seeds x 2 evaluations per arm; stderr is not a terminal: the last line only.
-        done = "[########################] 4/4 evaluations (seeds x evaluations) | "
-        assert (f"   sequential, unshuffled {done}" in err) is not bool(flags)
-        assert (f"   oracle {done}" in err) is not bool(flags)
-    for arm, quiet in runs[True].items():
-        bar = runs[False][arm]
+    config.write_text(STUDY)
+    compare.main(["--config", str(config), "--run-dir", str(tmp_path / "bar")])
+    err = capsys.readouterr().err
+    # 2 seeds x 2 evaluations per arm; stderr is not a terminal: the last line only.
+    done = "[########################] 4/4 evaluations (seeds x evaluations) | "
+    assert f"   sequential, unshuffled {done}" in err and f"   oracle {done}" in err
+    assert "evaluations (seeds x evaluations)" not in tiny_run[2]  # --no-progress: no line
+    bar = json.loads((tmp_path / "bar" / "compare.json").read_text())["arms"]
+    quiet = json.loads((tiny_run[0] / "compare.json").read_text())["arms"]  # --no-progress
+    assert set(bar) == set(quiet)
+    for arm in quiet:
         for key in ("final_held_out", "rollouts_to_target", "draw_share", "curve_held_out"):
-            assert bar[key] == quiet[key], (arm, key)
+            assert bar[arm][key] == quiet[arm][key], (arm, key)
 
 
 def test_draw_spread_is_1_for_draws_as_spread_as_uniform_and_less_for_repeats():
