@@ -13,11 +13,10 @@ import tempfile
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The tests compile hundreds of programs on tiny shapes and run each for milliseconds, so most
 # of their time is XLA compiling, and most of that is LLVM optimising code that then runs for
-# those milliseconds. Level 0 compiles the training program of the tiny study in
-# tests/experiments/test_compare.py in 9.5 s instead of 16 s, with the same numbers. Set before
-# JAX starts and exported, so the subprocesses the tests start inherit it; a level the caller
-# already set wins (.ci/run's python3.12 suite sets XLA's default, 3, so the programs users run
-# are tested there).
+# those milliseconds. Level 0 runs the tiny study of tests/experiments/test_compare.py in 18.7 s
+# instead of 26.2 s (docs/studies.md, "The test suite's wall time"). Set before JAX starts and
+# exported, so the subprocesses the tests start inherit it; a level the caller already set wins
+# (.ci/run's python3.12 suite sets XLA's default, 3, so the programs users run are tested there).
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     _flags = os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=0".strip()
