@@ -17,7 +17,8 @@ cell's best arm on half of its seeds and comparing it on the other half with the
 (:func:`split_halves`). ``--curriculum`` puts any other arm (say
 ``'{"sampler": {"type": "learnability"}}'``) to the same rule, to see how the arms that are
 best somewhere fare; ``--by-init`` does it for a default that picks its curriculum by where
-the policy starts (one for a warm-started base, one for random weights).
+the policy starts (one for a warm-started base, one for random weights), and ``--no-labels``
+for one that also picks by whether it is given labels (:func:`by_labels`).
 """
 
 from __future__ import annotations
@@ -217,18 +218,23 @@ def _best(arms: Sequence[Arm]) -> list[Arm]:
     return [a for a, k in zip(arms, keys) if k == low]
 
 
-def on_shared_seeds(arms: Sequence[Arm], is_candidate) -> list[Arm]:
-    """Each candidate run restricted to the seeds of every smaller study of its family.
+def on_shared_seeds(arms: Sequence[Arm]) -> list[Arm]:
+    """Each run restricted to the seeds of every smaller study of its family.
 
     A study of ``S`` seeds runs the keys ``split(key, S)``, whose first ``k`` are
     ``split(key, k)``: a 20-seed study's seeds 0-9 are the 10-seed study's (per-seed numbers
-    of an arm both ran are equal). The copies (study ``"<study>, seeds 0-9"``) put the
-    candidate into the smaller cells, so a cell counted with 20 seeds is also held against the
-    arms that ran only on seeds 0-9 (:func:`report`)."""
+    of an arm both ran are equal). The copies (study ``"<study>, seeds 0-9"``) put every run
+    into the smaller cells of its family, so a cell counted with 20 seeds is also held against
+    the arms that ran only on seeds 0-9 (:func:`report`), and a candidate that ran only on seeds
+    0-9 is held against every arm's seeds 0-9, not only the arms of 10-seed studies."""
     sizes: dict[str, set[int]] = {}
     for a in arms:
         sizes.setdefault(a.family, set()).add(a.seeds)
-    ran = {(a.cell, a.rollouts.tobytes()) for a in arms if is_candidate(a)}
+
+    def same(a: Arm) -> tuple:
+        return a.cell, a.labels, json.dumps(a.curriculum, sort_keys=True), a.rollouts.tobytes()
+
+    ran = {same(a) for a in arms}
     copies = [
         a._replace(
             rollouts=a.rollouts[:k],
@@ -238,12 +244,11 @@ def on_shared_seeds(arms: Sequence[Arm], is_candidate) -> list[Arm]:
             describe=a.describe.replace(f"{a.seeds} seeds", f"{k} seeds", 1),
         )
         for a in arms
-        if is_candidate(a)
         for k in sorted(sizes[a.family])
         if k < a.seeds
     ]
-    # a copy equal to the candidate's own run on those seeds adds nothing
-    return [c for c in copies if (c.cell, c.rollouts.tobytes()) not in ran]
+    # a copy equal to a run of the same arm on those seeds adds nothing
+    return [c for c in copies if same(c) not in ran]
 
 
 def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
@@ -253,10 +258,10 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
     label-reading arms ran with. Where the candidate ran in several studies of a cell, the
     least favourable run is the one compared (the highest median, then the fewest seeds at
     target): runs of one seed on another install or machine are other draws of chaotic
-    training, not copies, so the grid does not pick the luckiest. A candidate run with more
-    seeds than another study of its cell's family also runs, on its first seeds, in that
-    study's cell (:func:`on_shared_seeds`)."""
-    arms = [*arms, *on_shared_seeds(arms, is_candidate)]
+    training, not copies, so the grid does not pick the luckiest. A run with more seeds than
+    another study of its cell's family also runs, on its first seeds, in that study's cell
+    (:func:`on_shared_seeds`), the candidate's and every other arm's."""
+    arms = [*arms, *on_shared_seeds(arms)]
     cells: dict[str, list[Arm]] = {}
     for a in arms:
         cells.setdefault(a.cell, []).append(a)
@@ -283,6 +288,15 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
             paired = cand.rollouts.shape == ref.rollouts.shape
             ratio = _stats.censored_ratio(cand.rollouts, ref.rollouts, cand.budget, paired=paired)
             rows.append(Row(cand.describe, labels, cand, best, ratio, len(cands)))
+    return sorted(rows, key=lambda r: (r.describe, r.labels))
+
+
+def by_labels(labelled: Sequence[Row], bare: Sequence[Row]) -> list[Row]:
+    """The rows of a default that picks its curriculum by whether it is given labels:
+    ``labelled`` (:func:`grid`'s rows for the curriculum it builds from categories) in every
+    label mode but ``"none"``, ``bare`` (the rows for the one it builds without) in ``"none"``.
+    Label noise is not visible to a sampler, so ``"noise 0.5"`` is a labelled mode."""
+    rows = [r for r in labelled if r.labels != "none"] + [r for r in bare if r.labels == "none"]
     return sorted(rows, key=lambda r: (r.describe, r.labels))
 
 
@@ -609,6 +623,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         '"base" and "scratch" to a curriculum table or {"preset": NAME}, e.g. '
         '\'{"base": {"preset": "robust"}, "scratch": {"sampler": {"type": "uniform"}}}\'',
     )
+    p.add_argument(
+        "--no-labels",
+        help="the candidate where its samplers are told no labels (label mode none), a mapping "
+        "as --by-init's: for a default that reads labels only when it is given them (default: "
+        "the candidate of the other label modes)",
+    )
     p.add_argument("--within", type=float, default=1.2, help="the allowed ratio (default 1.2)")
     p.add_argument(
         "--split-halves",
@@ -632,7 +652,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         target = _config.expand_preset({"preset": args.preset})
         by_init = {"base": target, "scratch": target}
         name = f"preset {args.preset!r}"
-    rows = grid(load(args.tables), lambda a: a.curriculum == by_init[a.init])
+    arms = load(args.tables)
+    rows = grid(arms, lambda a: a.curriculum == by_init[a.init])
+    if args.no_labels is not None:
+        bare = _by_init(json.loads(args.no_labels))
+        rows = by_labels(rows, grid(arms, lambda a: a.curriculum == bare[a.init]))
+        name += f"; told no labels (label mode none): by init {args.no_labels}"
     print(report(rows, within=args.within, candidate=name), end="")
 
 

@@ -159,7 +159,30 @@ def test_a_cell_counted_with_20_seeds_is_held_against_arms_run_only_on_its_seeds
     # a copy equal to the candidate's own 10-seed run adds no second run
     _study(tmp_path, "ten", {"uniform": [500.0] * 10, "robust, labels levels": [1000.0] * 10})
     arms = [a for a in grid.load(str(tmp_path / "*.json")) if a.name == "robust, labels levels"]
-    assert grid.on_shared_seeds(arms, lambda a: a.curriculum == robust) == []
+    assert grid.on_shared_seeds(arms) == []
+
+
+def test_a_candidate_run_only_on_seeds_0_9_is_held_against_every_arm_on_them(tmp_path):
+    # uniform ran only in the 20-seed study, twice as fast as the candidate on its seeds 0-9;
+    # the candidate ran only in the 10-seed study. Its cell counts with 10 seeds, against
+    # uniform's seeds 0-9 (before, the 10-seed cell held only the 10-seed study's arms, and
+    # the candidate was its own best arm there).
+    _study(tmp_path, "ten", {"robust, labels levels": [1000.0] * 10})
+    _study(tmp_path, "twenty", {"uniform": [500.0] * 10 + [4000.0] * 10}, seeds=20)
+    arms = grid.load(str(tmp_path / "*.json"))
+    arms = [
+        a
+        for a in arms
+        if (a.study, a.name) in {("ten", "robust, labels levels"), ("twenty", "uniform")}
+    ]
+    robust = _config.expand_preset({"preset": "robust"})
+    rows = grid.grid(arms, lambda a: a.curriculum == robust)
+    headline, superseded, _, _ = grid._counted(rows)
+    [row] = headline
+    assert (row.candidate.study, row.candidate.seeds) == ("ten", 10)
+    assert [(a.study, a.name) for a in row.best] == [("twenty, seeds 0-9", "uniform")]
+    assert row.ratio.point == 2.0
+    assert superseded == []
 
 
 def test_where_the_candidate_ran_twice_in_a_cell_the_least_favourable_run_counts(tmp_path):
@@ -352,6 +375,35 @@ def test_by_init_picks_the_candidate_by_where_the_policy_starts(tmp_path, capsys
     assert re.search(r"\| levels \| 1,000 \(a\) \| 500: robust, labels levels \(a\) \|", out)
     with pytest.raises(ValueError, match=r'--by-init needs a curriculum for "base" and for '):
         grid.main(["--tables", str(tmp_path / "*.json"), "--by-init", '{"base": {}}'])
+
+
+def test_no_labels_picks_the_candidate_by_whether_it_is_given_labels(tmp_path, capsys):
+    # The robust preset where it is given labels (levels, noise 0.5), uniform where it is told
+    # none: each label mode's row reads its own curriculum's runs.
+    _study(
+        tmp_path,
+        "a",
+        {
+            "uniform": [1000.0] * 10,
+            "robust, labels levels": [500.0] * 10,
+            "robust, labels noise 0.5": [2000.0] * 10,
+            "robust, labels none": [700.0] * 10,
+        },
+    )
+    robust = {"base": {"preset": "robust"}, "scratch": {"preset": "robust"}}
+    bare = {"base": {"sampler": {"type": "uniform"}}, "scratch": {"sampler": {"type": "uniform"}}}
+    args = ["--tables", str(tmp_path / "*.json"), "--by-init", json.dumps(robust)]
+    grid.main([*args, "--no-labels", json.dumps(bare)])
+    out = capsys.readouterr().out
+    assert "; told no labels (label mode none): by init " in out
+    # levels: robust is best (500); noise 0.5: robust 2,000 trails uniform 2x; none: uniform
+    # 1,000 trails robust's 700 (1.43x) although robust is not the candidate there
+    assert "**Within 1.2x in 1 of 3 cells.**" in out
+    assert re.search(r"\| none \| 1,000 \(a\) \| 700: robust, labels none \(a\) \|", out)
+    assert re.search(r"\| levels \| 500 \(a\) \| 500: robust, labels levels \(a\) \|", out)
+    # without --no-labels the preset is the candidate in every mode: its none row is within
+    grid.main(args)
+    assert "**Within 1.2x in 2 of 3 cells.**" in capsys.readouterr().out
 
 
 def test_every_stored_cell_has_one_name():
