@@ -424,8 +424,9 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         "otherwise (where medians are a few evaluation steps in, one step is itself a ratio of "
         "that size). A cell with a 10-seed and a 20-seed study counts once, with 20, and "
         "within only where the candidate's seeds 0-9 (the 10-seed study's seeds) are also "
-        "within of the 10-seed study's best arm (the rows replaced, below; a 20-seed "
-        'run on its seeds 0-9 is named "<study>, seeds 0-9"). Where the '
+        "within of the best arm on those seeds (the rows replaced, below); every run with "
+        'more seeds also runs on its seeds 0-9 (named "<study>, seeds 0-9"), so the best '
+        "arm on seeds 0-9 is chosen among every arm's runs on them. Where the "
         "candidate ran in several studies of one cell, the least favourable run counts (the "
         "highest median, then the fewest seeds at target).",
         "",
