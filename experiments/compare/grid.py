@@ -218,6 +218,25 @@ def _best(arms: Sequence[Arm]) -> list[Arm]:
     return [a for a, k in zip(arms, keys) if k == low]
 
 
+def _same(a: Arm) -> tuple:
+    """What makes two runs one measurement: the cell, labels, curriculum and per-seed numbers."""
+    return a.cell, a.labels, json.dumps(a.curriculum, sort_keys=True), a.rollouts.tobytes()
+
+
+def distinct_runs(arms: Sequence[Arm]) -> list[Arm]:
+    """``arms`` without the runs that repeat an earlier one (:func:`_same`): a study that
+    reused another study's finished arm, or reran it on the same machine and got the same
+    per-seed numbers, adds no evidence, so it is listed once, under the first study (load
+    order). Runs that differ in any seed's number (another machine or install) all stay."""
+    seen: set[tuple] = set()
+    out = []
+    for a in arms:
+        if _same(a) not in seen:
+            seen.add(_same(a))
+            out.append(a)
+    return out
+
+
 def on_shared_seeds(arms: Sequence[Arm]) -> list[Arm]:
     """Each run restricted to the seeds of every smaller study of its family.
 
@@ -230,11 +249,7 @@ def on_shared_seeds(arms: Sequence[Arm]) -> list[Arm]:
     sizes: dict[str, set[int]] = {}
     for a in arms:
         sizes.setdefault(a.family, set()).add(a.seeds)
-
-    def same(a: Arm) -> tuple:
-        return a.cell, a.labels, json.dumps(a.curriculum, sort_keys=True), a.rollouts.tobytes()
-
-    ran = {same(a) for a in arms}
+    ran = {_same(a) for a in arms}
     copies = [
         a._replace(
             rollouts=a.rollouts[:k],
@@ -248,7 +263,7 @@ def on_shared_seeds(arms: Sequence[Arm]) -> list[Arm]:
         if k < a.seeds
     ]
     # a copy equal to a run of the same arm on those seeds adds nothing
-    return [c for c in copies if same(c) not in ran]
+    return [c for c in copies if _same(c) not in ran]
 
 
 def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
@@ -428,7 +443,9 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         'more seeds also runs on its seeds 0-9 (named "<study>, seeds 0-9"), so the best '
         "arm on seeds 0-9 is chosen among every arm's runs on them. Where the "
         "candidate ran in several studies of one cell, the least favourable run counts (the "
-        "highest median, then the fewest seeds at target).",
+        "highest median, then the fewest seeds at target). A run with the same per-seed "
+        "numbers as another study's run of the same arm (an arm one study reused from "
+        "another) is one measurement, listed under the first study by file name.",
         "",
     ]
     fewer: dict[tuple[str, str], list[Row]] = {}
@@ -590,11 +607,12 @@ def split_report(rows: Sequence[Split], *, within: float) -> str:
 
 
 def load(pattern: str) -> list[Arm]:
-    """Every arm of every study file matching ``pattern``."""
+    """Every arm of every study file matching ``pattern`` (sorted by path), a run that
+    repeats an earlier one listed once (:func:`distinct_runs`)."""
     paths = sorted(glob.glob(pattern))
     if not paths:
         raise FileNotFoundError(f"no study tables match {pattern!r}")
-    return [a for p in paths for a in study_arms(p)]
+    return distinct_runs([a for p in paths for a in study_arms(p)])
 
 
 def _by_init(tables: Any) -> dict[str, Any]:

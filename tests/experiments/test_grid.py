@@ -206,6 +206,26 @@ def test_where_the_candidate_ran_twice_in_a_cell_the_least_favourable_run_counts
         assert "the least favourable of 2 runs" in grid.report([row], within=1.2, candidate="x")
 
 
+def test_a_run_that_repeats_another_studys_is_one_measurement(tmp_path):
+    # "reuse" took "orig"'s finished arms (same per-seed numbers); "other" ran the preset again
+    # on another machine (one seed differs): its run stays, the repeat does not
+    _study(tmp_path, "orig", {"uniform": [1000.0] * 10, "robust, labels levels": [900.0] * 10})
+    _study(tmp_path, "reuse", {"uniform": [1000.0] * 10, "robust, labels levels": [900.0] * 10})
+    _study(
+        tmp_path,
+        "other",
+        {"uniform": [1000.0] * 10, "robust, labels levels": [900.0] * 9 + [800.0]},
+    )
+    arms = grid.load(str(tmp_path / "*.json"))
+    robust = _config.expand_preset({"preset": "robust"})
+    rows = {r.labels: r for r in grid.grid(arms, lambda a: a.curriculum == robust)}
+    row = rows["levels"]
+    assert row.runs == 2  # "orig" (first by path of the two equal runs) and "other"
+    assert {a.study for a in arms if a.name == "robust, labels levels"} == {"orig", "other"}
+    # uniform: three studies, one measurement, listed under the first
+    assert [a.study for a in arms if a.name == "uniform"] == ["orig"]
+
+
 def _stored_output(capsys, argv, path, counted, quoted):
     """The grid's output for ``argv`` on the stored tables, checked against its copy at
     ``path``; the two numbers the ``counted`` pattern reads from it must be quoted in
