@@ -231,8 +231,9 @@ def distinct_runs(arms: Sequence[Arm]) -> list[Arm]:
     seen: set[tuple] = set()
     out = []
     for a in arms:
-        if _same(a) not in seen:
-            seen.add(_same(a))
+        key = _same(a)
+        if key not in seen:
+            seen.add(key)
             out.append(a)
     return out
 
