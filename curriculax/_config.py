@@ -75,36 +75,36 @@ def _call(
     except (TypeError, ValueError):  # builtins without a signature: let the call decide
         return factory(*args, **options)
     params = list(signature.parameters.values())
+    named = [
+        p
+        for p in params[skip:]
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    accepted = [p.name for p in named]
+    # A factory with **kwargs takes any key; the context it names still reaches it.
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        named = [
-            p
-            for p in params[skip:]
-            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        ]
-        accepted = [p.name for p in named]
         unknown = sorted(set(options) - set(accepted))
         if unknown:
             raise ValueError(
                 f"{where}: unknown key(s) {unknown}; accepted keys are {['type', *accepted]}"
             )
-        options = dict(options)
-        for name, value in (context or {}).items():
-            if name not in accepted:
-                continue  # context is offered to the factories that ask for it by name
-            if name in options:
-                raise ValueError(
-                    f"{where}: {name!r} is given both in the config and as context; give it once"
-                )
-            options[name] = value
-        missing = [
-            p.name for p in named if p.default is inspect.Parameter.empty and p.name not in options
-        ]
-        if missing:
+    options = dict(options)
+    for name, value in (context or {}).items():
+        if name not in accepted:
+            continue  # context is offered to the factories that ask for it by name
+        if name in options:
             raise ValueError(
-                f"{where}: missing {missing}; give them in the config or, for pool data a config "
-                f"cannot hold (an array per task), as context, e.g. "
-                + example.format(name=missing[0])
+                f"{where}: {name!r} is given both in the config and as context; give it once"
             )
+        options[name] = value
+    missing = [
+        p.name for p in named if p.default is inspect.Parameter.empty and p.name not in options
+    ]
+    if missing:
+        raise ValueError(
+            f"{where}: missing {missing}; give them in the config or, for pool data a config "
+            f"cannot hold (an array per task), as context, e.g. " + example.format(name=missing[0])
+        )
     try:
         signature.bind(*args, **options)
     except TypeError as e:  # an import path to something that is not a factory (os:getcwd)

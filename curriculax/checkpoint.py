@@ -272,16 +272,29 @@ class CheckpointStore:
     :func:`quiet_abandoned_io` (process-wide, once): a failed save's other writes, still in
     flight, would each print a traceback.
 
+    Orbax takes every numbered folder in the directory for a checkpoint and deletes the oldest
+    beyond ``max_to_keep``: a save refuses (before writing anything) to run where a numbered
+    folder lacks this store's items, naming each, so nothing else kept there is deleted.
+
     Args:
       directory: where checkpoints live (made absolute; created on first save).
-      max_to_keep: how many recent checkpoints to keep.
+      max_to_keep: how many recent checkpoints to keep (None: all).
+      item_names: the items of each checkpoint (subfolders of its step folder);
+        :meth:`save` writes ``("state", "meta")``, :meth:`save_items` any.
     """
 
-    def __init__(self, directory: str | os.PathLike, *, max_to_keep: int = 3):
-        if max_to_keep < 1:
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        *,
+        max_to_keep: int | None = 3,
+        item_names: tuple[str, ...] = ("state", "meta"),
+    ):
+        if max_to_keep is not None and max_to_keep < 1:
             raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
         self.directory = os.path.abspath(os.fspath(directory))
         self._max_to_keep = max_to_keep
+        self._item_names = tuple(item_names)
         parent, name = os.path.split(self.directory)
         # Replacements of an existing step are written here first (outside Orbax's directory).
         self._staging = os.path.join(parent, f".{name}.replacing")
@@ -297,7 +310,7 @@ class CheckpointStore:
         return ocp.CheckpointManager(
             directory,
             options=ocp.CheckpointManagerOptions(max_to_keep=self._max_to_keep, create=True),
-            item_names=("state", "meta"),
+            item_names=self._item_names,
         )
 
     def steps(self) -> list[int]:
@@ -322,15 +335,44 @@ class CheckpointStore:
         except OSError as e:
             raise self._failed(None, e) from None
 
+    def foreign_steps(self) -> list[str]:
+        """The numbered folders of the directory that are not checkpoints of this store's
+        items (each lacks one of them): Orbax would count them as steps and delete them."""
+
+        def ours(step: int) -> bool:
+            folder = self._step_dir(step)
+            return all(os.path.isdir(os.path.join(folder, n)) for n in self._item_names)
+
+        return [self._step_dir(step) for step in self.steps() if not ours(step)]
+
     def save(self, step: int, state: Any, meta: Mapping[str, Any]) -> None:
         """Saves (asynchronously; :meth:`wait` before reading back or exiting), replacing a
         checkpoint already at ``step`` only once the new one is committed (Orbax alone would
-        skip the save silently)."""
-        self.wait()
-        self.check_writable()
-        args = ocp.args.Composite(
-            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(dict(meta))
+        skip the save silently).
+
+        Raises:
+          ValueError: a numbered folder of the directory is not a checkpoint of this store
+            (:meth:`foreign_steps`); nothing is written.
+        """
+        self.save_items(
+            step, state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(dict(meta))
         )
+
+    def save_items(self, step: int, **items: Any) -> None:
+        """:meth:`save` with each item's Orbax save args given (``item_names`` as keys)."""
+        if set(items) != set(self._item_names):
+            raise ValueError(f"save_items takes the items {self._item_names}, got {sorted(items)}")
+        self.wait()
+        foreign = self.foreign_steps()
+        if foreign:
+            raise ValueError(
+                f"refusing to save in {self.directory}: {len(foreign)} numbered folder(s) there "
+                f"are not checkpoints of this kind ({', '.join(foreign[:5])}"
+                f"{' ...' if len(foreign) > 5 else ''}), and Orbax would delete them as old "
+                "steps; move them or save elsewhere"
+            )
+        self.check_writable()
+        args = ocp.args.Composite(**items)
         if step in self._manager.all_steps():
             self._replace(step, args)
             return
@@ -403,6 +445,10 @@ class CheckpointStore:
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
         )
         return out["state"]
+
+    def restore_items(self, step: int, **items: Any) -> dict[str, Any]:
+        """The items of ``step`` restored with the Orbax restore args given per item name."""
+        return dict(self._manager.restore(step, args=ocp.args.Composite(**items)))
 
     def restore_leaves(self, step: int) -> dict[str, Any]:
         """Restores the array item as saved: ``{path: array}``."""

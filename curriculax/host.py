@@ -224,8 +224,9 @@ class HostCurriculum:
           ``np.bool_[G]``: the groups that every gate admitted and that have a valid rollout.
 
         Raises:
-          ValueError: shapes that do not line up, or task ids outside ``[0, num_tasks)``
-            (naming them).
+          ValueError: shapes that do not line up, groups of no rollouts (``K = 0``), or task
+            ids outside ``[0, num_tasks)`` (naming them).
+          TypeError: task ids, ``valid`` or ``answers`` that are not integers (or booleans).
         """
         ids = np.asarray(task_ids)
         if ids.ndim != 1:
@@ -237,8 +238,10 @@ class HostCurriculum:
         if rewards.ndim != 2:
             raise ValueError(f"rewards must be float[G={g}, K], got shape {rewards.shape}")
         k = rewards.shape[1]
+        if g and k == 0:
+            raise ValueError(f"rewards: the {g} groups hold no rollouts (K = 0)")
         if valid is not None:
-            valid, v_lengths = _groups(valid, "valid", g, bool, k)
+            valid, v_lengths = _groups(valid, "valid", g, bool, k, kinds="biu")
             _same_lengths(lengths, v_lengths, "valid")
             if valid.shape != (g, k):
                 raise ValueError(f"valid must be bool[G={g}, K={k}], got shape {valid.shape}")
@@ -263,7 +266,7 @@ class HostCurriculum:
                     f"got shape {token_mask.shape}"
                 )
         if answers is not None:
-            answers, n_lengths = _groups(answers, "answers", g, np.int64, k)
+            answers, n_lengths = _groups(answers, "answers", g, np.int64, k, kinds="biu")
             _same_lengths(lengths, n_lengths, "answers")
             if answers.shape != (g, k):
                 raise ValueError(f"answers must be int[G={g}, K={k}], got shape {answers.shape}")
@@ -450,9 +453,27 @@ class HostCurriculum:
 
     def save(self, path: str | os.PathLike) -> None:
         """Saves the driver's state as an Orbax checkpoint in directory ``path`` (created;
-        an earlier save there is replaced once this one is written). Blocks until written."""
+        an earlier save there is replaced once this one is written). Blocks until written.
+
+        Raises:
+          ValueError: ``path`` holds numbered folders that are not this driver's checkpoints
+            (another run's checkpoints, anything else): they would be deleted as old saves.
+            Nothing is written.
+        """
         store = CheckpointStore(path, max_to_keep=1)
         try:
+            others = [
+                str(step)
+                for step in store.steps()
+                if os.path.isdir(os.path.join(store.directory, str(step), "meta"))
+                and store.meta(step).get("format") != FORMAT
+            ]
+            if others:
+                raise ValueError(
+                    f"refusing to save in {store.directory}: step(s) {', '.join(others)} there "
+                    f"are checkpoints of another kind (not {FORMAT!r}), which this save would "
+                    "delete; save elsewhere"
+                )
             item = self._item()
             meta = {
                 "format": FORMAT,
@@ -472,9 +493,12 @@ class HostCurriculum:
 
         Raises:
           FileNotFoundError: no checkpoint in ``path``.
-          ValueError: the checkpoint was saved from a different curriculum; the message
-            names each leaf that differs.
+          ValueError: the checkpoint was saved from a different curriculum (another pool
+            size, leaves that differ: the message names each) or holds values no run reaches
+            (as :meth:`load_state_dict`). Nothing is restored then.
         """
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"no HostCurriculum checkpoint in {os.path.abspath(path)}")
         store = CheckpointStore(path, max_to_keep=1)
         try:
             step = store.latest_step()
@@ -489,6 +513,8 @@ class HostCurriculum:
             abstract = jax.eval_shape(self._item)
             saved = {p: (tuple(s), d) for p, (s, d) in meta.get("layout", {}).items()}
             lines = layout_diff(saved, leaf_layout(abstract))
+            if "num_tasks" in meta and meta["num_tasks"] != self.num_tasks:
+                lines.insert(0, f"pool of {meta['num_tasks']} tasks, this one {self.num_tasks}")
             if lines:
                 raise ValueError(
                     f"the checkpoint in {store.directory} (step {step}) was saved from a "
@@ -497,12 +523,19 @@ class HostCurriculum:
             item = store.restore(step, abstract)
         finally:
             store.close()
-        self._state = jax.tree.map(jnp.array, item["state"])
-        self._key = jnp.array(item["key"])
-        for name in _COUNTERS:
-            setattr(self, name, int(meta[name]))
+        values = {
+            f"state/{path_str(p)}": np.asarray(leaf)
+            for p, leaf in jax.tree_util.tree_flatten_with_path(item["state"])[0]
+        }
+        values["key"] = np.asarray(item["key"])
+        values.update({name: np.asarray(meta[name], np.int64) for name in _COUNTERS})
         # Checkpoints written before the driver kept draws have none.
-        self._kept = _kept_from_items(self._draw, meta.get(KEPT, {}))
+        kept = _kept_items(_kept_from_items(self._draw, meta.get(KEPT, {})))
+        values.update({n: v for n, v in kept.items() if v.size})
+        try:  # the checks of load_state_dict: kept ids in the pool, counters, NaNs
+            self.load_state_dict(values)
+        except ValueError as e:
+            raise ValueError(f"restore {store.directory} (step {step}): {e}") from None
 
     def _check_ids(self, ids: np.ndarray) -> None:
         if self.num_tasks is None or ids.size == 0:
@@ -530,14 +563,25 @@ def _pad(x: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+def _of_kind(x: Any, name: str, kinds: str | None) -> Any:
+    """``x`` as an array, raising TypeError unless its dtype kind is one of ``kinds`` (an
+    empty one passes): a cast would truncate float answer ids or read 0.2 as valid."""
+    arr = np.asarray(x)
+    if kinds is not None and arr.size and arr.dtype.kind not in kinds:
+        want = "booleans or integers" if "b" in kinds else "integers"
+        raise TypeError(f"{name} must hold {want}, got {arr.dtype}")
+    return arr
+
+
 def _groups(
-    x: Any, name: str, g: int, dtype, k: int | None = None
+    x: Any, name: str, g: int, dtype, k: int | None = None, kinds: str | None = None
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(array [G, K, ...], lengths)``: a dense array as it is (``lengths`` None), or a list
     of G groups of different sizes padded with zeros along their first axis to ``k`` (default:
-    the longest), with each group's length."""
+    the longest), with each group's length. ``kinds``: the dtype kinds accepted (None: any that
+    casts)."""
     if isinstance(x, np.ndarray | jax.Array):
-        arr = np.asarray(x, dtype)
+        arr = np.asarray(_of_kind(x, name, kinds), dtype)
         if arr.ndim < 2 or arr.shape[0] != g:
             raise ValueError(f"{name} must be [G={g}, K, ...], got shape {arr.shape}")
         return arr, None
@@ -545,7 +589,7 @@ def _groups(
         raise TypeError(f"{name} must be an array or a list of groups, got {type(x).__name__}")
     if len(x) != g:
         raise ValueError(f"{name} holds {len(x)} groups, task_ids {g}")
-    groups = [np.asarray(row, dtype) for row in x]
+    groups = [np.asarray(_of_kind(row, name, kinds), dtype) for row in x]
     shapes = {row.shape for row in groups}
     if len(shapes) <= 1 and (k is None or not groups or groups[0].shape[:1] == (k,)):
         arr = np.stack(groups) if groups else np.zeros((0, k or 0), dtype)

@@ -414,3 +414,28 @@ def test_builtins_are_registered():
     assert _config._SAMPLERS["difficulty_pools"] is cx.samplers.difficulty_pools
     assert _config._SAMPLERS["learnability"] is cx.samplers.learnability
     assert _config._GATES["advantage_range"] is cx.gates.advantage_range
+
+
+def test_a_factory_with_kwargs_still_gets_the_context_it_names(registry):
+    """**kwargs lifts the unknown-key check only: num_tasks (a gate's context) and categories
+    still reach a factory that names them."""
+    seen = {}
+
+    def gate(num_tasks, **options):
+        seen.update(num_tasks=num_tasks, **options)
+        return _reject_odd()
+
+    def sampler(num_tasks, categories, **options):
+        seen.update(categories=list(categories), **options)
+        return cx.samplers.uniform(num_tasks)
+
+    cx.register_gate("kw_gate", gate)
+    cx.register_sampler("kw_sampler", sampler)
+    cx.curriculum_from_config(
+        {"sampler": {"type": "kw_sampler", "extra": 1}, "gates": {"g": {"type": "kw_gate"}}},
+        4,
+        categories=[0, 0, 1, 1],
+    )
+    assert seen == {"num_tasks": 4, "categories": [0, 0, 1, 1], "extra": 1}
+    with pytest.raises(ValueError, match=r"missing \['categories'\]"):
+        cx.curriculum_from_config({"sampler": {"type": "kw_sampler"}}, 4)

@@ -531,3 +531,63 @@ def test_answers_reach_the_sampler_dense_and_ragged():
         dense.observe(ids, rewards, answers=np.zeros((3, 2), np.int64))
     with pytest.raises(ValueError, match=r"GroupResults\.answers"):
         dense.observe(ids, rewards)
+
+
+def test_save_refuses_a_folder_whose_numbered_folders_are_not_its_checkpoints(tmp_path):
+    """Orbax counts every numbered folder as a step and deletes the old ones: a user's
+    ``0/`` or another kind of checkpoint must stop the save, untouched."""
+    mine = tmp_path / "mine"
+    (mine / "0").mkdir(parents=True)
+    (mine / "0" / "notes.txt").write_text("mine")
+    (mine / "7").mkdir()
+    host = cx.HostCurriculum(_curriculum())
+    with pytest.raises(ValueError, match=r"refusing to save .*2 numbered folder\(s\).*/0, .*/7"):
+        host.save(mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["0", "7"]
+    assert (mine / "0" / "notes.txt").read_text() == "mine"
+
+    other = tmp_path / "engine"  # a checkpoint of the same items but another format
+    store = cx.checkpoint.CheckpointStore(other)
+    store.save(3, {"x": np.zeros(2)}, {"format": "something else"})
+    store.close()
+    with pytest.raises(ValueError, match=r"step\(s\) 3 there are checkpoints of another kind"):
+        host.save(other)
+    assert sorted(p.name for p in other.iterdir()) == ["3"]
+
+
+def test_restore_refuses_another_pool_size_and_kept_ids_outside_the_pool(tmp_path):
+    """uniform's state does not depend on the pool size: the saved size and the kept draws
+    are what tell, as load_state_dict checks them."""
+    big = cx.HostCurriculum(cx.curriculum(cx.samplers.uniform(1000)), seed=1)
+    big.sample(3)  # drawn in a bucket of 4: one kept
+    big.save(tmp_path / "big")
+    small = cx.HostCurriculum(cx.curriculum(cx.samplers.uniform(10)))
+    before = small.state_dict()
+    with pytest.raises(ValueError, match="pool of 1000 tasks, this one 10"):
+        small.restore(tmp_path / "big")
+    for k, v in small.state_dict().items():
+        np.testing.assert_array_equal(v, before[k], err_msg=k)
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(FileNotFoundError):
+        small.restore(tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()  # not created by looking
+
+
+def test_observe_refuses_float_answers_and_valid_and_empty_groups():
+    host = cx.HostCurriculum(
+        cx.curriculum(cx.samplers.uniform(10), gates={"c": cx.gates.reward_consistency(10)})
+    )
+    with pytest.raises(TypeError, match="answers must hold booleans or integers, got float64"):
+        host.observe([1], [[1.0, 0.0]], answers=np.array([[3.5, 3.9]]))
+    with pytest.raises(TypeError, match="answers must hold booleans or integers, got float64"):
+        host.observe([1], [[1.0, 0.0]], answers=[[3.5, 3.9]])
+    with pytest.raises(TypeError, match="valid must hold booleans or integers, got float64"):
+        host.observe([1], [[1.0, 0.0]], [[0.2, 0.0]])
+    with pytest.raises(ValueError, match=r"rewards: the 2 groups hold no rollouts \(K = 0\)"):
+        host.observe([1, 2], np.zeros((2, 0), np.float32))
+    with pytest.raises(ValueError, match=r"rewards: the 2 groups hold no rollouts \(K = 0\)"):
+        host.observe([1, 2], [[], []])
+    assert host.observe_calls == 0 and host.metrics()["gate/c/contradicted"] == 0
+    # integer ids (and 0/1 validity) still pass
+    admitted = host.observe([1], [[1.0, 0.0]], np.array([[1, 1]]), answers=np.array([[3, 4]]))
+    assert admitted.tolist() == [True]

@@ -111,14 +111,21 @@ class DrawLedger:
         Raises:
           ValueError: the groups are not the next ones drawn (naming both), e.g. an
             evaluation batch that carries the task-id field, or a trainer that reordered groups.
+            Nothing is marked observed when this or the curriculum's ``observe`` raises.
+          TypeError: task ids that are not integers.
         """
-        ids = np.asarray(task_ids).astype(np.int64).reshape(-1)
+        ids = np.asarray(task_ids)
+        if ids.size and not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"task_ids must be integers, got {ids.dtype}")
+        ids = ids.astype(np.int64).reshape(-1)
         with self.lock:
-            self._consume(ids)
+            self._check_next(ids)
             admitted = self.curriculum.observe(ids, rewards, valid, advantages, answers=answers)
+            self._advance(ids.size)  # only once the curriculum took them (a retry may follow)
             return np.asarray(admitted, bool)
 
-    def _consume(self, ids: np.ndarray) -> None:
+    def _check_next(self, ids: np.ndarray) -> None:
+        """Raises unless ``ids`` are the next groups in flight; changes nothing."""
         expected, at = [], 0
         pending = [(d, seen) for d, seen in self._in_flight]
         while len(expected) < ids.size and at < len(pending):
@@ -132,7 +139,9 @@ class DrawLedger:
                 f"{expected[:8]}: groups must be observed once each, in the order they were drawn "
                 "(an evaluation batch must not carry the task-id field)"
             )
-        left = ids.size
+
+    def _advance(self, left: int) -> None:
+        """Marks the next ``left`` groups in flight observed."""
         while left:
             entry = self._in_flight[0]
             take = min(left, entry[0].size - entry[1])
@@ -143,7 +152,12 @@ class DrawLedger:
 
     def state(self) -> dict[str, Any]:
         """JSON-able: ``{"draws": int, "in_flight": [[task ids], ...]}`` (draws not yet fully
-        observed, oldest first, handed out again first after :meth:`set_state`)."""
+        observed, oldest first, handed out again first after :meth:`set_state`).
+
+        A draw is handed out again whole, as the trainer asks for whole batches: where some of
+        its groups were observed before the save (a draw finished in pieces), the curriculum
+        state saved with this holds their results, and after a restore it observes the new
+        groups of those tasks as well (new rollouts, not the same ones twice)."""
         with self.lock:
             in_flight = [d.tolist() for d, _ in self._in_flight] + [
                 d.tolist() for d in self._replay

@@ -31,6 +31,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from curriculax._checks import int_at_least
+from curriculax.checkpoint import CheckpointStore
 from curriculax.integrations._ledger import DrawLedger, check_pool
 
 __all__ = ["CurriculumCheckpoints", "CurriculumDataset", "CurriculumIterator"]
@@ -166,48 +167,51 @@ class CurriculumCheckpoints:
     and its curriculum's :meth:`~curriculax.HostCurriculum.state_dict` (``curriculum``, an
     Orbax array item), written together as one Orbax step.
 
+    Written through :class:`curriculax.checkpoint.CheckpointStore`: a save that replaces a step
+    deletes the old one only once the new one is committed, and refuses to run where a
+    numbered folder of the directory is not such a checkpoint (Orbax would delete it).
+
     Args:
       directory: where checkpoints live (made absolute; created on first save).
       max_to_keep: how many recent steps to keep (None: all).
     """
 
     def __init__(self, directory: str | os.PathLike, *, max_to_keep: int | None = 3):
-        self.directory = os.path.abspath(os.fspath(directory))
         if max_to_keep is not None:
             max_to_keep = int_at_least(max_to_keep, "max_to_keep")
-        self._manager = ocp.CheckpointManager(
-            self.directory,
-            options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
-            item_names=("curriculum", "data"),
+        self._store = CheckpointStore(
+            directory, max_to_keep=max_to_keep, item_names=("curriculum", "data")
         )
+        self.directory = self._store.directory
 
     def steps(self) -> list[int]:
-        return sorted(self._manager.all_steps())
+        return self._store.steps()
 
     def latest_step(self) -> int | None:
-        return self._manager.latest_step()
+        return self._store.latest_step()
 
     def save(self, step: int, iterator: CurriculumIterator) -> None:
         """Saves the iterator's state and its curriculum at ``step`` (replacing a save already
-        there); blocks until written."""
+        there once this one is written); blocks until written.
+
+        Raises:
+          ValueError: a numbered folder of the directory is not a curriculum checkpoint;
+            nothing is written.
+        """
         if not isinstance(iterator, CurriculumIterator):
             raise TypeError(f"save takes a CurriculumIterator, got {type(iterator).__name__}")
         step = int_at_least(step, "step", 0)
-        if step in self._manager.all_steps():
-            self._manager.delete(step)
         # One snapshot of the curriculum and the draws in flight, taken under the ledger's lock
         # (Orbax writes from other threads, which must not wait on that lock).
         with iterator.ledger.lock:
             arrays = _nested(iterator.curriculum.state_dict())
             data = _Frozen(iterator.get_state())
-        self._manager.save(
+        self._store.save_items(
             step,
-            args=ocp.args.Composite(
-                curriculum=ocp.args.StandardSave(arrays), data=grain.checkpoint.CheckpointSave(data)
-            ),
-            force=True,
+            curriculum=ocp.args.StandardSave(arrays),
+            data=grain.checkpoint.CheckpointSave(data),
         )
-        self._manager.wait_until_finished()
+        self._store.wait()
 
     def restore(self, iterator: CurriculumIterator, step: int | None = None) -> int:
         """Restores ``step`` (default: the latest) into ``iterator`` and its curriculum.
@@ -232,12 +236,10 @@ class CurriculumCheckpoints:
                 f"no curriculum checkpoint at step {step} in {self.directory} (steps: {steps})"
             )
         scratch = CurriculumIterator(iterator.dataset)  # the iterator changes only on success
-        out = self._manager.restore(
+        out = self._store.restore_items(
             step,
-            args=ocp.args.Composite(
-                curriculum=ocp.args.StandardRestore(),
-                data=grain.checkpoint.CheckpointRestore(scratch),
-            ),
+            curriculum=ocp.args.StandardRestore(),
+            data=grain.checkpoint.CheckpointRestore(scratch),
         )
         flat = {k: np.asarray(v) for k, v in _flat(out["curriculum"]).items()}
         with iterator.ledger.lock:
@@ -246,8 +248,7 @@ class CurriculumCheckpoints:
         return step
 
     def close(self) -> None:
-        self._manager.wait_until_finished()
-        self._manager.close()
+        self._store.close()
 
 
 class _Frozen(grain.DatasetIterator):

@@ -1,6 +1,8 @@
 """The grain adapter: batches the curriculum chooses, observed in order, checkpointed with
 grain's iterator state plus the curriculum's Orbax item."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -97,6 +99,35 @@ def test_restore_refuses_a_different_curriculum(tmp_path):
     assert other_it.get_state() == {"draws": 0, "in_flight": []}
     with pytest.raises(FileNotFoundError, match="step 7"):
         ckpt.restore(it, step=7)
+
+
+def test_a_failed_save_keeps_the_step_it_was_to_replace(tmp_path, monkeypatch):
+    """The snapshot fails (the curriculum cannot give its state): the good checkpoint already
+    at that step stays, and a numbered folder that is not a checkpoint stops a save."""
+    it = iter(CurriculumDataset(_curriculum(), _records(), batch_size=B))
+    _run(it, 1)
+    ckpt = CurriculumCheckpoints(tmp_path / "ckpt")
+    ckpt.save(1, it)
+    _run(it, 1)
+
+    def broken():
+        raise RuntimeError("no state")
+
+    monkeypatch.setattr(it.curriculum, "state_dict", broken)
+    with pytest.raises(RuntimeError, match="no state"):
+        ckpt.save(1, it)
+    monkeypatch.undo()
+    assert ckpt.steps() == [1]
+    fresh = iter(CurriculumDataset(_curriculum(seed=5), _records(), batch_size=B))
+    assert ckpt.restore(fresh) == 1 and fresh.get_state()["draws"] == 1
+    ckpt.close()
+
+    (tmp_path / "user" / "0").mkdir(parents=True)
+    user = CurriculumCheckpoints(tmp_path / "user", max_to_keep=1)
+    with pytest.raises(ValueError, match="refusing to save"):
+        user.save(4, it)
+    user.close()
+    assert os.listdir(tmp_path / "user") == ["0"]
 
 
 def test_records_must_cover_the_pool():

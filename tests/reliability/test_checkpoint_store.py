@@ -81,3 +81,29 @@ def test_an_unwritable_directory_fails_the_save_at_once(tmp_path, how):
         store.save(1, tree(1.0), {})
     assert len(str(e.value).splitlines()) == 1
     store.close()  # returns: no save was started, so no thread waits for one
+
+
+def test_a_save_refuses_numbered_folders_that_are_not_its_checkpoints(tmp_path):
+    """Orbax takes every numbered folder for a step and would delete the old ones beyond
+    max_to_keep: a user's ``2/`` stops the save, untouched; its own steps do not."""
+    directory = tmp_path / "ckpt"
+    (directory / "2").mkdir(parents=True)
+    (directory / "2" / "results.csv").write_text("keep me")
+    store = CheckpointStore(directory, max_to_keep=1)
+    try:
+        assert store.foreign_steps() == [str(directory / "2")]
+        with pytest.raises(ValueError, match=r"refusing to save .*1 numbered folder\(s\).*/2\)"):
+            store.save(5, tree(1.0), {"v": 1})
+    finally:
+        store.close()
+    assert sorted(os.listdir(directory)) == ["2"]
+    assert (directory / "2" / "results.csv").read_text() == "keep me"
+    os.rename(directory / "2", tmp_path / "moved")
+    store = CheckpointStore(directory, max_to_keep=1)
+    try:
+        store.save(5, tree(1.0), {"v": 1})
+        store.save(6, tree(2.0), {"v": 2})
+        store.wait()
+        assert store.foreign_steps() == [] and store.steps() == [6]
+    finally:
+        store.close()
