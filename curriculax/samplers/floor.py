@@ -132,9 +132,13 @@ def floor(
             inner_ids, inner_state = jnp.zeros((0,), jnp.int32), state.inner
         words = jax.random.bits(k_own, (4,), jnp.uint32)
         units = (words[:2] >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+        # Both counts rounded with one uniform: num_u <= both, each share exact in expectation
+        # (rounded apart and cut to num, shares summing to about 1 lost stale positions).
         num_u = _random.stochastic_round(jnp.float32(uniform_share * num), units[0])
-        num_s = _random.stochastic_round(jnp.float32(staleness_share * num), units[1])
-        num_s = jnp.minimum(num_s, num - num_u)
+        both = _random.stochastic_round(
+            jnp.float32((uniform_share + staleness_share) * num), units[0]
+        )
+        num_s = jnp.clip(both - num_u, 0, num - num_u)
         num_in = num - num_u - num_s  # <= inner_num: the extra positions replace inner draws
 
         inner_part = inner_ids[jnp.clip(pos, 0, max(inner_num - 1, 0))] if inner_num else pos

@@ -206,14 +206,15 @@ class _BetaPool(NamedTuple):
         )
         slot = _shard.to_local(jnp.where(in_pool, rep, -1), start, n_local)
         clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
-        # Bring each observed task's evidence up to now, then add the new groups
-        # (a task observed twice in one batch gets both: the decayed value is set twice, the
-        # same value both times, and the additions accumulate).
+        # Bring each observed task's evidence up to now (the clock after this batch, which it
+        # is stamped with: the batch's own groups age it as they age every other task's), then
+        # add the new groups (a task observed twice in one batch gets both: the decayed value
+        # is set twice, the same value both times, and the additions accumulate).
         if math.isinf(self.horizon):
             fade = jnp.ones(ids.shape, jnp.float32)
         else:
             before = state.updated.at[slot].get(mode="fill", fill_value=0)
-            age = (state.clock - before).astype(jnp.float32)
+            age = (clock - before).astype(jnp.float32)
             fade = jnp.exp2(-age / jnp.float32(self.horizon))
         s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
         f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade

@@ -38,8 +38,9 @@ class LearningProgressState(NamedTuple):
       power: ``f32[N]`` moving average of their mean square.
       visits: ``i32[N]`` visits that updated the progress averages (both halves valid); a
         visit is a batch's groups of the task, pooled.
-      mixed: ``i32[N]`` of those, visits with both a success and a failure: the visits that
-        carried reward variance.
+      mixed: ``i32[N]`` of those, visits in which one of the task's groups carried reward
+        variance (valid rollouts with different rewards, or with ``success_threshold`` a
+        success and a failure).
       clock: ``i32[]`` groups observed so far.
     """
 
@@ -295,13 +296,18 @@ def learning_progress(
             return state
         # The posterior, as learnability's: decay each observed task's evidence to now, add.
         fields, obs = pool.update(state, results)
-        rep, in_pool, wins, losses = obs.rep, obs.in_pool, obs.wins, obs.losses
+        rep, in_pool = obs.rep, obs.in_pool
 
         # Progress: one update per task and batch, from the two halves of all its groups in
         # the batch pooled (whichever copies drew it), applied at one of its rows.
         sums = _progress.half_sums(obs.rewards, obs.valid, obs.hit)
+        # Reward variance in a group, decided exactly (not from sums of fractional rewards: a
+        # group of equal partial rewards has none).
+        spread = jnp.max(jnp.where(obs.valid, obs.hit, -jnp.inf), axis=1) > jnp.min(
+            jnp.where(obs.valid, obs.hit, jnp.inf), axis=1
+        )
         pooled, last = sum_by_id(
-            rep, in_pool, jnp.concatenate([sums, jnp.stack([wins, losses], 1)], 1)
+            rep, in_pool, jnp.concatenate([sums, spread.astype(jnp.float32)[:, None]], 1)
         )
         half = _progress.halves_of(pooled[:, :4])
         use = last & half.ok  # ``ok`` is the task's, pooled: the same on all its rows
@@ -336,7 +342,7 @@ def learning_progress(
                 new,
             )
         )
-        mixed_group = (pooled[:, 4] > 0) & (pooled[:, 5] > 0)
+        mixed_group = pooled[:, 4] > 0  # a group of the task's in this batch had variance
         return state._replace(
             **fields,
             fast_a=fa,

@@ -58,6 +58,17 @@ def test_the_staleness_share_sweeps_the_pool():
     assert "inner/calls" in m
 
 
+def test_shares_summing_to_one_hold_in_expectation_and_leave_the_inner_sampler_none():
+    """Half uniform, half stale, one draw a call: each share is 0.5 and no draw is the inner
+    sampler's (rounded apart, the two counts lost half the stale draws to it)."""
+    s = cx.samplers.floor(16, _stubborn(16), uniform_share=0.5, staleness_share=0.5)
+    calls = 4000
+    state, _ = _calls(s, calls, 1)
+    uniform, stale = float(state.uniform_draws) / calls, float(state.stale_draws) / calls
+    assert abs(uniform - 0.5) < 5 * np.sqrt(0.25 / calls)
+    assert uniform + stale == pytest.approx(1.0)
+
+
 def test_shares_of_zero_pass_the_inner_sampler_through():
     inner = cx.samplers.sequential(N, shuffle=False)
     s = cx.samplers.floor(N, inner, uniform_share=0.0)

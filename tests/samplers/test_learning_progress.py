@@ -228,3 +228,13 @@ def test_sum_by_id_matches_a_loop():
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
         later = [use[i] and not (use[i + 1 :] & (ids[i + 1 :] == ids[i])).any() for i in range(g)]
         assert np.asarray(last).tolist() == later
+
+
+def test_equal_partial_rewards_carry_no_variance_and_are_not_noise():
+    """A group of 0.5s has no reward variance (zero GRPO advantage): it is not a mixed visit
+    and never looks like noise; a group of a success and a failure is."""
+    s = cx.samplers.learning_progress(2)
+    state = s.init(jax.random.key(0))
+    for _ in range(10):
+        state = s.observe(state, group_results([0, 1], [[0.5] * 4, [1.0, 0.0, 1.0, 0.0]]))
+    assert state.mixed.tolist() == [0, 10]
