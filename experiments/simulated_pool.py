@@ -166,9 +166,7 @@ def main() -> None:
         )
         m = sp.summarize(pool, trace)
         bound = args.steps - args.switch
-        found = _stats.fmt_interval(
-            *_stats.bootstrap(m["steps_to_find_half"], _stats.median), bound=bound
-        )
+        found = _stats.fmt_censored_interval(m["steps_to_find_half"], _stats.median, bound)
 
         def mean_sd(x):
             return f"{np.mean(x):.3f} ± {np.std(x):.3f}"

@@ -323,7 +323,7 @@ def _names(arms: Sequence[Arm]) -> str:
 
 def _median_text(a: Arm) -> str:
     """The median; where seeds missed, with the seeds at target (``> 64,000, 1/10 at target``)."""
-    text = _stats.fmt_count(_stats.median(a.rollouts), bound=a.budget)
+    text = _stats.fmt_censored(a.rollouts, _stats.median, a.budget)
     if _at_target(a) < a.seeds:
         text += f", {_at_target(a)}/{a.seeds} at target"
     return text
@@ -481,7 +481,8 @@ class Split(NamedTuple):
         same give the same comparison, so they share a row), as text.
       chose: ``"first"`` or ``"second"``: the half of the seeds that chose.
       chosen: the best arms on that half (ties listed; the first is measured).
-      chosen_median: the first chosen arm's median rollouts to target on the choosing half.
+      chosen_median: the first chosen arm's median rollouts to target on the choosing half,
+        as text (:func:`experiments._stats.fmt_censored`).
       other: the first chosen arm restricted to the other half's seeds.
       best: the best arms on the other half.
       ratio: ``other``'s median over ``best[0]``'s, paired over the other half's seeds (above
@@ -492,7 +493,7 @@ class Split(NamedTuple):
     labels: str
     chose: str
     chosen: list[Arm]
-    chosen_median: float
+    chosen_median: str
     other: Arm
     best: list[Arm]
     ratio: _stats.Ratio
@@ -550,7 +551,7 @@ def split_halves(arms: Sequence[Arm], *, min_seeds: int = 20) -> list[Split]:
                         ", ".join(modes),
                         chose,
                         chosen,
-                        _stats.median(chosen[0].rollouts),
+                        _stats.fmt_censored(chosen[0].rollouts, _stats.median, other.budget),
                         other,
                         best,
                         ratio,
@@ -582,7 +583,7 @@ def split_report(rows: Sequence[Split], *, within: float) -> str:
                 r.describe,
                 r.labels,
                 first if r.chose == "first" else second,
-                _names(r.chosen) + f": {_stats.fmt_count(r.chosen_median, bound=r.other.budget)}",
+                _names(r.chosen) + f": {r.chosen_median}",
                 _median_text(r.other),
                 _names(r.best) + f": {_median_text(r.best[0])}",
                 _stats.fmt_ratio(r.ratio),

@@ -332,12 +332,13 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
                 name,
                 f"{np.isfinite(hits).sum()}/{hits.size}",
                 fisher,
-                S.fmt_interval(*med, bound=spend),
-                S.fmt_interval(*iq, bound=spend),
+                S.fmt_censored_interval(hits, S.median, spend),
+                S.fmt_censored_interval(hits, S.iqm, spend),
                 ratio,
                 against,
                 f"{final.mean():.3f} ± {final.std():.3f}",
-                S.fmt_count(S.median(upd), bound=final_updates.max()),
+                # a seed that missed needed more updates than it made
+                S.fmt_censored(upd, S.median, final_updates),
                 f"{final_updates.mean():,.0f}",
                 f"{signal:.2f}",
             ]
@@ -460,7 +461,10 @@ def best_of_text(config: CompareConfig, data: dict[str, dict]) -> str:
         return ""
     spend = budget(config)
     first = entries[0]["best"]
-    parts = [f"{e['best']} (median {S.fmt_count(e['median'], bound=spend)})" for e in entries]
+    parts = [
+        f"{e['best']} (median {S.fmt_censored(_hits(data[e['best']]), S.median, spend)})"
+        for e in entries
+    ]
     ratios = [
         f"{first} / {e['best']}: {_comparison_text(e['comparison'])}, "
         f"{e['comparison']['verdict']} (Fisher p {e['comparison']['fisher_p']:.3f})"

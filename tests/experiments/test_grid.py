@@ -104,7 +104,8 @@ def test_where_every_median_misses_the_best_arm_is_the_one_at_target_most_often(
     assert rows["levels"].ratio.bound == "?"
     text = grid.report(list(rows.values()), within=1.2, candidate="robust")
     assert "**Within 1.2x in 0 of 3 cells.**" in text
-    assert "| > 38,400, 1/10 at target (a) | > 38,400, 5/10 at target: uniform (a) |" in text
+    # uniform's median is above the mean of its fifth hit and a miss: (1,000 + 38,400) / 2
+    assert "| > 38,400, 1/10 at target (a) | > 19,700, 5/10 at target: uniform (a) |" in text
     assert text.count("**no** (both medians miss)") == 3
 
 
@@ -275,7 +276,7 @@ def test_split_halves_measures_the_arm_one_half_chose_on_the_other_half(tmp_path
     ]
     first = got[("levels", "first")]
     assert [a.name for a in first.chosen] == ["uniform"]
-    assert first.chosen_median == 1000.0 and first.other.seeds == 10
+    assert first.chosen_median == "1,000" and first.other.seeds == 10
     assert [a.name for a in first.best] == ["robust, labels levels"]
     assert first.ratio.point == pytest.approx(2.0)
     assert [a.name for a in got[("levels", "second")].chosen] == ["robust, labels levels"]

@@ -162,7 +162,16 @@ def test_reached_curve_is_the_share_of_runs_at_target_by_each_budget():
 
 def test_formatting_marks_censored_values():
     assert S.fmt_count(np.inf, bound=1000) == "> 1,000"
-    assert S.fmt_interval(10.0, 5.0, np.inf, bound=100) == "10 [5, > 100]"
+    # A miss in the middle: the median of [1, 2, inf, inf] is above (2 + budget) / 2, not the
+    # budget; with a miss the middle value, above the budget.
+    assert S.fmt_censored([1.0, 2.0, np.inf, np.inf], S.median, 100) == "> 51"
+    assert S.fmt_censored([1.0, np.inf, np.inf], S.median, 100) == "> 100"
+    assert S.fmt_censored([1.0, 2.0, 3.0], S.median, 100) == "2"
+    # one budget per run (updates: each run made its own number before it missed)
+    assert S.fmt_censored([5.0, np.inf, np.inf], S.median, np.array([9.0, 8.0, 30.0])) == "> 8"
+    text = S.fmt_censored_interval([10.0, 20.0, np.inf, np.inf], S.median, 100, reps=200)
+    point, interval = text.split(" [")
+    assert point == "> 60" and interval.endswith(", > 100]")
     assert S.fmt_ratio(S.Ratio(2.0, 1.25, np.inf, "", ">=")) == "2.00x [1.25, inf)"
     assert S.fmt_ratio(S.Ratio(0.3, 0.0, 0.41, "<=", "<=")) == "<= 0.30x (0, 0.41]"
     assert S.fmt_ratio(S.Ratio(np.nan, 0.0, np.inf, "?", "?")) == "- (0, inf)"
