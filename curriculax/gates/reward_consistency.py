@@ -49,7 +49,8 @@ def reward_consistency(num_tasks: int, *, axis_name: str | None = None) -> Admis
 
     It needs the answers (``GroupResults.answers``) and has the sampler's limits: it cannot
     see noise in a group whose answers all differ, nor a wrong but fixed reference. A marked
-    task stays marked for the run.
+    task stays marked for the run. Marks are per pool entry: in a pool that repeats a task,
+    each copy is marked by its own contradicting group.
 
     Cost: O(G K^2) per batch, ``bool[N]`` of state (split over the mesh with ``axis_name``).
 

@@ -190,7 +190,7 @@ def category_bandit(
       categories: ``int[N]`` the category of each task, in ``[0, C)`` (``C = max + 1``; an
         id with no task is never drawn). From a config, give it as context:
         ``cx.curriculum_from_config(config, N, categories=levels)``.
-      reward: ``"advantage"`` or ``"progress"``.
+      reward: ``"advantage"``, ``"progress"`` or ``"advantage_progress"``.
       step_size: ``a`` in (0, 1].
       temperature: softmax temperature over ``Q`` (> 0); None: 0.2 for advantage, 0.05 for
         progress.

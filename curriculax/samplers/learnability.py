@@ -26,7 +26,8 @@ class LearnabilityState(NamedTuple):
     """State of :func:`learnability`.
 
     The posterior of task ``i`` is ``Beta(a0 + s_i * f, b0 + f_i * f)`` with
-    ``f = 2 ** (-(clock - updated_i) / (half_life * N))``: evidence recorded when the clock
+    ``f = 2 ** (-(clock - updated_i) / (half_life * D))`` (``D`` distinct tasks: ``N``
+    without ``entry_task``): evidence recorded when the clock
     (groups observed so far) read ``updated_i``, decayed lazily, so ``observe`` costs nothing
     for tasks it does not touch. ``observe`` ages a task's older evidence by the groups
     observed since its last visit, not by the visiting batch's own: a task observed in every

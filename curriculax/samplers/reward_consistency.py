@@ -100,6 +100,10 @@ def reward_consistency(
     reads, not the whole text), and it cannot see a reward that is a deterministic function of
     the answer but of the wrong one (a wrong reference: that task reads as one the policy
     fails, so it draws no variance anyway). A contradicted task stays marked for the run.
+    Marks are per pool entry, also where the inner sampler pools copies of a task
+    (``entry_task``): a copy is marked by its own contradicting group, so the other copies of
+    a noisy task stay unmuted, and may be drawn as replacements, until theirs (every stored
+    study measured this; marking the task at once is docs/noise.md's open item).
 
     Cost: the inner sampler's, plus one O(N) pass and a ``top_k`` of ``num`` per ``sample``
     (the replacements) and O(G K^2) per ``observe``. It wraps samplers that return pool ids.
