@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from curriculax import _shard
+from curriculax import _entries, _shard
 from curriculax._types import GroupResults
 
 
@@ -51,15 +52,27 @@ def marked(flags: jax.Array, ids: jax.Array, axis: str | None) -> jax.Array:
     return _shard.psum(here.astype(jnp.int32), axis) > 0
 
 
+def task_of(entry_task, n: int, where: str) -> np.ndarray | None:
+    """``i32[N]`` each entry's task representative (its first entry) for a pool that repeats
+    tasks, else None (every entry its own task)."""
+    if entry_task is None:
+        return None
+    ent = _entries.entries(entry_task, n, where)
+    return None if ent.is_rep.all() else ent.rep
+
+
 def mark(
-    flags: jax.Array, results: GroupResults, axis: str | None
+    flags: jax.Array, results: GroupResults, axis: str | None, rep: np.ndarray | None = None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Marks the tasks of this batch's contradicting groups.
 
     Args:
-      flags: ``bool[N_local]`` this device's slice of the per-task marks.
+      flags: ``bool[N_local]`` this device's slice of the per-entry marks.
       results: the batch (with ``answers``).
       axis: the mesh axis the marks are split along, or None.
+      rep: :func:`task_of`'s ``i32[N]``, or None: a proof then marks every copy of its task
+        (each of this device's entries whose task is among the batch's proven ones: a sort of
+        the ``G`` proven tasks and a search per entry, O(N_local log G), no communication).
 
     Returns:
       ``(bad, flags, rows)``: ``bool[G]`` the groups that contradict themselves, the updated
@@ -70,7 +83,16 @@ def mark(
     n_local = flags.shape[0]
     start = _shard.offset(axis, n_local)
     ids = jnp.asarray(results.task_ids, jnp.int32)
-    flags = flags.at[_shard.to_local(jnp.where(bad, ids, -1), start, n_local)].set(
-        True, mode="drop"
-    )
+    if rep is None:
+        flags = flags.at[_shard.to_local(jnp.where(bad, ids, -1), start, n_local)].set(
+            True, mode="drop"
+        )
+    elif ids.shape[0]:
+        n = rep.shape[0]
+        table = jnp.asarray(rep)
+        proven = jnp.where(bad & (ids >= 0) & (ids < n), table[jnp.clip(ids, 0, n - 1)], -1)
+        proven = jnp.sort(proven)
+        mine = jax.lax.dynamic_slice_in_dim(table, start, n_local)
+        at = jnp.clip(jnp.searchsorted(proven, mine), 0, proven.shape[0] - 1)
+        flags = flags | (proven[at] == mine)
     return bad, flags, marked(flags, ids, axis)

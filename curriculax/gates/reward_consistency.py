@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from curriculax import _counters, _shard
 from curriculax._checks import check_num_tasks
-from curriculax._contradiction import mark
+from curriculax._contradiction import mark, task_of
 from curriculax._types import AdmissionGate, GroupResults
 from curriculax.gates._rate import admit_rate
 
@@ -32,7 +32,9 @@ class ConsistencyGateState(NamedTuple):
     PER_TASK = ("contradicted",)
 
 
-def reward_consistency(num_tasks: int, *, axis_name: str | None = None) -> AdmissionGate:
+def reward_consistency(
+    num_tasks: int, *, entry_task=None, axis_name: str | None = None
+) -> AdmissionGate:
     """Rejects every group of a task whose reward has contradicted itself.
 
     A group with two valid rollouts of one answer and different rewards
@@ -49,14 +51,18 @@ def reward_consistency(num_tasks: int, *, axis_name: str | None = None) -> Admis
 
     It needs the answers (``GroupResults.answers``) and has the sampler's limits: it cannot
     see noise in a group whose answers all differ, nor a wrong but fixed reference. A marked
-    task stays marked for the run. Marks are per pool entry: in a pool that repeats a task,
-    each copy is marked by its own contradicting group.
+    task stays marked for the run. With ``entry_task`` (a pool that repeats tasks) a proof
+    marks every copy of its task.
 
-    Cost: O(G K^2) per batch, ``bool[N]`` of state (split over the mesh with ``axis_name``).
+    Cost: O(G K^2) per batch (plus O(N log G) with ``entry_task``), ``bool[N]`` of state
+    (split over the mesh with ``axis_name``).
 
     Args:
       num_tasks: pool size ``N`` (groups with a task id outside ``[0, N)`` are judged by their
         own answers only).
+      entry_task: ``int[N]``, entries with equal values hold the same task (e.g.
+        :func:`curriculax.tasks.distinct_tasks`; a config passes it as context): a proof on
+        one copy rejects every copy. None: each entry its own task.
       axis_name: the mesh axis along which per-task state is split under ``shard_map``.
 
     Returns:
@@ -73,6 +79,7 @@ def reward_consistency(num_tasks: int, *, axis_name: str | None = None) -> Admis
       [False, True]
     """
     n = check_num_tasks(num_tasks)
+    rep = task_of(entry_task, n, "reward_consistency gate")
 
     def init(key: jax.Array) -> ConsistencyGateState:
         del key
@@ -81,7 +88,7 @@ def reward_consistency(num_tasks: int, *, axis_name: str | None = None) -> Admis
         )
 
     def admit(state: ConsistencyGateState, results: GroupResults):
-        bad, flags, noisy = mark(state.contradicted, results, _shard.bound(axis_name))
+        bad, flags, noisy = mark(state.contradicted, results, _shard.bound(axis_name), rep)
         admitted = ~(bad | noisy)
         judged = jnp.any(jnp.asarray(results.valid, bool), axis=1)
         rejected = _counters.add(state.rejected, jnp.sum(~admitted & judged, dtype=jnp.int32))

@@ -10,7 +10,7 @@ import numpy as np
 
 from curriculax import _counters, _progress, _shard
 from curriculax._checks import check_num, check_num_tasks
-from curriculax._contradiction import mark, marked
+from curriculax._contradiction import mark, marked, task_of
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.gates.reward_consistency import ConsistencyGateState
 from curriculax.samplers import _wrapping
@@ -100,13 +100,13 @@ def reward_consistency(
     reads, not the whole text), and it cannot see a reward that is a deterministic function of
     the answer but of the wrong one (a wrong reference: that task reads as one the policy
     fails, so it draws no variance anyway). A contradicted task stays marked for the run.
-    Marks are per pool entry, also where the inner sampler pools copies of a task
-    (``entry_task``): a copy is marked by its own contradicting group, so the other copies of
-    a noisy task stay unmuted, and may be drawn as replacements, until theirs (every stored
-    study measured this; marking the task at once is docs/noise.md's open item).
+    Where the inner sampler pools copies of a task (``entry_task``), a proof marks every copy
+    (each copy's entry is marked: marks stay per entry, and ``contradicted_tasks`` lists them
+    all), so no copy of a noisy task is drawn as a replacement or reaches ``inner`` unmuted.
 
     Cost: the inner sampler's, plus one O(N) pass and a ``top_k`` of ``num`` per ``sample``
-    (the replacements) and O(G K^2) per ``observe``. It wraps samplers that return pool ids.
+    (the replacements) and O(G K^2) per ``observe`` (plus O(N log G) with copies). It wraps
+    samplers that return pool ids.
 
     Args:
       num_tasks: pool size ``N``.
@@ -135,6 +135,8 @@ def reward_consistency(
     if not 0.0 <= keep_share <= 1.0:
         raise ValueError(f"keep_share must lie in [0, 1], got {keep_share}")
 
+    rep = task_of(inner.entry_task, n, "reward_consistency")
+
     def init(key: jax.Array) -> RewardConsistencyState:
         return RewardConsistencyState(
             inner.init(key), jnp.zeros((n,), bool), _counters.zero(), _counters.zero()
@@ -158,7 +160,7 @@ def reward_consistency(
         return ids, state._replace(inner=inner_state, skipped=skipped)
 
     def observe(state: RewardConsistencyState, results: GroupResults) -> RewardConsistencyState:
-        bad, flags, muted = mark(state.contradicted, results, _shard.bound(axis_name))
+        bad, flags, muted = mark(state.contradicted, results, _shard.bound(axis_name), rep)
         quiet = results._replace(
             rewards=jnp.where(muted[:, None], 0.0, results.rewards).astype(results.rewards.dtype),
             advantages=jnp.where(muted[:, None, None], 0.0, results.advantages).astype(

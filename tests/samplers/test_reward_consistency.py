@@ -164,3 +164,32 @@ def test_on_a_pool_without_noise_nothing_is_marked_or_skipped():
     assert not np.asarray(trace.state.contradicted).any()
     assert np.asarray(trace.state.groups).tolist() == [0, 0]
     assert np.asarray(trace.state.skipped).tolist() == [0, 0]
+
+
+def test_a_proof_on_one_copy_mutes_and_skips_every_copy_of_its_task():
+    """Entries 0-3 hold one task, 4-7 another: a contradicting group of entry 0 marks 0-3, so
+    a group of entry 1 reaches the inner sampler as failures and no copy is drawn again
+    (keep_share 0), as the gate of that name rejects every copy."""
+    et = [0, 0, 0, 0, 1, 1, 1, 1]
+    inner = cx.samplers.learnability(8, entry_task=et, draw="mean", uniform_share=0.0)
+    s = cx.samplers.reward_consistency(8, inner, keep_share=0.0)
+    state = s.init(jax.random.key(0))
+    proof = group_results([0], [[1.0, 0.0, 1.0, 0.0]])._replace(answers=jnp.array([[7] * 4]))
+    state = s.observe(state, proof)
+    assert cx.samplers.contradicted_tasks(state).tolist() == [0, 1, 2, 3]
+    other_copy = group_results([1], [[1.0, 0.0, 1.0, 0.0]])._replace(
+        answers=jnp.array([[1, 2, 3, 4]])
+    )
+    state = s.observe(state, other_copy)
+    assert float(state.inner.successes[0]) == 0.0  # muted: failures only
+    drawn = np.concatenate(
+        [np.asarray(s.sample(state, jax.random.key(i), 2)[0]) for i in range(100)]
+    )
+    assert set(drawn.tolist()) <= {4, 5, 6, 7}
+
+    gate = cx.gates.reward_consistency(8, entry_task=et)
+    g = gate.init(jax.random.key(0))
+    vote, g = gate.admit(g, proof)
+    vote2, g = gate.admit(g, other_copy._replace(task_ids=jnp.array([2])))
+    assert vote.tolist() == [False] and vote2.tolist() == [False]
+    assert cx.samplers.contradicted_tasks(g).tolist() == [0, 1, 2, 3]

@@ -43,10 +43,24 @@ SAMPLERS = {
     "reward_consistency": lambda axis: cx.samplers.reward_consistency(
         N, cx.samplers.learnability(N, axis_name=axis), axis_name=axis
     ),
+    # A proof marks every copy of its task, copies spread over the devices.
+    "reward_consistency_repeated_entries": lambda axis: cx.samplers.reward_consistency(
+        N,
+        cx.samplers.learnability(N, entry_task=np.arange(N) % 12, axis_name=axis),
+        axis_name=axis,
+    ),
     # A gate with per-task state: its votes and marks must not depend on the split either.
     "reward_consistency_gate": lambda axis: (
         cx.samplers.learnability(N, axis_name=axis),
         {"consistency": cx.gates.reward_consistency(N, axis_name=axis)},
+    ),
+    "reward_consistency_gate_repeated_entries": lambda axis: (
+        cx.samplers.learnability(N, axis_name=axis),
+        {
+            "consistency": cx.gates.reward_consistency(
+                N, entry_task=np.arange(N) % 12, axis_name=axis
+            )
+        },
     ),
     # The category rates are summed over the devices (categories spread across them).
     "hierarchical_learnability": lambda axis: cx.samplers.hierarchical_learnability(
