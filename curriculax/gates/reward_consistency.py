@@ -68,7 +68,7 @@ def reward_consistency(
     Returns:
       An :class:`~curriculax.AdmissionGate`. Metrics: ``rejected`` (cumulative),
       ``admit_rate`` (last batch, over groups with a valid rollout) and ``contradicted``
-      (tasks marked).
+      (entries marked: each copy of a task).
 
     Example:
       >>> gate = reward_consistency(4)

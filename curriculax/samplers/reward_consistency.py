@@ -119,8 +119,8 @@ def reward_consistency(
 
     Returns:
       A :class:`~curriculax.TaskSampler`. Metrics: the inner sampler's under ``inner/``, plus
-      ``noise/contradicted`` (tasks marked), ``noise/contradicting_groups`` and
-      ``noise/skipped`` (draws replaced; both cumulative).
+      ``noise/contradicted`` (entries marked: each copy of a task),
+      ``noise/contradicting_groups`` and ``noise/skipped`` (draws replaced; both cumulative).
 
     Example:
       >>> s = reward_consistency(4, learnability(4))
