@@ -335,13 +335,18 @@ def fmt_censored(values: np.ndarray, stat: Stat, budget: float | np.ndarray) -> 
 
 
 def fmt_censored_interval(
-    values: np.ndarray, stat: Stat, budget: float | np.ndarray, **kwargs: Any
+    values: np.ndarray,
+    stat: Stat,
+    budget: float | np.ndarray,
+    interval: tuple[float, float, float] | None = None,
+    **kwargs: Any,
 ) -> str:
     """``12,345 [10,000, 15,000]``: ``stat`` and its :func:`bootstrap` interval (``kwargs``
-    passed on), each value a miss enters written as in :func:`fmt_censored` (its bound from
-    the same resamples with every miss counted at ``budget``)."""
+    passed on; ``interval``: that bootstrap's result where the caller has it already), each
+    value a miss enters written as in :func:`fmt_censored` (its bound from the same resamples
+    with every miss counted at ``budget``)."""
     v = np.asarray(values, np.float64)
-    point, lo, hi = bootstrap(v, stat, **kwargs)
+    point, lo, hi = bootstrap(v, stat, **kwargs) if interval is None else interval
     floors = bootstrap(np.minimum(v, budget), stat, **kwargs)
     point_text, lo_text, hi_text = (
         fmt_count(x, bound=f) for x, f in zip((point, lo, hi), floors, strict=True)

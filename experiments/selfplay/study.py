@@ -320,7 +320,7 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
                 arm,
                 f"{m[0]:.3f} [{m[1]:.3f}, {m[2]:.3f}]",
                 " ".join(f"{x:.2f}" for x in final),
-                S.fmt_censored_interval(hits, S.median, budget),
+                S.fmt_censored_interval(hits, S.median, budget, t),
                 f"{int(np.isfinite(hits).sum())}/{len(rs)}",
             ]
         )
