@@ -70,6 +70,9 @@ def _chain(error: BaseException):
         error = error.__cause__ or error.__context__
 
 
+# Where Orbax renames a step it deletes (beyond max_to_keep), whole, before it is removed.
+_DELETING = ".deleting"
+
 # Files every committed step holds (relative to the step's directory).
 _STEP_FILES = ("meta/metadata", "state/_METADATA", "state/manifest.ocdbt")
 
@@ -274,7 +277,10 @@ class CheckpointStore:
 
     Orbax takes every numbered folder in the directory for a checkpoint and deletes the oldest
     beyond ``max_to_keep``: a save refuses (before writing anything) to run where a numbered
-    folder lacks this store's items, naming each, so nothing else kept there is deleted.
+    folder lacks this store's items, naming each, so nothing else kept there is deleted. An old
+    step is first renamed, whole, into the hidden folder ``.deleting`` of the directory and
+    removed from there (after each save and when a store opens), so a process killed while
+    deleting leaves no half-deleted numbered folder behind.
 
     Args:
       directory: where checkpoints live (made absolute; created on first save).
@@ -305,11 +311,14 @@ class CheckpointStore:
         self._in_flight: int | None = None
         self._closed = False
         self._manager = self._open(self.directory)
+        self._purge_deleted()
 
     def _open(self, directory: str) -> ocp.CheckpointManager:
         return ocp.CheckpointManager(
             directory,
-            options=ocp.CheckpointManagerOptions(max_to_keep=self._max_to_keep, create=True),
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=self._max_to_keep, create=True, todelete_subdir=_DELETING
+            ),
             item_names=self._item_names,
         )
 
@@ -369,7 +378,9 @@ class CheckpointStore:
                 f"refusing to save in {self.directory}: {len(foreign)} numbered folder(s) there "
                 f"are not checkpoints of this kind ({', '.join(foreign[:5])}"
                 f"{' ...' if len(foreign) > 5 else ''}), and Orbax would delete them as old "
-                "steps; move them or save elsewhere"
+                "steps; move them or save elsewhere (one holding some of this store's items and "
+                "no _CHECKPOINT_METADATA is an old step whose deletion was cut short by an "
+                "earlier version: delete it)"
             )
         self.check_writable()
         args = ocp.args.Composite(**items)
@@ -407,6 +418,15 @@ class CheckpointStore:
         _sync("curriculax-replace-done")
         self._manager.reload()
 
+    def _purge_deleted(self) -> None:
+        """Removes the old steps Orbax renamed into ``.deleting`` (on the primary process).
+
+        Called with no save in flight: Orbax renames into the folder only while finishing one.
+        """
+        deleting = os.path.join(self.directory, _DELETING)
+        if jax.process_index() == 0 and os.path.isdir(deleting):
+            shutil.rmtree(deleting)
+
     def _step_dir(self, step: int) -> str:
         return os.path.join(self.directory, str(step))
 
@@ -434,6 +454,7 @@ class CheckpointStore:
             raise self._failed(step, e) from e
         if step is not None and not os.path.isdir(self._step_dir(step)):
             raise self._failed(step, "it was not committed")
+        self._purge_deleted()
 
     def meta(self, step: int) -> dict:
         out = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))

@@ -107,3 +107,42 @@ def test_a_save_refuses_numbered_folders_that_are_not_its_checkpoints(tmp_path):
         assert store.foreign_steps() == [] and store.steps() == [6]
     finally:
         store.close()
+
+
+def test_old_steps_leave_whole_through_a_hidden_folder(tmp_path, monkeypatch):
+    """Orbax deletes a step file by file: a process killed in between once left a half-deleted
+    numbered folder that stopped every later save. Old steps are renamed, whole, into
+    ``.deleting`` first (shown here with its removal held back) and removed from there."""
+    directory = tmp_path / "ckpt"
+    monkeypatch.setattr(CheckpointStore, "_purge_deleted", lambda self: None)
+    store = CheckpointStore(directory, max_to_keep=1)
+    for step in (1, 2, 3):
+        store.save(step, tree(float(step)), {"v": step})
+    store.close()
+    assert sorted(os.listdir(directory)) == [".deleting", "3"]
+    for step in ("1", "2"):
+        held = directory / ".deleting" / step
+        assert {"state", "meta", "_CHECKPOINT_METADATA"} <= set(os.listdir(held))
+    monkeypatch.undo()
+    assert restored(directory, 3) == 3.0  # opening removes them
+    assert sorted(os.listdir(directory)) == ["3"]
+
+
+def test_a_removal_cut_short_is_finished_and_the_next_save_runs(tmp_path):
+    """A kill while removing ``.deleting`` leaves part of a step there, out of Orbax's sight."""
+    directory = tmp_path / "ckpt"
+    store = CheckpointStore(directory, max_to_keep=1)
+    store.save(1, tree(1.0), {"v": 1})
+    store.close()
+    (directory / ".deleting" / "0" / "state").mkdir(parents=True)
+    (directory / ".deleting" / "0" / "state" / "_METADATA").write_text("{}")
+    store = CheckpointStore(directory, max_to_keep=1)
+    try:
+        assert store.foreign_steps() == [] and store.steps() == [1]
+        assert not (directory / ".deleting").exists()
+        store.save(2, tree(2.0), {"v": 2})
+        store.wait()
+        assert sorted(os.listdir(directory)) == ["2"]
+    finally:
+        store.close()
+    assert restored(directory, 2) == 2.0
