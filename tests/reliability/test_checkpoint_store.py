@@ -3,10 +3,14 @@ committed before the old one goes (and a crash between the two renames is recove
 directory it cannot write to fails the save at once instead of leaving Orbax threads waiting."""
 
 import os
+import signal
+import subprocess
+import sys
 
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
 import pytest
+from reliability_helpers import REPO, subprocess_env
 
 from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
 
@@ -146,3 +150,48 @@ def test_a_removal_cut_short_is_finished_and_the_next_save_runs(tmp_path):
     finally:
         store.close()
     assert restored(directory, 2) == 2.0
+
+
+# Saves step 1, then dies (SIGKILL) on the first file deleted after step 2's save starts:
+# inside Orbax's deletion of step 1 once, inside the store's removal of ``.deleting`` now.
+_KILLED_WHILE_DELETING = """
+import os, signal, sys
+import jax.numpy as jnp
+from curriculax.checkpoint import CheckpointStore
+store = CheckpointStore(sys.argv[1], max_to_keep=1)
+store.save(1, {"x": jnp.full((3,), 1.0)}, {"v": 1})
+store.wait()
+unlink = os.unlink
+def unlink_then_die(*args, **kwargs):
+    unlink(*args, **kwargs)
+    print("killed deleting", args[0], flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+os.unlink = unlink_then_die
+store.save(2, {"x": jnp.full((3,), 2.0)}, {"v": 2})
+store.wait()
+"""
+
+
+def test_a_process_killed_while_deleting_an_old_step_leaves_the_next_save_free(tmp_path):
+    """The py3.12 CI failure of 2026-12-06, made deterministic: a kill part way through a
+    deletion once left ``1/`` half deleted, counted as a step (here, one file gone) or, once
+    one of its items was gone (in CI), refused as foreign by every later save."""
+    directory = tmp_path / "ckpt"
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_WHILE_DELETING, str(directory)],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    assert "killed deleting" in child.stdout
+    store = CheckpointStore(directory, max_to_keep=1)
+    try:
+        assert store.foreign_steps() == [] and store.steps() == [2]
+        store.save(3, tree(3.0), {"v": 3})
+        store.wait()
+    finally:
+        store.close()
+    assert restored(directory, 3) == 3.0
