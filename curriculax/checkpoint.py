@@ -422,10 +422,12 @@ class CheckpointStore:
         """Removes the old steps Orbax renamed into ``.deleting`` (on the primary process).
 
         Called with no save in flight: Orbax renames into the folder only while finishing one.
+        What cannot be removed (a read-only directory opened to restore) is left: Orbax does
+        not look there, and the next store to open the directory tries again.
         """
         deleting = os.path.join(self.directory, _DELETING)
         if jax.process_index() == 0 and os.path.isdir(deleting):
-            shutil.rmtree(deleting)
+            shutil.rmtree(deleting, ignore_errors=True)
 
     def _step_dir(self, step: int) -> str:
         return os.path.join(self.directory, str(step))

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
@@ -195,3 +196,28 @@ def test_a_process_killed_while_deleting_an_old_step_leaves_the_next_save_free(t
     finally:
         store.close()
     assert restored(directory, 3) == 3.0
+
+
+@pytest.mark.read_only_dirs
+def test_a_read_only_directory_with_old_steps_held_back_still_restores(tmp_path, monkeypatch):
+    """Opening a store removes ``.deleting``; where it cannot (a read-only copy opened to
+    restore), the store still opens and restores. As root this runs in a child without
+    CAP_DAC_OVERRIDE (conftest.py)."""
+    directory = tmp_path / "ckpt"
+    with monkeypatch.context() as held:
+        held.setattr(CheckpointStore, "_purge_deleted", lambda self: None)
+        store = CheckpointStore(directory, max_to_keep=1)
+        store.save(1, tree(1.0), {"v": 1})
+        store.save(2, tree(2.0), {"v": 2})
+        store.close()
+    folders = [Path(root) for root, _, _ in os.walk(directory)]
+    for folder in reversed(folders):
+        folder.chmod(0o555)
+    with pytest.raises(PermissionError):  # the premise: this process cannot delete there
+        (directory / ".deleting" / "1" / "probe").mkdir()
+    try:
+        assert restored(directory, 2) == 2.0
+        assert (directory / ".deleting" / "1" / "state").is_dir()
+    finally:
+        for folder in folders:
+            folder.chmod(0o755)
