@@ -72,6 +72,11 @@ def _chain(error: BaseException):
 
 # Where Orbax renames a step it deletes (beyond max_to_keep), whole, before it is removed.
 _DELETING = ".deleting"
+# Orbax writes step N in "N.orbax-checkpoint-tmp" (older versions add "-<timestamp>") and
+# renames it to "N" once committed; one left behind is a save a killed process never finished.
+_UNFINISHED_STEP = re.compile(r"\d+\.orbax-checkpoint-tmp(-\d+)?")
+# check_writable's probe folders: "<prefix><process index>-<random>".
+_PROBE = ".write-probe-"
 
 # Files every committed step holds (relative to the step's directory).
 _STEP_FILES = ("meta/metadata", "state/_METADATA", "state/manifest.ocdbt")
@@ -279,8 +284,10 @@ class CheckpointStore:
     beyond ``max_to_keep``: a save refuses (before writing anything) to run where a numbered
     folder lacks this store's items, naming each, so nothing else kept there is deleted. An old
     step is first renamed, whole, into the hidden folder ``.deleting`` of the directory and
-    removed from there (after each save and when a store opens), so a process killed while
-    deleting leaves no half-deleted numbered folder behind.
+    removed from there, so a process killed while deleting leaves no half-deleted numbered
+    folder behind. What a killed process leaves (that folder, a step it was writing, a write
+    probe) is removed by the next store that saves there, before its save and after it; a store
+    that only reads deletes nothing, so opening one beside a live run is safe.
 
     Args:
       directory: where checkpoints live (made absolute; created on first save).
@@ -311,7 +318,6 @@ class CheckpointStore:
         self._in_flight: int | None = None
         self._closed = False
         self._manager = self._open(self.directory)
-        self._purge_deleted()
 
     def _open(self, directory: str) -> ocp.CheckpointManager:
         return ocp.CheckpointManager(
@@ -338,9 +344,13 @@ class CheckpointStore:
         """Raises :class:`CheckpointSaveError` if a save could not start in the directory (it
         is a file, or read-only). Orbax would start the save anyway and leave threads waiting
         for a directory that never appears."""
+        prefix = f"{_PROBE}{jax.process_index()}-"
         try:
             os.makedirs(self.directory, exist_ok=True)
-            os.rmdir(tempfile.mkdtemp(prefix=".write-probe-", dir=self.directory))
+            for name in os.listdir(self.directory):  # this process's, left by a kill
+                if name.startswith(prefix):
+                    os.rmdir(os.path.join(self.directory, name))
+            os.rmdir(tempfile.mkdtemp(prefix=prefix, dir=self.directory))
         except OSError as e:
             raise self._failed(None, e) from None
 
@@ -383,6 +393,7 @@ class CheckpointStore:
                 "earlier version: delete it)"
             )
         self.check_writable()
+        self._remove_leftovers()
         args = ocp.args.Composite(**items)
         if step in self._manager.all_steps():
             self._replace(step, args)
@@ -413,33 +424,47 @@ class CheckpointStore:
         if primary:
             old, target = os.path.join(self._staging, f"old-{step}"), self._step_dir(step)
             os.rename(target, old)  # from here to the next rename, recovery moves `new` in
-            os.rename(new, target)
+            try:
+                os.rename(new, target)
+            except FileNotFoundError:  # a store opened meanwhile moved it in
+                if not os.path.isdir(target):
+                    raise
             shutil.rmtree(self._staging)
         _sync("curriculax-replace-done")
         self._manager.reload()
 
-    def _purge_deleted(self) -> None:
-        """Removes the old steps Orbax renamed into ``.deleting`` (on the primary process).
+    def _remove_leftovers(self) -> None:
+        """Removes (on the primary process) the old steps Orbax renamed into ``.deleting``, the
+        unfinished steps a killed process left (``N.orbax-checkpoint-tmp``) and the staging
+        folder of a replacement it cut short.
 
-        Called with no save in flight: Orbax renames into the folder only while finishing one.
-        What cannot be removed (a read-only directory opened to restore) is left: Orbax does
-        not look there, and the next store to open the directory tries again.
+        Called only by a store that saves, with none of its saves in flight: Orbax renames into
+        ``.deleting`` only while finishing a save, and one process saves in a directory at a
+        time. Called before each save starts and after each finishes.
         """
-        deleting = os.path.join(self.directory, _DELETING)
-        if jax.process_index() == 0 and os.path.isdir(deleting):
-            shutil.rmtree(deleting, ignore_errors=True)
+        if jax.process_index() != 0:
+            return
+        shutil.rmtree(self._staging, ignore_errors=True)
+        if not os.path.isdir(self.directory):
+            return
+        for name in os.listdir(self.directory):
+            if name == _DELETING or _UNFINISHED_STEP.fullmatch(name):
+                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
     def _step_dir(self, step: int) -> str:
         return os.path.join(self.directory, str(step))
 
     def _recover_replacement(self) -> None:
-        """Finishes a replacement a crash interrupted between its two renames."""
+        """Finishes a replacement a crash interrupted between its two renames (the committed
+        new copy moves in where its step is missing); the rest of the staging folder is left
+        to the next save (:meth:`_remove_leftovers`)."""
         if jax.process_index() != 0 or not os.path.isdir(self._staging):
             return
         for name in os.listdir(self._staging):
             if name.isdigit() and not os.path.exists(self._step_dir(int(name))):
-                os.rename(os.path.join(self._staging, name), self._step_dir(int(name)))
-        shutil.rmtree(self._staging)
+                # A live run between its renames (a reader opened beside it) does the same.
+                with contextlib.suppress(FileNotFoundError):
+                    os.rename(os.path.join(self._staging, name), self._step_dir(int(name)))
 
     def check(self) -> None:
         """Raises :class:`CheckpointSaveError` if the last save has finished and failed; returns
@@ -454,9 +479,10 @@ class CheckpointStore:
             self._manager.wait_until_finished()
         except Exception as e:
             raise self._failed(step, e) from e
-        if step is not None and not os.path.isdir(self._step_dir(step)):
-            raise self._failed(step, "it was not committed")
-        self._purge_deleted()
+        if step is not None:
+            if not os.path.isdir(self._step_dir(step)):
+                raise self._failed(step, "it was not committed")
+            self._remove_leftovers()
 
     def meta(self, step: int) -> dict:
         out = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
