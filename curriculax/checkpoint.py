@@ -75,6 +75,14 @@ _DELETING = ".deleting"
 # Orbax writes step N in "N.orbax-checkpoint-tmp" (older versions add "-<timestamp>") and
 # renames it to "N" once committed; one left behind is a save a killed process never finished.
 _UNFINISHED_STEP = re.compile(r"\d+\.orbax-checkpoint-tmp(-\d+)?")
+
+
+def unfinished_save(name: str) -> bool:
+    """Whether ``name`` (an entry of a checkpoint directory) is a step Orbax is writing, or was
+    when its process stopped (``N.orbax-checkpoint-tmp``)."""
+    return _UNFINISHED_STEP.fullmatch(name) is not None
+
+
 # check_writable's probe folders: "<prefix><process index>-<random>".
 _PROBE = ".write-probe-"
 
@@ -448,7 +456,7 @@ class CheckpointStore:
         if not os.path.isdir(self.directory):
             return
         for name in os.listdir(self.directory):
-            if name == _DELETING or _UNFINISHED_STEP.fullmatch(name):
+            if name == _DELETING or unfinished_save(name):
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
     def _step_dir(self, step: int) -> str:

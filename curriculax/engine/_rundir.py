@@ -21,6 +21,8 @@ import sys
 import jax
 import numpy as np
 
+from curriculax.checkpoint import unfinished_save
+
 LOGS = ("metrics.jsonl", "traces.jsonl", "summary.json")
 LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
@@ -119,7 +121,7 @@ def contents(run_dir: str) -> Contents:
     ckpt = os.path.join(run_dir, CHECKPOINTS)
     names = os.listdir(ckpt) if os.path.isdir(ckpt) else []
     steps = tuple(sorted(int(n) for n in names if n.isdigit()))
-    unfinished = tuple(sorted(n for n in names if "orbax-checkpoint-tmp" in n))
+    unfinished = tuple(sorted(n for n in names if unfinished_save(n)))
     logs = [n for n in LOGS if os.path.isfile(p := os.path.join(run_dir, n)) and os.path.getsize(p)]
     tb = os.path.join(run_dir, "tensorboard")
     if os.path.isdir(tb) and os.listdir(tb):
