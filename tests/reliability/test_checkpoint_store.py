@@ -67,6 +67,28 @@ def test_a_replacement_cut_between_its_renames_is_finished_on_open(tmp_path):
     assert not staging.exists()
 
 
+def test_a_reader_opened_inside_a_live_replacement_breaks_nothing(tmp_path, monkeypatch):
+    """A store opened (to look) while a run is between its replacement's two renames moves the
+    new copy in, as after a crash; the run's own second rename then finds it done."""
+    directory = tmp_path / "ckpt"
+    store = CheckpointStore(directory)
+    store.save(5, tree(1.0), {})
+    store.wait()
+    rename, target = os.rename, str(directory / "5")
+
+    def rename_then_look(src, dst):
+        rename(src, dst)
+        if os.fspath(src) == target:
+            monkeypatch.setattr(os, "rename", rename)
+            assert restored(directory, 5) == 2.0
+
+    monkeypatch.setattr(os, "rename", rename_then_look)
+    store.save(5, tree(2.0), {})
+    store.close()
+    assert os.rename is rename  # the look happened
+    assert restored(directory, 5) == 2.0
+
+
 @pytest.mark.parametrize(
     "how", ["a file", pytest.param("read-only", marks=pytest.mark.read_only_dirs)]
 )
