@@ -390,6 +390,7 @@ class CheckpointStore:
         if set(items) != set(self._item_names):
             raise ValueError(f"save_items takes the items {self._item_names}, got {sorted(items)}")
         self.wait()
+        self._finish_replacement()  # one of its own this store failed to finish
         foreign = self.foreign_steps()
         if foreign:
             raise ValueError(
@@ -452,6 +453,7 @@ class CheckpointStore:
         """
         if jax.process_index() != 0:
             return
+        self._finish_replacement()  # a committed copy whose step is missing moves in first
         shutil.rmtree(self._staging, ignore_errors=True)
         if not os.path.isdir(self.directory):
             return
@@ -459,20 +461,28 @@ class CheckpointStore:
             if name == _DELETING or unfinished_save(name):
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
+    def _finish_replacement(self) -> None:
+        """:meth:`_recover_replacement` for an open store (its Orbax manager relists steps)."""
+        if self._recover_replacement():
+            self._manager.reload()
+
     def _step_dir(self, step: int) -> str:
         return os.path.join(self.directory, str(step))
 
-    def _recover_replacement(self) -> None:
+    def _recover_replacement(self) -> bool:
         """Finishes a replacement a crash interrupted between its two renames (the committed
         new copy moves in where its step is missing); the rest of the staging folder is left
-        to the next save (:meth:`_remove_leftovers`)."""
+        to the next save (:meth:`_remove_leftovers`). Returns whether a step moved in."""
         if jax.process_index() != 0 or not os.path.isdir(self._staging):
-            return
+            return False
+        moved = False
         for name in os.listdir(self._staging):
             if name.isdigit() and not os.path.exists(self._step_dir(int(name))):
                 # A live run between its renames (a reader opened beside it) does the same.
                 with contextlib.suppress(FileNotFoundError):
                     os.rename(os.path.join(self._staging, name), self._step_dir(int(name)))
+                    moved = True
+        return moved
 
     def check(self) -> None:
         """Raises :class:`CheckpointSaveError` if the last save has finished and failed; returns

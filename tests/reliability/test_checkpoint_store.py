@@ -204,3 +204,33 @@ def test_a_read_only_directory_with_old_steps_held_back_still_restores(tmp_path,
     finally:
         for folder in folders:
             folder.chmod(0o755)
+
+
+def test_a_replacement_that_failed_between_its_renames_is_finished_by_the_next_save(
+    tmp_path, monkeypatch
+):
+    """The second rename fails (the first moved the old copy aside): the next save of the same
+    store moves the committed new copy in before it clears the staging folder."""
+    directory = tmp_path / "ckpt"
+    store = CheckpointStore(directory)
+    store.save(5, tree(1.0), {})
+    store.wait()
+    rename, staged = os.rename, str(tmp_path / ".ckpt.replacing" / "5")
+
+    def refuse_the_swap(src, dst):
+        if os.fspath(src) == staged:
+            raise PermissionError(13, "Permission denied", src)
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", refuse_the_swap)
+    with pytest.raises(PermissionError):
+        store.save(5, tree(2.0), {})
+    monkeypatch.undo()
+    store.save(6, tree(3.0), {})
+    store.close()
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]
+    for step, value in ((5, 2.0), (6, 3.0)):
+        store = CheckpointStore(directory)
+        assert store.steps() == [5, 6]
+        assert float(store.restore(step, tree(0.0))["x"][0]) == value
+        store.close()
