@@ -226,7 +226,8 @@ class HostCurriculum:
         Raises:
           ValueError: shapes that do not line up, groups of no rollouts (``K = 0``), or task
             ids outside ``[0, num_tasks)`` (naming them).
-          TypeError: task ids, ``valid`` or ``answers`` that are not integers (or booleans).
+          TypeError: task ids, ``valid``, ``token_mask`` or ``answers`` that are not integers
+            (or booleans).
         """
         ids = np.asarray(task_ids)
         if ids.ndim != 1:
@@ -259,7 +260,7 @@ class HostCurriculum:
         if token_mask is not None:
             if advantages is None or advantages.ndim != 3:
                 raise ValueError("token_mask goes with per-token advantages float[G, K, T]")
-            token_mask = np.asarray(token_mask, bool)
+            token_mask = _of_kind(token_mask, "token_mask", "biu").astype(bool)
             if token_mask.shape != advantages.shape:
                 raise ValueError(
                     f"token_mask must match advantages {advantages.shape}, "
@@ -538,18 +539,20 @@ class HostCurriculum:
             raise ValueError(f"restore {store.directory} (step {step}): {e}") from None
 
     def _check_ids(self, ids: np.ndarray) -> None:
-        if self.num_tasks is None or ids.size == 0:
-            wide = ids.dtype.itemsize > 4 or (ids.dtype.kind == "u" and ids.dtype.itemsize == 4)
-            if ids.size and wide and (ids.min() < -(2**31) or ids.max() >= 2**31):
-                raise ValueError("task ids must fit in int32")
+        """Task ids lie in ``[0, num_tasks)``, or with no ``num_tasks`` in ``[0, 2**31)`` (a
+        negative id would index a per-task state from its end)."""
+        if ids.size == 0:
             return
-        bad = (ids < 0) | (ids >= self.num_tasks)
+        high, bound = self.num_tasks, f"[0, {self.num_tasks})"
+        if high is None:
+            high, bound = 2**31, "[0, 2**31) (int32 task ids)"
+        bad = (ids < 0) | (ids >= high)
         if bad.any():
             rows = np.flatnonzero(bad)
             shown = ", ".join(f"row {r}: {int(ids[r])}" for r in rows[:5])
             more = f" and {rows.size - 5} more" if rows.size > 5 else ""
             raise ValueError(
-                f"observe: {rows.size} task id(s) outside [0, {self.num_tasks}) ({shown}{more}); "
+                f"observe: {rows.size} task id(s) outside {bound} ({shown}{more}); "
                 "pass the ids that sample() returned for these groups"
             )
 

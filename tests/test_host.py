@@ -175,6 +175,8 @@ def test_given_advantages_sequence_and_token_level():
     assert got.tolist() == [False, True, False]
     with pytest.raises(ValueError, match="token_mask must match advantages"):
         host.observe(ids, rewards, advantages=adv3, token_mask=mask[:, :, :2])
+    with pytest.raises(TypeError, match="token_mask must hold booleans or integers, got float"):
+        host.observe(ids, rewards, advantages=adv3, token_mask=np.full((3, 2, 4), 0.2))
 
 
 def test_state_dict_round_trip_gives_identical_next_draws():
@@ -320,6 +322,21 @@ def test_out_of_range_ids_are_refused_on_the_host():
     with pytest.raises(ValueError, match=r"2 task id\(s\) outside \[0, 64\).*row 1: 64.*row 2: -1"):
         host.observe(np.array([3, N, -1]), np.zeros((3, 2), np.float32))
     assert host.observe_calls == 0 and host.metrics()["groups"] == 0
+
+
+def test_ids_of_a_pool_of_unknown_size_are_refused_below_0_and_past_int32():
+    """``sequential(None)`` declares no pool: a negative id would index a gate's per-task
+    state from its end, so it is refused on the host all the same."""
+    host = cx.HostCurriculum(
+        cx.curriculum(cx.samplers.sequential(None), gates={"c": cx.gates.reward_consistency(8)})
+    )
+    assert host.num_tasks is None
+    answers = np.zeros((3, 2), np.int64)
+    with pytest.raises(
+        ValueError, match=r"2 task id\(s\) outside \[0, 2\*\*31\).*row 0: -1.*row 1: 2147483648"
+    ):
+        host.observe(np.array([-1, 2**31, 5]), np.zeros((3, 2), np.float32), answers=answers)
+    assert host.observe_calls == 0
 
 
 SIZES = [13, 5, 30, 17, 9, 31, 20, 8, 3, 27, 16, 11]  # buckets 8, 16, 32

@@ -38,7 +38,9 @@ class DrawLedger:
         ``[0, num_records)``); must not be below the curriculum's ``num_tasks``.
 
     Attributes:
-      draws: ``int`` draws handed out so far (replays after a restore included).
+      draws: ``int`` draws made so far: a saved draw handed out again after a restore is
+        counted once (the state it came from counted it), so a run resumed from a checkpoint
+        reaches a batch limit on the same draw as the uninterrupted run.
       in_flight: ``list[np.int32[n]]`` draws not yet fully observed, oldest first.
     """
 
@@ -55,30 +57,40 @@ class DrawLedger:
         with self.lock:
             return [ids.copy() for ids, _ in self._in_flight]
 
+    @property
+    def replaying(self) -> bool:
+        """Whether draws restored from a checkpoint wait to be handed out again (they come
+        before any new draw, past a batch limit too: the run they came from drew them)."""
+        with self.lock:
+            return bool(self._replay)
+
     def draw(self, n: int) -> np.ndarray:
         """The next ``n`` task ids (``np.int32[n]``): a draw saved in flight by a checkpoint
-        first (it must hold ``n`` ids), else a fresh ``curriculum.sample(n)``."""
+        first (it must hold ``n`` ids, and stays saved if not), else a fresh
+        ``curriculum.sample(n)``."""
         n = int_at_least(n, "n")
         with self.lock:
             if self._replay:
-                ids = self._replay.popleft()
-                if ids.shape[0] != n:
+                if self._replay[0].shape[0] != n:
                     raise ValueError(
-                        f"the checkpoint holds an in-flight draw of {ids.shape[0]} tasks but the "
-                        f"trainer now asks for {n}; resume with the batch size it was saved with"
+                        f"the checkpoint holds an in-flight draw of {self._replay[0].shape[0]} "
+                        f"tasks but the trainer now asks for {n}; resume with the batch size it "
+                        "was saved with"
                     )
-            else:
-                ids = self.curriculum.sample(n)
-                if isinstance(ids, TaskDraw):
-                    raise TypeError(
-                        "this sampler hands out task payloads (a TaskDraw); trainer adapters "
-                        "look tasks up by id, so use a sampler that draws ids from a fixed pool"
-                    )
-                ids = np.asarray(ids, np.int32)
-            bad = (ids < 0) | (ids >= self.num_records)
-            if bad.any():
+                ids = self._replay.popleft()  # counted in draws by the run that drew it
+                self._in_flight.append([ids, 0])
+                return ids.copy()
+            ids = self.curriculum.sample(n)
+            if isinstance(ids, TaskDraw):
+                raise TypeError(
+                    "this sampler hands out task payloads (a TaskDraw); trainer adapters "
+                    "look tasks up by id, so use a sampler that draws ids from a fixed pool"
+                )
+            ids = np.asarray(ids, np.int32)
+            bad = self._outside(ids)
+            if bad.size:
                 raise ValueError(
-                    f"the curriculum drew task ids {ids[bad][:5].tolist()} outside "
+                    f"the curriculum drew task ids {bad[:5].tolist()} outside "
                     f"[0, {self.num_records}), the records the trainer can look up"
                 )
             self._in_flight.append([ids, 0])
@@ -117,7 +129,9 @@ class DrawLedger:
         ids = np.asarray(task_ids)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"task_ids must be integers, got {ids.dtype}")
-        ids = ids.astype(np.int64).reshape(-1)
+        if ids.ndim != 1:
+            raise ValueError(f"task_ids must be int[G] (one id per group), got shape {ids.shape}")
+        ids = ids.astype(np.int64)
         with self.lock:
             self._check_next(ids)
             admitted = self.curriculum.observe(ids, rewards, valid, advantages, answers=answers)
@@ -133,11 +147,17 @@ class DrawLedger:
             expected.extend(d[seen:].tolist())
             at += 1
         expected = expected[: ids.size]
-        if expected != ids.tolist():
+        got = ids.tolist()
+        if expected != got:
+            if len(expected) < len(got):
+                where = f"{len(got)} groups observed, {len(expected)} in flight"
+            else:
+                row = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
+                where = f"group {row} is task {got[row]}, the draw's is {expected[row]}"
             raise ValueError(
-                f"observed groups of tasks {ids[:8].tolist()} but the next tasks in flight are "
-                f"{expected[:8]}: groups must be observed once each, in the order they were drawn "
-                "(an evaluation batch must not carry the task-id field)"
+                f"observed groups of tasks {got[:8]} but the next tasks in flight are "
+                f"{expected[:8]} ({where}): groups must be observed once each, in the order they "
+                "were drawn (an evaluation batch must not carry the task-id field)"
             )
 
     def _advance(self, left: int) -> None:
@@ -165,18 +185,42 @@ class DrawLedger:
             return {"draws": int(self.draws), "in_flight": in_flight}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Restores :meth:`state`; the curriculum itself is restored separately."""
+        """Restores :meth:`state`; the curriculum itself is restored separately.
+
+        Raises:
+          ValueError: not such a state (naming what is wrong): ``draws`` not a non-negative
+            integer, or ``in_flight`` not lists of integer ids in ``[0, num_records)``. The
+            ledger is unchanged then.
+        """
         if not isinstance(state, Mapping) or set(state) != {"draws", "in_flight"}:
             raise ValueError(
                 f"a draw-ledger state is {{'draws': int, 'in_flight': [[ids], ...]}}, got {state!r}"
             )
-        in_flight = state["in_flight"]
-        if not isinstance(in_flight, Sequence):
+        draws, in_flight = state["draws"], state["in_flight"]
+        if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 0:
+            raise ValueError(f"draws must be a non-negative integer, got {draws!r}")
+        if isinstance(in_flight, (str, bytes)) or not isinstance(in_flight, Sequence):
             raise ValueError(f"in_flight must be a list of task-id lists, got {in_flight!r}")
+        replay = []
+        for i, d in enumerate(in_flight):
+            ids = np.asarray(d)
+            if ids.ndim != 1 or not ids.size or not np.issubdtype(ids.dtype, np.integer):
+                raise ValueError(f"in_flight[{i}] must be a non-empty list of task ids, got {d!r}")
+            bad = self._outside(ids)
+            if bad.size:
+                raise ValueError(
+                    f"in_flight[{i}] holds task ids {bad[:5].tolist()} outside "
+                    f"[0, {self.num_records}), the records the trainer can look up"
+                )
+            replay.append(ids.astype(np.int32))
         with self.lock:
-            self.draws = int(state["draws"])
+            self.draws = int(draws)
             self._in_flight.clear()
-            self._replay = deque(np.asarray(d, np.int32).reshape(-1) for d in in_flight)
+            self._replay = deque(replay)
+
+    def _outside(self, ids: np.ndarray) -> np.ndarray:
+        """The ids of ``ids`` outside ``[0, num_records)``."""
+        return ids[(ids < 0) | (ids >= self.num_records)]
 
 
 def check_pool(curriculum: Any, num_records: int) -> int:

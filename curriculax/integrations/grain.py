@@ -96,7 +96,8 @@ class CurriculumIterator(grain.DatasetIterator):
 
     def __next__(self) -> dict[str, np.ndarray]:
         d = self.dataset
-        if d.num_batches is not None and self.ledger.draws >= d.num_batches:
+        limit = d.num_batches
+        if limit is not None and self.ledger.draws >= limit and not self.ledger.replaying:
             raise StopIteration
         ids = self.ledger.draw(d.batch_size)
         rows = [d.records[int(i)] for i in ids]

@@ -90,8 +90,8 @@ class CurriculumSampler(Sampler[int]):
     Example:
       >>> ledger = DrawLedger(cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(6))), 6)
       >>> list(CurriculumSampler(ledger, num_generations=2, prompts_per_generation=3,
-      ...                        repeat_count=2, num_draws=1))   # with draws [4, 0, 5]
-      [4, 4, 0, 0, 5, 5, 4, 4, 0, 0, 5, 5]
+      ...                        repeat_count=2, num_draws=1))   # the draw is [3, 1, 5]
+      [3, 3, 1, 1, 5, 5, 3, 3, 1, 1, 5, 5]
     """
 
     def __init__(

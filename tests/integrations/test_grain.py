@@ -87,6 +87,33 @@ def test_checkpoint_restores_the_same_next_draws(tmp_path):
     ckpt.close()
 
 
+@pytest.mark.parametrize("saved_after", [3, 6])
+def test_a_resumed_run_with_a_batch_limit_trains_the_batches_the_whole_run_would(
+    tmp_path, saved_after
+):
+    """``num_batches=6``; a checkpoint after ``saved_after`` batches, two of them in flight
+    (one at the limit): the resumed run hands the two out again and draws the rest, so both
+    runs train the same six batches (a replayed draw once counted twice, ending early)."""
+    dataset = CurriculumDataset(_curriculum(), _records(), batch_size=B, num_batches=6)
+    it = iter(dataset)
+    _run(it, saved_after - 2)
+    in_flight = [next(it)["task_id"] for _ in range(2)]
+    ckpt = CurriculumCheckpoints(tmp_path / "ckpt")
+    ckpt.save(1, it)
+    ckpt.close()
+    for ids in in_flight:
+        it.observe(ids, _rewards(ids))
+    whole = [ids.tolist() for ids in in_flight] + _run(it, 6 - saved_after)
+    with pytest.raises(StopIteration):
+        next(it)
+
+    fresh = iter(CurriculumDataset(_curriculum(seed=9), _records(), batch_size=B, num_batches=6))
+    CurriculumCheckpoints(tmp_path / "ckpt").restore(fresh)
+    assert _run(fresh, 8 - saved_after) == whole
+    with pytest.raises(StopIteration):
+        next(fresh)
+
+
 def test_restore_refuses_a_different_curriculum(tmp_path):
     it = iter(CurriculumDataset(_curriculum(), _records(), batch_size=B))
     _run(it, 1)

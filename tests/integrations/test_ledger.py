@@ -1,4 +1,5 @@
-"""The adapters' shared helpers that need no trainer: the gates' zero-advantage rows."""
+"""The adapters' shared helpers that need no trainer: the gates' zero-advantage rows and the
+draw ledger (what it counts, replays and refuses)."""
 
 import numpy as np
 import pytest
@@ -58,3 +59,65 @@ def test_float_task_ids_are_refused():
     with pytest.raises(TypeError, match="task_ids must be integers, got float64"):
         ledger.observe(ids.astype(float) + 0.5, np.ones((2, 3), np.float32))
     assert len(ledger.in_flight) == 1
+
+
+def test_a_replayed_draw_is_counted_once_and_a_resumed_ledger_draws_as_the_whole_run():
+    cur, ledger = _ledger()
+    drawn = [ledger.draw(4) for _ in range(3)]
+    ledger.observe(drawn[0], np.ones((4, 3), np.float32), answers=np.zeros((4, 3), int))
+    saved, state = cur.state_dict(), ledger.state()
+    assert state == {"draws": 3, "in_flight": [d.tolist() for d in drawn[1:]]}
+    whole = [ledger.draw(4).tolist() for _ in range(2)]
+
+    resumed_cur, resumed = _ledger()
+    resumed_cur.load_state_dict(saved)
+    resumed.set_state(state)
+    assert resumed.replaying
+    assert [resumed.draw(4).tolist() for _ in range(2)] == [d.tolist() for d in drawn[1:]]
+    assert not resumed.replaying and resumed.draws == 3
+    assert [resumed.draw(4).tolist() for _ in range(2)] == whole
+    assert resumed.draws == ledger.draws == 5
+
+
+def test_a_replay_asked_for_with_another_size_stays_saved():
+    _, ledger = _ledger()
+    ledger.set_state({"draws": 1, "in_flight": [[3, 1, 4, 1]]})
+    with pytest.raises(ValueError, match="draw of 4 tasks but the trainer now asks for 2"):
+        ledger.draw(2)
+    assert ledger.draw(4).tolist() == [3, 1, 4, 1]
+
+
+@pytest.mark.parametrize(
+    "state, message",
+    [
+        ({"draws": -5, "in_flight": []}, "draws must be a non-negative integer, got -5"),
+        ({"draws": "x", "in_flight": []}, "draws must be a non-negative integer, got 'x'"),
+        ({"draws": 2.0, "in_flight": []}, "draws must be a non-negative integer, got 2.0"),
+        ({"draws": 2, "in_flight": "12"}, "in_flight must be a list of task-id lists"),
+        ({"draws": 2, "in_flight": [[1.9, 2.7]]}, r"in_flight\[0\] must be a non-empty list"),
+        ({"draws": 2, "in_flight": [[1], []]}, r"in_flight\[1\] must be a non-empty list"),
+        ({"draws": 2, "in_flight": [[[1, 2]]]}, r"in_flight\[0\] must be a non-empty list"),
+        ({"draws": 2, "in_flight": [[1, 10, -1]]}, r"in_flight\[0\] holds task ids \[10, -1\]"),
+    ],
+)
+def test_a_bad_ledger_state_is_refused_and_changes_nothing(state, message):
+    _, ledger = _ledger()
+    ids = ledger.draw(4)
+    with pytest.raises(ValueError, match=message):
+        ledger.set_state(state)
+    assert ledger.state() == {"draws": 1, "in_flight": [ids.tolist()]}
+
+
+def test_observe_names_the_first_group_out_of_order_and_refuses_a_grid_of_ids():
+    _, ledger = _ledger()
+    ids = np.concatenate([ledger.draw(5), ledger.draw(5)])
+    wrong = ids.copy()
+    wrong[9] = (wrong[9] + 1) % 10
+    rewards = np.ones((10, 3), np.float32)
+    with pytest.raises(ValueError, match=rf"group 9 is task {wrong[9]}, the draw's is {ids[9]}"):
+        ledger.observe(wrong, rewards)
+    with pytest.raises(ValueError, match=r"11 groups observed, 10 in flight"):
+        ledger.observe(np.concatenate([ids, ids[:1]]), np.ones((11, 3), np.float32))
+    with pytest.raises(ValueError, match=r"task_ids must be int\[G\].*shape \(2, 5\)"):
+        ledger.observe(ids.reshape(2, 5), rewards)
+    assert len(ledger.in_flight) == 2

@@ -275,3 +275,13 @@ def test_answers_reach_a_consistency_curriculum(tmp_path):
     assert cur.metrics()["gate/consistency/rejected"] == len(spy.observed)
     last = trainer.curriculum_reward.last_admitted
     assert last is not None and not last.any()
+
+
+def test_the_sampler_docstring_example_holds():
+    import doctest
+
+    globs = {"cx": cx, "DrawLedger": DrawLedger, "CurriculumSampler": CurriculumSampler}
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(CurriculumSampler, globs=globs):
+        runner.run(test)
+    assert runner.tries == 2 and runner.failures == 0
