@@ -586,7 +586,9 @@ def run_experiment(
             resume=args.resume,
             overwrite=args.overwrite,
             allow_partial=args.allow_partial,
-            checkpoint_every=args.checkpoint_every or config.checkpoint_every,
+            checkpoint_every=(
+                config.checkpoint_every if args.checkpoint_every is None else args.checkpoint_every
+            ),
             progress=not args.no_progress,
             tensorboard=args.tensorboard,
             sinks=metric_sinks(args),

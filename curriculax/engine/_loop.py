@@ -159,10 +159,14 @@ def _count_votes(votes: dict, engine: Engine, gen: Generation) -> None:
         counts[g] = (a + int(vote.sum()), t + int(vote.size))
 
 
-def _cut_logs(offsets: dict, fields: dict[str, tuple[str, int]]) -> None:
-    """Cuts each log back to the checkpoint being resumed: to the byte offset the checkpoint
-    recorded, else (older checkpoints, logs the earlier run did not write, a ``state=`` given)
-    to the records whose ``field`` is below the limit."""
+def _cut_to_state(run_dir: str, counters: Any, offsets: dict) -> None:
+    """Cuts ``metrics.jsonl`` and ``traces.jsonl`` back to the state being continued (its
+    ``counters``): to the byte offsets its checkpoint recorded, else (older checkpoints, logs
+    the earlier run did not write, a ``state=`` given) to the records before it."""
+    fields = {
+        os.path.join(run_dir, "metrics.jsonl"): ("step", int(counters.updates) + 1),
+        os.path.join(run_dir, "traces.jsonl"): ("generation", int(counters.generations)),
+    }
     for path, (field, limit) in fields.items():
         offset = offsets.get(os.path.basename(path))
         if offset is not None:
@@ -171,7 +175,7 @@ def _cut_logs(offsets: dict, fields: dict[str, tuple[str, int]]) -> None:
             warnings.warn(
                 f"{path} is shorter than when the checkpoint was saved ({offset} bytes): lines "
                 f"were removed outside the run; keeping the records with {field} < {limit}",
-                stacklevel=5,  # _cut_logs, _Outputs.open, _run, run -> the caller of run
+                stacklevel=5,  # _cut_to_state, _Outputs.open or _already_complete, _run, run
             )
         truncate_jsonl(path, field, limit)
 
@@ -215,7 +219,9 @@ def run(
       allow_partial: on resume, start new envs/gates fresh, drop removed ones and accept a
         changed ``config`` (with a warning) instead of raising :class:`CheckpointMismatch`.
       state: continue from this state instead of a fresh one (ignored when resuming from a
-        checkpoint); files in ``run_dir`` are kept up to this state's step.
+        checkpoint); files in ``run_dir`` are kept up to this state's step. Checkpoints past
+        it (an earlier run's) are refused (:class:`RunDirError`), or deleted with
+        ``overwrite``.
       checkpoint_every: save every this many updates (0: only at the end and on SIGTERM/SIGINT).
       keep_checkpoints: how many checkpoints to keep.
       traces: trace every finalized group (``True``), none (``False``), or a sampled share.
@@ -228,6 +234,8 @@ def run(
       until: ``(record) -> bool`` called on each update's logged record (after
         ``on_update``): ``True`` ends the run after that update, as if ``steps`` were reached
         (a checkpoint is saved; ``stopped`` is ``"until"``). E.g. stop at a held-out target.
+        A resume of such a run finds it complete if its own ``until`` holds on that record;
+        without one (or where it does not hold) it trains on to ``steps``.
       config: a JSON-able description of the run, saved in checkpoints and the summary. On
         resume it must equal the checkpoint's but for ``steps`` and ``checkpoint_every`` (how
         long to run, how often to save): a change is a :class:`CheckpointMismatch` naming each
@@ -281,7 +289,7 @@ def run(
             run_dir,
             resume=resume,
             overwrite=overwrite,
-            fresh=state is None,
+            given_step=None if state is None else int(jax.device_get(state.counters.updates)),
             process_zero=process_zero,
         )
     try:
@@ -344,26 +352,62 @@ def _summary(
 
 
 def _already_complete(
-    run_dir: str, state: EngineState, config: dict | None, process_zero: bool = True
+    run_dir: str,
+    state: EngineState,
+    config: dict | None,
+    process_zero: bool = True,
+    *,
+    reached: bool = False,
+    history: list[dict] | None = None,
+    logs_at_checkpoint: dict | None = None,
 ) -> RunResult:
     """A resume that finds nothing left to train: reads what the run left, and writes only
-    what it lacks (``summary.json``, when the run was killed between its last checkpoint and
-    the summary)."""
+    what does not match its last checkpoint: log lines past it (a crash after the checkpoint,
+    resumed with fewer ``steps``), and ``summary.json`` when it is missing or describes
+    another step (killed between the last checkpoint and the summary, perhaps of a longer
+    resume). ``reached``: ``until`` ended the run at that checkpoint."""
     c = jax.device_get(state.counters)
     updates = int(c.updates)
+    if process_zero:
+        _cut_to_state(run_dir, c, logs_at_checkpoint or {})
     last = last_record(os.path.join(run_dir, "metrics.jsonl"), "step", updates)
     path = os.path.join(run_dir, "summary.json")
     try:
         with open(path) as f:
             summary = json.load(f)
     except (OSError, json.JSONDecodeError):  # killed between the last save and the summary
-        summary = _summary(c, stopped="completed", updates=updates, last=last, config=config)
+        summary = None
+    matches = isinstance(summary, dict) and summary.get("steps") == updates
+    if not (matches and summary.get("generations") == int(c.generations)):
+        summary = _summary(
+            c,
+            stopped="until" if reached else "completed",
+            updates=updates,
+            last=last,
+            config=config,
+            history=history,
+        )
         if process_zero:
             try:
                 _write_json_atomic(path, summary)
             except OSError as e:
                 raise _rundir.write_failure(e, updates, run_dir) from None
     return RunResult(state, last, summary, ALREADY_COMPLETE)
+
+
+def _still_reached(plan: _Plan, meta: dict, updates: int) -> bool:
+    """Whether a checkpoint that ``until`` ended still ends the run: the resume's own
+    ``until`` holds on that update's logged record. Without one, or where it does not hold (a
+    higher target, the condition turned off), the run trains on to ``steps``, as one that
+    reached ``steps`` does when given more."""
+    if not meta.get("reached") or plan.until is None:
+        return False
+    record = {}
+    if plan.run_dir is not None:
+        record = last_record(os.path.join(plan.run_dir, "metrics.jsonl"), "step", updates)
+    if record.get("step") != updates:  # the log lost it: keep the checkpoint's word
+        return True
+    return bool(plan.until(record))
 
 
 def _write_json_atomic(path: str, data: dict) -> None:
@@ -477,13 +521,7 @@ class _Outputs:
                     if os.path.exists(p):
                         os.remove(p)
             else:  # continuing: keep exactly the records that precede this state
-                _cut_logs(
-                    logs_at_checkpoint,
-                    {
-                        metrics_path: ("step", updates + 1),
-                        traces_path: ("generation", int(counters.generations)),
-                    },
-                )
+                _cut_to_state(plan.run_dir, counters, logs_at_checkpoint)
             self.metrics = JsonlWriter(metrics_path)
             if plan.trace_rate > 0:
                 self.traces = JsonlWriter(traces_path)
@@ -590,13 +628,25 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         state = restored if restored is not None else state
         if state is None:
             state = engine.init()
+        if restored is not None and plan.config is None and checkpoints.meta.get("config"):
+            # A resume given no config carries the run's on (else the next resume compares
+            # against nothing and lets any change through).
+            plan = dataclasses.replace(plan, config=checkpoints.meta["config"])
+            checkpoints.plan = plan
         counters = jax.device_get(state.counters)
         updates = int(counters.updates)
-        if checkpoints.saved_step is not None and (
-            updates >= plan.steps or checkpoints.meta.get("reached")
-        ):
+        reached = _still_reached(plan, checkpoints.meta, updates)
+        if checkpoints.saved_step is not None and (updates >= plan.steps or reached):
             ended = True
-            return _already_complete(plan.run_dir, state, plan.config, plan.process_zero)
+            return _already_complete(
+                plan.run_dir,
+                state,
+                plan.config,
+                plan.process_zero,
+                reached=bool(checkpoints.meta.get("reached")),
+                history=checkpoints.history,
+                logs_at_checkpoint=checkpoints.meta.get("logs") or {},
+            )
         if checkpoints.store is not None:
             checkpoints.store.check_writable()  # fail now, not at the first save
         logs = checkpoints.meta.get("logs") or {}

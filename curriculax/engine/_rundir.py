@@ -217,7 +217,7 @@ def agree(refused: bool) -> bool:
 
 
 def prepare(
-    run_dir: str, *, resume: bool, overwrite: bool, fresh: bool, process_zero: bool
+    run_dir: str, *, resume: bool, overwrite: bool, given_step: int | None, process_zero: bool
 ) -> RunLock | None:
     """Locks ``run_dir`` and applies the rules; returns the held lock (``None`` on processes
     other than 0). Raises :class:`RunDirError` on every process when process 0 refuses.
@@ -226,7 +226,8 @@ def prepare(
       run_dir: an absolute path.
       resume: the caller asked to resume.
       overwrite: the caller allows deleting an earlier run.
-      fresh: the run starts from a fresh state (no ``state=`` given).
+      given_step: the update count of the state the run was given (``state=``); ``None``
+        for a fresh state.
       process_zero: this is process 0 (it alone takes the lock and applies the rules).
     """
     lock, error = None, None
@@ -235,7 +236,7 @@ def prepare(
         try:
             os.makedirs(run_dir, exist_ok=True)
             lock.acquire()
-            _apply_rules(run_dir, resume=resume, overwrite=overwrite, fresh=fresh)
+            _apply_rules(run_dir, resume=resume, overwrite=overwrite, given_step=given_step)
         except Exception as e:  # every process must reach the broadcast below
             lock.release()
             error = e
@@ -251,10 +252,30 @@ def prepare(
     return lock
 
 
-def _apply_rules(run_dir: str, *, resume: bool, overwrite: bool, fresh: bool) -> None:
+def _apply_rules(run_dir: str, *, resume: bool, overwrite: bool, given_step: int | None) -> None:
     found = contents(run_dir)
-    if not fresh or (resume and found.steps):
-        return  # continuing a given state, or resuming a checkpoint
+    if resume and found.steps:
+        return  # resuming a checkpoint (it wins over a given state)
+    if given_step is not None:  # continuing a given state: files are kept up to its step
+        later = [s for s in found.steps if s > given_step]
+        if not later:
+            return
+        ckpt = os.path.join(run_dir, CHECKPOINTS)
+        if overwrite:
+            print(
+                f"note: overwrite: deleting the checkpoints past the given state's update "
+                f"{given_step} in {ckpt} (steps {later})",
+                file=sys.stderr,
+            )
+            for s in later:
+                shutil.rmtree(os.path.join(ckpt, str(s)))
+            return
+        raise RunDirError(
+            f"{ckpt} holds checkpoints past the given state's update {given_step} (steps "
+            f"{later}), from an earlier run; a resume would restore them over this run. Pass "
+            "overwrite=True (--overwrite) to delete them, resume=True (--resume) to continue "
+            "the latest instead, or choose another run directory (--run-dir)."
+        )
     if not (found.steps or found.unfinished or found.logs):
         return
     if overwrite:

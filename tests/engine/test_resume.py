@@ -193,9 +193,16 @@ def test_until_ends_the_run_after_the_update_that_asks(engine, tmp_path, whole):
     metrics = read_jsonl(tmp_path / "metrics.jsonl")
     assert without_time(metrics) == without_time(read_jsonl(whole[0] / "metrics.jsonl")[:5])
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["5"]
-    # a resume finds the run complete and changes nothing (it does not train on to the next
-    # point where ``until`` would hold again)
+    # a resume with the same condition finds the run complete and changes nothing (it does
+    # not train on to the next point where ``until`` would hold again)
     before = (tmp_path / "metrics.jsonl").read_text()
-    again = run(engine, steps=2 * N, run_dir=tmp_path, resume=True, progress=False)
+    again = run(
+        engine,
+        steps=2 * N,
+        run_dir=tmp_path,
+        resume=True,
+        progress=False,
+        until=lambda record: record["step"] == 5,
+    )
     assert again.stopped == "already_complete" and again.summary["steps"] == 5
     assert (tmp_path / "metrics.jsonl").read_text() == before

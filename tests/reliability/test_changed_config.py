@@ -3,6 +3,7 @@
 config key and env, not as leaf shapes."""
 
 import json
+import os
 
 import pytest
 from reliability_helpers import snapshot
@@ -36,6 +37,16 @@ def test_a_changed_config_is_refused_naming_each_key(engine, tmp_path):
     assert not any("steps" in x for x in lines)  # steps may change: it says how long to run
     assert "--allow-partial" in str(e.value)
     assert snapshot(tmp_path) == before
+
+
+def test_a_resume_given_no_config_keeps_the_runs_and_still_refuses_a_change(engine, tmp_path):
+    """A resume without a config once saved ``{}`` in its checkpoints, after which any change
+    went through unseen."""
+    run(engine, steps=2, run_dir=tmp_path, progress=False, config=CONFIG)
+    run(engine, steps=3, run_dir=tmp_path, resume=True, progress=False)
+    assert json.loads((tmp_path / "summary.json").read_text())["config"] == CONFIG
+    with pytest.raises(CheckpointMismatch, match=r"config lr: 0\.1 -> 0\.2"):
+        run(engine, steps=4, run_dir=tmp_path, resume=True, progress=False, config=_changed(lr=0.2))
 
 
 def test_allow_partial_records_both_configs_in_the_summary(engine, tmp_path):
@@ -93,3 +104,10 @@ def test_the_cli_names_the_changed_keys(tmp_path, change, expected):
     bullets = [x[4:] for x in message.splitlines() if x.startswith("  - ")]
     assert bullets == expected, message
     assert message.startswith("error: checkpoint step 2 in ")
+
+
+def test_the_cli_checkpoint_every_0_saves_only_at_the_end(tmp_path):
+    """``--checkpoint-every 0`` overrides the config's interval (it was read as "not given")."""
+    args = ["--run-dir", str(tmp_path), "--no-progress", "--set", "checkpoint_every=1"]
+    quickstart.main([*args, "--steps", "3", "--checkpoint-every", "0"])
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["3"]

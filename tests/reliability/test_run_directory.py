@@ -63,6 +63,25 @@ def test_resume_with_nothing_to_resume_is_refused_when_logs_exist(engine, used, 
     assert run(engine, steps=1, run_dir=fresh, resume=True, progress=False).summary["steps"] == 1
 
 
+def test_a_given_state_is_refused_where_an_earlier_run_saved_past_it(engine, used, capsys):
+    """``state=`` continues a run from that state: an earlier run's checkpoints past its step
+    would be restored over the new run by its next resume, so they are refused (unchanged), or
+    deleted with ``overwrite``."""
+    before = snapshot(used)
+    start = engine.init()  # update 0, e.g. a warm start
+    with pytest.raises(RunDirError) as e:
+        run(engine, steps=2, run_dir=used, state=start, progress=False)
+    past = "holds checkpoints past the given state's update 0 (steps [3])"
+    assert f"{used / 'checkpoints'} {past}" in str(e.value)
+    assert snapshot(used) == before
+    result = run(engine, steps=2, run_dir=used, state=start, overwrite=True, progress=False)
+    assert "deleting the checkpoints past the given state's update 0" in capsys.readouterr().err
+    assert result.summary["steps"] == 2
+    assert sorted(os.listdir(used / "checkpoints")) == ["2"]
+    again = run(engine, steps=2, run_dir=used, resume=True, progress=False)
+    assert again.stopped == "already_complete" and again.summary["steps"] == 2
+
+
 def test_the_cli_refuses_a_used_directory(used):
     with pytest.raises(SystemExit) as e:
         quickstart_script.main(["--run-dir", str(used), "--steps", "3", "--no-progress"])
