@@ -110,6 +110,14 @@ def _keys_from_data(tasks: Any) -> np.ndarray | None:
     return np.asarray(keys)
 
 
+def task_keys(tasks: Any) -> np.ndarray:
+    """``u32[N]`` the keys self-play tells tasks apart by: the pool's own ``key`` field (low 32
+    bits), else :func:`content_keys` with ``bits=32``. A generated task is keyed so too, so a
+    copy of a held-out task is recognised whatever keys the seed pool was given."""
+    own = _keys_from_data(tasks)
+    return content_keys(tasks, bits=32) if own is None else np.asarray(own).astype(np.uint32)
+
+
 @dataclasses.dataclass(frozen=True)
 class Env:
     """One training source.

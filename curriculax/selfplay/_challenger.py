@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax.engine._env import _keys_from_data, content_keys
+from curriculax.engine._env import task_keys
 
 
 class InvalidTask(ValueError):
@@ -155,9 +155,7 @@ def run_challenge(
 
     def accept(task, seed) -> None:
         nonlocal collisions, duplicates
-        one = jax.tree.map(lambda x: np.asarray(x)[None], task)
-        own = _keys_from_data(one)  # the family's own key field, as the seed pool's keys
-        k = int((own if own is not None else content_keys(one, bits=32))[0])
+        k = int(task_keys(jax.tree.map(lambda x: np.asarray(x)[None], task))[0])
         if k in forbidden_set:
             collisions += 1
         elif k in seen:
@@ -175,7 +173,11 @@ def run_challenge(
         mask = np.asarray(mask, bool)
         invalid = int((~mask).sum())
         for i in np.flatnonzero(mask):
-            task = _conform(jax.tree.map(lambda x, i=i: np.asarray(x)[i], tasks), layout)
+            try:  # a malformed payload is counted, as on the one-task path
+                task = _conform(jax.tree.map(lambda x, i=i: np.asarray(x)[i], tasks), layout)
+            except InvalidTask:
+                invalid += 1
+                continue
             accept(task, _seed_word(subkeys[i]))
     else:
         tries = max_tries if max_tries is not None else 4 * count

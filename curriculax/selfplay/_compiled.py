@@ -19,9 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax._checks import int_at_least
 from curriculax._curriculum import curriculum
 from curriculax.engine._engine import Engine, EngineConfig
-from curriculax.engine._env import Env, _keys_from_data, check_unique_keys, content_keys
+from curriculax.engine._env import Env, check_unique_keys, task_keys
 from curriculax.selfplay._challenger import Challenger, InvalidTask
 from curriculax.selfplay._evolve import _build_sampler
 from curriculax.selfplay._frontier import frontier_sampler
@@ -262,14 +263,8 @@ def compiled_evolve(
         the program runs; its return value is ignored and no number of the run depends on it.
         None: no callback.
     """
-    held_keys = _keys_from_data(held_out_tasks)
-    held_keys = np.asarray(
-        content_keys(held_out_tasks, bits=32) if held_keys is None else held_keys, np.uint32
-    )
-    keys_np = _keys_from_data(seed_tasks)
-    keys_np = (
-        content_keys(seed_tasks, bits=32) if keys_np is None else np.asarray(keys_np, np.uint32)
-    )
+    held_keys = task_keys(held_out_tasks)
+    keys_np = task_keys(seed_tasks)
     check_unique_keys(keys_np, "seed_tasks")
     if np.intersect1d(keys_np, held_keys).size:
         raise ValueError("held_out_tasks share keys with seed_tasks; they must be disjoint")
@@ -280,7 +275,11 @@ def compiled_evolve(
         )
     n = len(keys_np)
     layout = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), seed_tasks)
-    capacity = frontier_capacity or 4 * generated_per_round
+    capacity = (
+        4 * generated_per_round
+        if frontier_capacity is None
+        else int_at_least(frontier_capacity, "frontier_capacity")
+    )
     inner = _build_sampler(sampler, n)
     frontier = None
     if challenger is not None:

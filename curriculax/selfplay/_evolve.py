@@ -12,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax._checks import check_unique_keys
+from curriculax._checks import check_unique_keys, int_at_least
 from curriculax._config import sampler_from_config
 from curriculax._curriculum import curriculum
 from curriculax._types import AdmissionGate, TaskSampler
 from curriculax.engine._engine import Engine, EngineConfig, EngineState
-from curriculax.engine._env import Env, _keys_from_data, content_keys
+from curriculax.engine._env import Env, task_keys
 from curriculax.engine._logging import JsonlWriter
 from curriculax.engine._loop import run
 from curriculax.engine._solver import Solver
@@ -198,8 +198,9 @@ def curriculum_evolve(
       steps_per_round: updates per round.
       generated_per_round: valid tasks to generate per round.
       frontier_share: share of each generation batch drawn from the frontier.
-      frontier_capacity: frontier buffer size (default ``4 * generated_per_round``).
-      max_attempts: attempts before an unlearned frontier task is judged stuck.
+      frontier_capacity: frontier buffer size, >= 1 (default ``4 * generated_per_round``).
+      max_attempts: measured attempts after which a frontier task is judged (learned or
+        stuck), >= 2.
       held_out_frac: share of seed tasks held out for evaluation, in [0, 1) (default 0.2; 0
         when ``held_out_tasks`` is given), split by :func:`curriculax.tasks.held_out_mask`.
       held_out_tasks: an explicit evaluation set (same layout as ``seed_tasks``; none of its
@@ -207,13 +208,16 @@ def curriculum_evolve(
       key: PRNG key or int seed of the run.
       sampler: the seed sampler: a TaskSampler for the training split, a config mapping
         (``{"type": "difficulty_pools"}``, the default), or ``num_tasks -> TaskSampler``.
-      gates: admission gates (default: none).
+      gates: admission gates (default: none). A gate that keeps per-task state indexes it by
+        task id, and a frontier task's id is ``N + slot``, reused when the slot takes a new
+        task: size such a gate to the seed pool (``N`` training tasks), so frontier ids lie
+        past it and nothing of a slot's old task carries over to its new one.
       group_size: rollouts per task (several rollouts per attempt keep learnability honest).
       batch_groups: groups per update.
       groups_per_generation: groups per generation batch (default ``batch_groups``).
       success_threshold: reward counted as a success by the frontier.
       pass_rate: pass rate that counts as passing (first measurement: dropped as easy).
-      z: standard errors the latest pass rate must exceed the first by to count as learned.
+      z: standard errors the latest pass rate must exceed the baseline by to count as learned.
       seed_keys: stable ``u32[N]`` keys of the seed tasks (default: their ``key`` field or a
         content hash).
       run_dir: optional run directory: the engine's ``metrics.jsonl`` (plus one
@@ -248,8 +252,7 @@ def curriculum_evolve(
     if isinstance(key, int):
         key = jax.random.key(key)
 
-    keys = seed_keys if seed_keys is not None else _keys_from_data(seed_tasks)
-    keys = content_keys(seed_tasks, bits=32) if keys is None else np.asarray(keys, np.uint32)
+    keys = task_keys(seed_tasks) if seed_keys is None else np.asarray(seed_keys, np.uint32)
     check_unique_keys(keys, "seed_tasks")
     if held_out_tasks is not None:
         if held_out_frac:
@@ -257,12 +260,10 @@ def curriculum_evolve(
                 f"pass either held_out_tasks or held_out_frac (got held_out_frac="
                 f"{held_out_frac}): with an explicit held-out set every seed task trains"
             )
-        held_keys = _keys_from_data(held_out_tasks)
-        held_keys = np.asarray(
-            content_keys(held_out_tasks, bits=32) if held_keys is None else held_keys, np.uint32
-        )
+        held_keys = task_keys(held_out_tasks)
         check_unique_keys(held_keys, "held_out_tasks")
-        shared = np.intersect1d(keys, held_keys)
+        # Compared by what the tasks hold (given seed_keys are another key space).
+        shared = np.intersect1d(task_keys(seed_tasks), held_keys)
         if shared.size:
             raise ValueError(
                 f"{shared.size} held-out task(s) are also seed tasks (keys {shared[:5].tolist()}"
@@ -288,9 +289,11 @@ def curriculum_evolve(
             )
         train_tasks, train_keys = _take(seed_tasks, train_idx), keys[train_idx]
         held_tasks = _take(seed_tasks, held_idx)
-        held_keys = keys[held_idx]
         num_held = len(held_idx)
     n = len(train_keys)
+    # What no generated task may be: a held-out task, keyed as generated tasks are (not by
+    # seed_keys, which a generated task never carries).
+    forbidden = task_keys(held_tasks)
 
     inner = _build_sampler(sampler, n)
     frontier = None
@@ -300,7 +303,9 @@ def curriculum_evolve(
             inner,
             n,
             layout,
-            capacity=frontier_capacity or 4 * generated_per_round,
+            capacity=4 * generated_per_round
+            if frontier_capacity is None
+            else int_at_least(frontier_capacity, "frontier_capacity"),
             frontier_share=frontier_share,
             max_attempts=max_attempts,
             success_threshold=success_threshold,
@@ -344,7 +349,7 @@ def curriculum_evolve(
                 jax.random.fold_in(k_rounds, r),
                 generated_per_round,
                 layout,
-                held_keys,
+                forbidden,
             )
             generated, invalid, collisions = ch.generated, ch.invalid, ch.collisions
             fstate = insert(

@@ -17,6 +17,7 @@ from curriculax.selfplay import (
     RoundReport,
     curriculum_evolve,
     frontier_sampler,
+    run_challenge,
 )
 from curriculax.selfplay.toy import capped_solver, level_challenger, level_tasks
 from curriculax.testing import check_sampler
@@ -230,6 +231,73 @@ def test_held_out_split_is_identical_with_and_without_a_challenger_and_never_gen
     assert {int(k) for k in np.asarray(fstate.keys)[np.asarray(fstate.status) != 0]}.isdisjoint(
         held
     )
+
+
+def test_with_given_seed_keys_copies_of_held_out_tasks_are_still_refused():
+    """``seed_keys`` key the pool for the run; a generated task carries no such key, so the
+    held-out set is compared with generated tasks by what they hold (copies once went in)."""
+    tasks = level_tasks(levels=2, per_level=10)
+    seed_keys = np.arange(100, 120, dtype=np.uint32)
+    held = np.flatnonzero(np.asarray(cx.tasks.held_out_mask(seed_keys, 0.2)))
+    copies = [{k: np.asarray(v)[i] for k, v in tasks.items()} for i in held]
+    tries = iter(range(10**6))
+
+    def generate(spec, key):
+        return copies[next(tries) % len(copies)]
+
+    copycat = Challenger(generate, lambda p: p, lambda spec, report: spec)
+    result = curriculum_evolve(
+        capped_solver(),
+        tasks,
+        challenger=copycat,
+        spec={},
+        seed_keys=seed_keys,
+        rounds=1,
+        steps_per_round=1,
+        generated_per_round=len(held),
+        batch_groups=4,
+        group_size=2,
+    )
+    report = result.curriculum[0]
+    assert report.generated == 0 and report.collisions == 4 * len(held)
+    assert int(result.state.curricula["train"].sampler.inserted) == 0
+    with pytest.raises(ValueError, match=r"3 held-out task\(s\) are also seed tasks"):
+        curriculum_evolve(
+            capped_solver(),
+            tasks,
+            seed_keys=seed_keys,
+            held_out_tasks={k: np.asarray(v)[:3] for k, v in tasks.items()},
+            rounds=1,
+            steps_per_round=1,
+        )
+
+
+def test_a_vectorized_challengers_malformed_payloads_count_as_invalid():
+    layout = {
+        "level": jax.ShapeDtypeStruct((), np.float32),
+        "variant": jax.ShapeDtypeStruct((), np.int32),
+    }
+    vectorized = Challenger(
+        lambda spec, keys: {"level": np.ones(len(keys), np.float32)},  # 'variant' missing
+        lambda p: (p, np.ones(len(p["level"]), bool)),
+        lambda spec, report: spec,
+        vectorized=True,
+    )
+    got = run_challenge(vectorized, {}, jax.random.key(0), 4, layout, np.zeros(0, np.uint32))
+    assert (got.invalid, got.generated) == (4, 0)
+
+
+def test_a_frontier_capacity_of_0_is_refused_by_its_name():
+    """It once became the default capacity (``0 or 4 * generated_per_round``)."""
+    with pytest.raises(ValueError, match="frontier_capacity must be >= 1, got 0"):
+        curriculum_evolve(
+            capped_solver(),
+            level_tasks(),
+            challenger=level_challenger(),
+            spec={"level": 1.0},
+            frontier_capacity=0,
+            **SMALL,
+        )
 
 
 def test_the_compiled_step_is_traced_once_across_rounds():
