@@ -19,7 +19,8 @@ def contradicting_groups(results: GroupResults) -> jax.Array:
     """``bool[G]``: groups holding two valid rollouts with equal answers and different
     rewards (compared exactly, not by a tolerance). A verifier that is a function of the
     answer cannot produce one, so each is proof that the task's reward ignores the answer (a
-    verifier that accepts at random, a coin flip), not a statistical guess. Cost O(G K^2).
+    verifier that accepts at random, a coin flip), not a statistical guess. Two distinct
+    rollouts, both with finite rewards (a NaN differs even from itself). Cost O(G K^2).
 
     Args:
       results: groups with ``answers`` (``i32[G, K]``).
@@ -37,7 +38,9 @@ def contradicting_groups(results: GroupResults) -> jax.Array:
     answers = jnp.asarray(results.answers, jnp.int32)
     valid = jnp.asarray(results.valid, bool)
     rewards = jnp.asarray(results.rewards, jnp.float32)
-    pair = valid[:, :, None] & valid[:, None, :]
+    ok = valid & jnp.isfinite(rewards)
+    k = rewards.shape[1]
+    pair = ok[:, :, None] & ok[:, None, :] & ~jnp.eye(k, dtype=bool)
     same = answers[:, :, None] == answers[:, None, :]
     differ = rewards[:, :, None] != rewards[:, None, :]
     return jnp.any(pair & same & differ, axis=(1, 2))

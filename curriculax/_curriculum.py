@@ -286,7 +286,7 @@ def curriculum(
             rows = jnp.asarray(rows, bool)
             # Only real rows are checked; then padding becomes rows to ignore (an id past the
             # pool, nothing valid), kept out of every count.
-            check_task_ids(jnp.where(rows, results.task_ids, 0), num_tasks)
+            check_task_ids(jnp.where(rows, jnp.asarray(results.task_ids), 0), num_tasks)
             results = mask_rows(results, rows, padding)
         else:
             check_task_ids(results.task_ids, num_tasks)

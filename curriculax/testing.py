@@ -42,7 +42,8 @@ __all__ = ["check_gate", "check_sampler", "group_results", "synthetic_results"]
 def group_results(task_ids, rewards, valid=None) -> GroupResults:
     """Finished groups with the given rewards, for tests: ``rewards`` is ``[G][K]``,
     ``valid`` defaults to all True, advantages are the rewards minus the mean of the group's
-    valid rollouts (sequence-level, ``T = 1``), trainable where valid.
+    valid rollouts (sequence-level, ``T = 1``), trainable where valid; exactly 0 in a group
+    whose valid rewards are all equal (decided exactly: their float32 mean may differ).
 
     Example:
       >>> r = group_results([3, 5], [[1.0, 0.0], [1.0, 1.0]])
@@ -53,7 +54,9 @@ def group_results(task_ids, rewards, valid=None) -> GroupResults:
     valid = jnp.ones(rewards.shape, bool) if valid is None else jnp.asarray(valid, bool)
     count = jnp.maximum(jnp.sum(valid, axis=1, keepdims=True), 1)
     mean = jnp.sum(jnp.where(valid, rewards, 0.0), axis=1, keepdims=True) / count
-    adv = jnp.where(valid, rewards - mean, 0.0)
+    high = jnp.max(jnp.where(valid, rewards, -jnp.inf), axis=1, keepdims=True)
+    low = jnp.min(jnp.where(valid, rewards, jnp.inf), axis=1, keepdims=True)
+    adv = jnp.where(valid & (high > low), rewards - mean, 0.0)
     return GroupResults(
         jnp.asarray(task_ids, jnp.int32), rewards, valid, adv[:, :, None], valid[:, :, None]
     )

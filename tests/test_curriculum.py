@@ -543,3 +543,19 @@ def test_padding_rows_are_checked_and_counted_nowhere():
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="outside the sampler's range"):
         cur.observe(state, results, jnp.array([True, True, True, False]))
+    as_lists = results._replace(task_ids=[1, 2, 999, -3])  # accepted without rows too
+    listed = cur.observe(state, as_lists, rows)[0]
+    assert listed.admitted.tolist() == admission.admitted.tolist()
+
+
+def test_group_results_gives_an_all_equal_group_exactly_zero_advantage():
+    """The float32 mean of eight 0.7s is not 0.7: subtracting it once gave 6e-08 advantages,
+    which the zero-advantage gate admitted."""
+    from curriculax.testing import group_results
+
+    results = group_results([0, 1], [[0.7] * 8, [0.7] * 7 + [0.2]])
+    assert np.all(np.asarray(results.advantages[0]) == 0.0)
+    assert np.all(np.asarray(results.advantages[1]) != 0.0)
+    gate = cx.gates.advantage_range(0.0, 0.0)
+    vote, _ = gate.admit(gate.init(jax.random.key(0)), results)
+    assert vote.tolist() == [False, True]

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from curriculax import _counters
 from curriculax._types import AdmissionGate, GroupResults
@@ -54,6 +55,9 @@ def advantage_range(low: float = 0.0, high: float = 0.0) -> AdmissionGate:
             raise ValueError(f"{name} must not be NaN")
     if low > high:
         raise ValueError(f"advantage_range needs low <= high, got low={low} > high={high}")
+    # Advantages are float32: the float32 bounds that decide `low <= adv <= high` exactly as
+    # the given numbers would (rounding low up and high down, never widening the range).
+    low32, high32 = _f32_bound(low, up=True), _f32_bound(high, up=False)
 
     def init(key: jax.Array) -> AdvantageRangeState:
         del key
@@ -62,7 +66,7 @@ def advantage_range(low: float = 0.0, high: float = 0.0) -> AdmissionGate:
     def admit(state: AdvantageRangeState, results: GroupResults):
         trainable = results.token_mask.astype(bool) & results.valid.astype(bool)[:, :, None]
         adv = results.advantages
-        inside = (adv >= low) & (adv <= high)
+        inside = (adv >= low32) & (adv <= high32)
         all_inside = jnp.all(inside | ~trainable, axis=(1, 2))
         has_tokens = jnp.any(trainable, axis=(1, 2))
         admitted = ~(all_inside & has_tokens)
@@ -78,3 +82,17 @@ def advantage_range(low: float = 0.0, high: float = 0.0) -> AdmissionGate:
         }
 
     return AdmissionGate(init, admit, metrics)
+
+
+def _f32_bound(x: float, *, up: bool) -> np.float32:
+    """The float32 nearest ``x`` on the side ``up`` (the least float32 >= ``x``) or down. A
+    bound that would be subnormal on the side away from zero becomes the smallest normal:
+    XLA on CPU reads subnormals as zero, which would put 0 inside ``[1e-40, ...]``."""
+    with np.errstate(over="ignore"):
+        v = np.float32(x)
+    if (float(v) < x) if up else (float(v) > x):
+        v = np.nextafter(v, np.float32(np.inf if up else -np.inf))
+    tiny = np.finfo(np.float32).tiny
+    if (0 < v < tiny) if up else (-tiny < v < 0):
+        v = np.float32(tiny if up else -tiny)
+    return v

@@ -114,6 +114,19 @@ def test_rejected_is_cumulative_and_admit_rate_is_the_last_batch():
         assert v.dtype == jnp.float32 and v.shape == ()
 
 
+def test_bounds_decide_as_the_given_numbers_not_their_float32_roundings():
+    """``1e-50`` rounds to 0.0 in float32, yet an advantage of exactly 0 lies below the range
+    (the group is admitted). ``float32(0.1)`` is 0.100000001, above 0.1: a group of it is
+    admitted by ``[-1, 0.1]``; the float32 just below, 0.099999994, is inside (rejected)."""
+    zero = _results(_group())
+    assert _admit(cx.gates.advantage_range(1e-50, 1.0), zero)[0] == [True]
+    below = np.float32(0.1) - np.float32(np.spacing(np.float32(0.1)))  # 0.099999994 <= 0.1
+    group = _results(_group(np.full((K, T), below, np.float32)))
+    assert _admit(cx.gates.advantage_range(-1.0, 0.1), group)[0] == [False]
+    above = _results(_group(np.full((K, T), np.float32(0.1), np.float32)))  # 0.100000001 > 0.1
+    assert _admit(cx.gates.advantage_range(-1.0, 0.1), above)[0] == [True]
+
+
 def test_default_is_zero_advantage_rejection():
     gate = cx.gates.advantage_range()
     votes, _ = _admit(gate, _results(_group(), _group(_one_hot(0, 0, 1.0))))

@@ -52,6 +52,21 @@ def test_equal_answers_with_an_invalid_rollout_or_equal_rewards_pass():
     assert cx.samplers.contradicted_tasks(state).tolist() == [2]
 
 
+def test_a_nan_reward_proves_nothing_even_outside_a_curriculum():
+    """A rollout is not compared with itself (NaN != NaN), nor a non-finite reward at all:
+    the gate used alone (a curriculum makes such rollouts invalid first) once marked task 1
+    for good from one valid rollout whose reward was NaN."""
+    gate = cx.gates.reward_consistency(4)
+    state = gate.init(jax.random.key(0))
+    nan = float("nan")
+    batch = _batch(
+        [1, 2], [[nan, 0.0], [nan, nan]], [[3, 4], [5, 5]], valid=[[True, False], [True, True]]
+    )
+    vote, state = _admit(gate, state, batch)
+    assert vote == [True, True]
+    assert cx.samplers.contradicted_tasks(state).tolist() == []
+
+
 def test_a_task_id_past_the_pool_is_judged_by_its_own_answers():
     gate = cx.gates.reward_consistency(2)
     r = _batch([5, 5], [[1.0, 0.0], [1.0, 0.0]], [[1, 1], [1, 2]])
