@@ -24,9 +24,11 @@ def grpo_advantages(
     all equal gets exactly 0 (nothing to prefer): this is decided by comparing the group's
     largest and smallest valid reward, not by subtracting the mean, whose rounding would leave
     a residue that dividing by ``std + eps`` amplifies (0.7 repeated 8 times has a float32
-    mean one step away from 0.7). A group with no valid rollout gets 0 too. Finite rewards of
-    any magnitude are safe: the sums are taken over rewards scaled by a power of two (exact),
-    so rewards of 1e20 do not overflow the standard deviation.
+    mean one step away from 0.7). A group with no valid rollout gets 0 too. Large finite
+    rewards are safe: the sums are taken over rewards scaled by a power of two (exact), so
+    rewards of 1e20 do not overflow the standard deviation. Rewards that differ from their
+    mean by less than about 1e-19 read as equal (their squares fall below float32's normal
+    range), far below any verifier's resolution.
 
     Args:
       rewards: ``f32[G, K]`` one reward per rollout.
@@ -82,10 +84,13 @@ def per_token(advantages: Array, token_mask: Array, valid: Array) -> Array:
     return jnp.where(mask, advantages[..., None], 0.0)
 
 
-def group_signal(advantages: Array, token_mask: Array) -> Array:
-    """``f32[G]``: each group's mean absolute advantage over its trainable positions, a
-    stand-in for how much a policy-gradient step on the group can teach (0 for a group whose
-    rollouts all scored the same). ``advantages``/``token_mask``: ``[G, K, T]``."""
+def group_signal(advantages: Array, token_mask: Array, valid: Array | None = None) -> Array:
+    """``f32[G]``: each group's mean absolute advantage over its trainable positions (the
+    ``token_mask`` positions of its valid rollouts), a stand-in for how much a policy-gradient
+    step on the group can teach (0 for a group whose rollouts all scored the same).
+    ``advantages``/``token_mask``: ``[G, K, T]``; ``valid``: ``bool[G, K]`` (None: all)."""
     mask = jnp.asarray(token_mask, bool)
+    if valid is not None:  # a rollout made invalid later (a NaN reward) keeps its token mask
+        mask = mask & jnp.asarray(valid, bool)[..., None]
     count = jnp.maximum(jnp.sum(mask, axis=(1, 2)), 1)
     return jnp.sum(jnp.abs(jnp.where(mask, advantages, 0.0)), axis=(1, 2)) / count

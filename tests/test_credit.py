@@ -100,3 +100,15 @@ def test_credit_of_huge_finite_rewards_is_the_scaled_credit(power, scale_by_std)
     assert np.isfinite(got).all(), got
     np.testing.assert_allclose(got, want, rtol=1e-5)
     np.testing.assert_array_equal(got[2], 0.0)
+
+
+def test_group_signal_averages_over_the_valid_rollouts_trainable_positions():
+    """A rollout made invalid after its tokens (a NaN reward) keeps its token mask: counting
+    its positions once diluted the group's signal (0.71 for 0.94)."""
+    from curriculax.credit import finite_rewards, group_signal
+
+    rewards, valid = finite_rewards(jnp.array([[1.0, 0.0, 1.0, jnp.nan]]), jnp.ones((1, 4), bool))
+    adv = per_token(grpo_advantages(rewards, valid), jnp.ones((1, 4, 1), bool), valid)
+    signal = group_signal(adv, jnp.ones((1, 4, 1), bool), valid)
+    expected = float(jnp.mean(jnp.abs(adv[0, :3, 0])))
+    assert float(signal[0]) == pytest.approx(expected) and expected > 0.9

@@ -93,7 +93,7 @@ def synthetic_solver(
 
     def update(state, batch: TrainBatch, key):
         del key
-        signal = group_signal(batch.advantages, batch.rollouts.token_mask)
+        signal = group_signal(batch.advantages, batch.rollouts.token_mask, batch.rollouts.valid)
         b = batch.rollouts.data["bin"][:, 0]
         dist = jnp.arange(bins)[None, :] - b[:, None]
         kernel = jnp.exp(-0.5 * (dist / spread) ** 2)

@@ -252,7 +252,7 @@ def grpo_solver(
             "loss": loss,
             "grad_norm": optax.tree.norm(grads),
             "reward": jnp.sum(jnp.where(rollouts.valid, rollouts.rewards, 0.0)) / num_valid,
-            "completion_len": jnp.sum(rollouts.token_mask) / num_valid,
+            "completion_len": jnp.sum(rollouts.token_mask & rollouts.valid[..., None]) / num_valid,
         }
         metrics = {k: jnp.asarray(v, jnp.float32) for k, v in sorted(metrics.items())}
         new_state = GRPOState(

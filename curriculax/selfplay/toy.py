@@ -72,7 +72,7 @@ def capped_solver(
 
     def update(state, batch: TrainBatch, key):
         del key
-        signal = group_signal(batch.advantages, batch.rollouts.token_mask)
+        signal = group_signal(batch.advantages, batch.rollouts.token_mask, batch.rollouts.valid)
         level = batch.rollouts.data["level"][:, 0]
         useful = (level >= state.cap) & (level <= state.cap + reach)
         gain = learning_rate * jnp.mean(jnp.where(useful, signal, 0.0))

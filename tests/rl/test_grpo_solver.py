@@ -286,3 +286,20 @@ def test_grpo_learns_the_easiest_reversals():
     assert before <= 0.05
     assert after >= 0.8, (before, after)
     assert np.mean(rewards[-20:]) > np.mean(rewards[:20]) + 0.3
+
+
+def test_completion_len_counts_the_valid_rollouts_tokens_only():
+    """Its numerator once summed every rollout's tokens over a count of valid ones, so it could
+    exceed ``max_new_tokens``."""
+    pool = T.generate(jax.random.key(0), T.ReversalSpec(num_levels=6), 8)
+    tasks = T.take(pool, jnp.array([0, 9, 20, 47]))
+    config = rl.TransformerConfig(T.VOCAB_SIZE, width=32, depth=1, heads=4, max_len=24)
+    solver = rl.grpo_solver(config, max_new_tokens=7)
+    state = solver.init(jax.random.key(0))
+    rollouts = solver.rollout(state, tasks, jax.random.key(2), 4)
+    rollouts = rollouts._replace(valid=rollouts.valid.at[:, 3].set(False))
+    batch = TrainBatch(rollouts, solver.credit(rollouts), jnp.zeros(4, jnp.int32), jnp.arange(4))
+    _, metrics = solver.update(state, batch, jax.random.key(0))
+    counted = jnp.sum(rollouts.token_mask & rollouts.valid[..., None]) / jnp.sum(rollouts.valid)
+    assert float(metrics["completion_len"]) == pytest.approx(float(counted))
+    assert float(metrics["completion_len"]) <= 7
