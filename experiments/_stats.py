@@ -103,6 +103,23 @@ def bootstrap(
     return (stat(v), *_quantiles(samples, level))
 
 
+def censored_bootstrap(
+    values: np.ndarray, stat: Stat, budget: float | np.ndarray, **kwargs: Any
+) -> tuple[float, float, float]:
+    """:func:`bootstrap` for runs censored at ``budget`` (a miss is ``inf``: it needed more):
+    the point and upper end with misses at ``inf``, the lower end with misses at ``budget``.
+    A resample's statistic over misses is only known to lie between the two; its lowest value
+    is what bounds the interval below (with misses at ``inf`` the lower end of a median whose
+    resamples reach the misses came out too high: 99 where the data allow 80 in
+    ``[60, 60, 99]`` and seven misses). A lower end that is ``inf`` with misses at ``inf``
+    stays so (open: above its floor). Without misses it is :func:`bootstrap`."""
+    v = np.asarray(values, np.float64)
+    point, lo, hi = bootstrap(v, stat, **kwargs)
+    if np.isfinite(lo):  # an infinite one stays open: "more than" the floor, as it prints
+        lo = bootstrap(np.minimum(v, budget), stat, **kwargs)[1]
+    return point, lo, hi
+
+
 def difference_bootstrap(
     base: np.ndarray,
     arm: np.ndarray,
@@ -341,13 +358,16 @@ def fmt_censored_interval(
     interval: tuple[float, float, float] | None = None,
     **kwargs: Any,
 ) -> str:
-    """``12,345 [10,000, 15,000]``: ``stat`` and its :func:`bootstrap` interval (``kwargs``
-    passed on; ``interval``: that bootstrap's result where the caller has it already), each
+    """``12,345 [10,000, 15,000]``: ``stat`` and its :func:`censored_bootstrap` interval
+    (``kwargs`` passed on; ``interval``: that result where the caller has it already), each
     value a miss enters written as in :func:`fmt_censored` (its bound from the same resamples
-    with every miss counted at ``budget``)."""
+    with every miss counted at ``budget``); a finite lower end is the one with misses at
+    ``budget``."""
     v = np.asarray(values, np.float64)
-    point, lo, hi = bootstrap(v, stat, **kwargs) if interval is None else interval
+    point, lo, hi = censored_bootstrap(v, stat, budget, **kwargs) if interval is None else interval
     floors = bootstrap(np.minimum(v, budget), stat, **kwargs)
+    if np.isfinite(lo):
+        lo = floors[1]
     point_text, lo_text, hi_text = (
         fmt_count(x, bound=f) for x, f in zip((point, lo, hi), floors, strict=True)
     )

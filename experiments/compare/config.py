@@ -106,6 +106,11 @@ class CompareConfig:
             raise ValueError(f"best_of names arms that do not exist: {unknown}; arms: {names}")
 
 
+# What every arm of a study must share: its rollout budget (groups per generation x group
+# size), its seeds (each seed's initial policy, so seeds pair across arms) and its target.
+SHARED_EXPERIMENT_KEYS = ("group_size", "groups_per_generation", "seed", "target")
+
+
 def check_arm(arm: Mapping, where: str) -> None:
     """Raises a ValueError naming what is wrong with one ``[[arms]]`` table."""
     if not isinstance(arm, Mapping):
@@ -115,6 +120,18 @@ def check_arm(arm: Mapping, where: str) -> None:
         raise ValueError(f"{where}: unknown key(s) {unknown}; accepted keys are {list(ARM_KEYS)}")
     if not isinstance(arm.get("name"), str) or not arm["name"]:
         raise ValueError(f"{where}: every arm needs a non-empty 'name'")
+    experiment = arm.get("experiment", {})
+    shared = (
+        sorted(set(experiment) & set(SHARED_EXPERIMENT_KEYS))
+        if isinstance(experiment, Mapping)
+        else []
+    )
+    if shared:
+        raise ValueError(
+            f"{where} ({arm['name']!r}): experiment.{shared[0]} may not differ between arms "
+            "(every arm runs on the study's rollout budget, seeds and target, or the ratios, "
+            f"pairs and Fisher test compare unlike runs); set {shared} in the study's [experiment]"
+        )
     if ("curriculum" in arm) == ("oracle" in arm):
         raise ValueError(
             f"{where} ({arm['name']!r}): give exactly one of 'curriculum' (a sampler and gates) "

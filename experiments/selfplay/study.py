@@ -304,7 +304,7 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
             config.target,
         )
         m = S.bootstrap(final, S.mean)
-        t = S.bootstrap(hits, S.median)
+        t = S.censored_bootstrap(hits, S.median, budget)
         levels = sorted({k for r in rs for k in r["per_level"]})
         per_level = {k: float(np.mean([r["per_level"].get(k, np.nan) for r in rs])) for k in levels}
         stats[arm] = {

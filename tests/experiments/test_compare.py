@@ -520,3 +520,15 @@ inner = { type = "uniform" }
     assert target.shape == forgotten.shape == (2, 2)  # seeds x evaluations
     assert ((forgotten >= 0) & (forgotten <= 1)).all()
     assert np.allclose(target, 0.5 * forgotten, atol=1e-4)  # the cap times the forgotten share
+
+
+@pytest.mark.parametrize("key, value", [("group_size", 16), ("seed", 3), ("target", 0.9)])
+def test_an_arm_may_not_change_the_budget_seeds_or_target(key, value):
+    """An arm with another group size once ran on twice the rollouts, was censored at the
+    study's budget and paired with seeds that started from other policies."""
+    arms = (
+        {"name": "u", "curriculum": {}},
+        {"name": "v", "curriculum": {}, "experiment": {key: value}},
+    )
+    with pytest.raises(ValueError, match=rf"arms\[1\] \('v'\): experiment.{key} may not differ"):
+        compare.CompareConfig(arms=arms, baseline="u")

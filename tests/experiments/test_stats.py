@@ -33,6 +33,23 @@ def test_bootstrap_is_deterministic_and_brackets_the_point():
     assert np.isfinite(lo) and hi == np.inf
 
 
+def test_a_censored_median_or_iqm_interval_is_bounded_below_with_misses_at_the_budget():
+    """A resample over misses (``inf``) is only known to lie between its value with misses at
+    the budget and ``inf``; its lowest value bounds the interval below. With misses at ``inf``
+    the lower end of this median came out 99 where the data allow 80 ((60 + 100) / 2: a
+    resample's middle pair can be a 60 and a miss), and the IQM's 79.25 where they allow
+    59.75."""
+    v = np.array([60.0, 60.0, 99.0] + [np.inf] * 7)
+    assert S.bootstrap(v, S.median)[1] == 99.0  # the old lower end
+    assert S.censored_bootstrap(v, S.median, 100.0) == (np.inf, 80.0, np.inf)
+    assert S.fmt_censored_interval(v, S.median, 100.0) == "> 100 [80, > 100]"
+    w = np.array([20.0, 99.0, 99.0] + [np.inf] * 3)
+    assert S.bootstrap(w, S.iqm)[1] == 79.25
+    assert S.censored_bootstrap(w, S.iqm, 100.0)[1] == 59.75
+    hits = np.array([10.0, 12.0, 11.0, 13.0])  # no miss: the plain bootstrap
+    assert S.censored_bootstrap(hits, S.median, 100.0) == S.bootstrap(hits, S.median)
+
+
 def test_ratio_bootstrap_favours_the_faster_arm_and_handles_misses():
     base = np.array([400.0, 380, 420, 410, 390, 405, 395, 415, 385, 400])
     arm = base / 2
