@@ -123,7 +123,11 @@ def make_pool(
     learn_draws = int_at_least(learn_draws, "learn_draws")
     rng = np.random.default_rng(seed)
     labels = [TRIVIAL, INFORMATIVE, EMERGING, COIN_FLIP, LEARNING]
-    counts = [round(n * share) for share in shares.values()]
+    exact = [n * share for share in shares.values()]
+    counts = [round(x) for x in exact]
+    while sum(counts) > n:  # rounded up past the pool (0.25 of 6 is 2): take back the most
+        i = max(range(len(counts)), key=lambda j: counts[j] - exact[j])
+        counts[i] -= 1
     kind = np.full(n, IMPOSSIBLE, np.int32)
     kind[: sum(counts)] = np.repeat(labels, counts)
     kind = rng.permutation(kind)

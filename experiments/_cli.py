@@ -129,7 +129,7 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one config value, e.g. --set engine.batch_groups=32 (repeatable)",
+        help="override one config value, e.g. --set batch_groups=32 (repeatable)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
@@ -276,9 +276,10 @@ def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
     head = path[0]
     if isinstance(obj, Mapping):
         # A free-form table (a curriculum, say): any key may be set; whoever reads the table
-        # (cx.curriculum_from_config) says what is wrong with it.
+        # (cx.curriculum_from_config) says what is wrong with it. A new `type` starts its table
+        # afresh (the old type's arguments would not fit it), as a `preset` does its curriculum.
         if len(path) == 1:
-            return {**obj, head: value}
+            return {head: value} if head in ("type", "preset") else {**obj, head: value}
         inner = obj.get(head, {})
         if not isinstance(inner, Mapping):
             raise ValueError(f"--set {full}: {head!r} holds {inner!r}, which is not a table")

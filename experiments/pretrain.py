@@ -15,7 +15,6 @@ from the base, and the table says, per level, how many tasks are never, sometime
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shutil
 import sys
 import time
@@ -82,8 +81,7 @@ def load_experiment(path: str | None, sets: list[str]) -> GRPOExperimentConfig:
             data = tomllib.load(f)
         if "experiment" in data:
             config, data = GRPOExperimentConfig(task=TaskConfig()), data["experiment"]
-        data = {k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(config)}}
-        config = _cli.apply_mapping(config, data, where=path)
+        config = _cli.apply_mapping(config, data, where=path)  # a misspelled key is named
     return _cli.override(config, sets)
 
 

@@ -90,3 +90,14 @@ def test_noisy_pools_hold_coin_flips_and_tasks_learned_by_training():
     assert m["learned_share"][0] == pytest.approx(np.mean(learning_ids < 16))
     assert m["coin_flip_share"][0] == pytest.approx(np.mean(kind[:16] == sp.COIN_FLIP))
     assert 0 < m["learned_share"][0] < 0.05
+
+
+@pytest.mark.parametrize("n, shares", [(6, [0.25] * 4), (3, [0.5, 0.5])])
+def test_shares_that_round_up_past_the_pool_still_make_one(n, shares):
+    """Each share rounded on its own (0.25 of 6 is 2) once overfilled the pool and crashed."""
+    names = ["trivial", "informative", "emerging", "coin_flip"][: len(shares)]
+    given = {"trivial": 0.0, "informative": 0.0, "emerging": 0.0, **dict(zip(names, shares))}
+    kinds = np.asarray(sp.make_pool(n, **given).kind)
+    assert kinds.shape == (n,)
+    for name, share in zip(names, shares):
+        assert abs(int((kinds == getattr(sp, name.upper())).sum()) - n * share) <= 1

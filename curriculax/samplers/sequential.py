@@ -51,6 +51,8 @@ def sequential(num_tasks: int | None, *, shuffle: bool = True, seed: int = 0) ->
     n = None if num_tasks is None else check_num_tasks(num_tasks)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    if not isinstance(shuffle, bool):  # the string "False" would shuffle
+        raise TypeError(f"shuffle must be a bool (true or false in TOML), got {shuffle!r}")
     seed_word = _permute.seed_bits(seed)
 
     def init(key: jax.Array) -> SequentialState:

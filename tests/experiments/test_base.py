@@ -158,3 +158,11 @@ def test_every_named_base_parses_for_the_shipped_pools():
     for name in names:
         spec = _base.base_spec(GRPOExperimentConfig(init={"base": name}))
         assert spec["base"]["steps"] >= 1 and len(spec["task"]["level_mass"]) == 8
+
+
+def test_pretrain_refuses_a_misspelled_key_in_its_config(tmp_path):
+    """Keys it did not know were once dropped: a typo built another base without a word."""
+    config = tmp_path / "typo.toml"
+    config.write_text('steps = 7\ninitt = "scratch"\n')
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['initt'\]"):
+        pretrain.load_experiment(str(config), [])

@@ -80,3 +80,27 @@ def test_the_library_refuses_bad_checkpoint_settings(engine):
         run(engine, steps=1, checkpoint_every=-1, progress=False)
     with pytest.raises(ValueError, match=r"keep_checkpoints must be >= 1, got 0"):
         run(engine, steps=1, keep_checkpoints=0, progress=False)
+
+
+def test_a_set_type_starts_its_table_afresh_and_a_set_preset_its_curriculum():
+    """The main job's sampler (a category bandit with ``reward = "advantage"``) once kept its
+    arguments under a new type, which the build then refused naming a key never written."""
+    from experiments import grpo
+
+    config = _cli.override(grpo.MAIN_JOB, ["curriculum.sampler.type=learnability"])
+    assert config.curriculum["sampler"] == {"type": "learnability"}
+    cx.curriculum_from_config(config.curriculum, 8, categories=[0] * 8)
+    config = _cli.override(
+        grpo.MAIN_JOB,
+        ["curriculum.sampler.type=learnability", "curriculum.sampler.half_life=2.0"],
+    )
+    assert config.curriculum["sampler"] == {"type": "learnability", "half_life": 2.0}
+    config = _cli.override(grpo.MAIN_JOB, ["curriculum.preset=robust"])
+    assert config.curriculum == {"preset": "robust"}
+
+
+def test_sequential_refuses_a_shuffle_that_is_not_a_bool():
+    """``--set curriculum.sampler.shuffle=False`` reads the string "False" (TOML spells it
+    false), which once shuffled."""
+    with pytest.raises(TypeError, match=r"shuffle must be a bool .* got 'False'"):
+        cx.samplers.sequential(8, shuffle="False")
