@@ -281,12 +281,17 @@ def curriculum(
         return ids, state._replace(sampler=sampler_state)
 
     def observe(state: CurriculumState, results: GroupResults, rows: jax.Array | None = None):
+        if isinstance(results, GroupResults):  # else check_results says what it is
+            # Each field as an array (a list too: JAX deprecates lists in ndim and shape).
+            results = results._replace(
+                **{f: jnp.asarray(v) for f, v in results._asdict().items() if v is not None}
+            )
         check_results(results)
         if rows is not None:
             rows = jnp.asarray(rows, bool)
             # Only real rows are checked; then padding becomes rows to ignore (an id past the
             # pool, nothing valid), kept out of every count.
-            check_task_ids(jnp.where(rows, jnp.asarray(results.task_ids), 0), num_tasks)
+            check_task_ids(jnp.where(rows, results.task_ids, 0), num_tasks)
             results = mask_rows(results, rows, padding)
         else:
             check_task_ids(results.task_ids, num_tasks)
