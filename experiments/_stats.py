@@ -364,9 +364,9 @@ def fmt_censored_interval(
     with every miss counted at ``budget``); a finite lower end is the one with misses at
     ``budget``."""
     v = np.asarray(values, np.float64)
-    point, lo, hi = censored_bootstrap(v, stat, budget, **kwargs) if interval is None else interval
+    point, lo, hi = bootstrap(v, stat, **kwargs) if interval is None else interval
     floors = bootstrap(np.minimum(v, budget), stat, **kwargs)
-    if np.isfinite(lo):
+    if np.isfinite(lo):  # the lower end censored_bootstrap takes
         lo = floors[1]
     point_text, lo_text, hi_text = (
         fmt_count(x, bound=f) for x, f in zip((point, lo, hi), floors, strict=True)

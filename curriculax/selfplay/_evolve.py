@@ -252,7 +252,10 @@ def curriculum_evolve(
     if isinstance(key, int):
         key = jax.random.key(key)
 
-    keys = task_keys(seed_tasks) if seed_keys is None else np.asarray(seed_keys, np.uint32)
+    # What tasks hold (content or key field), as a generated task is keyed; seed_keys, when
+    # given, key the pool for the run and its split instead.
+    content = task_keys(seed_tasks)
+    keys = content if seed_keys is None else np.asarray(seed_keys, np.uint32)
     check_unique_keys(keys, "seed_tasks")
     if held_out_tasks is not None:
         if held_out_frac:
@@ -263,7 +266,7 @@ def curriculum_evolve(
         held_keys = task_keys(held_out_tasks)
         check_unique_keys(held_keys, "held_out_tasks")
         # Compared by what the tasks hold (given seed_keys are another key space).
-        shared = np.intersect1d(task_keys(seed_tasks), held_keys)
+        shared = np.intersect1d(content, held_keys)
         if shared.size:
             raise ValueError(
                 f"{shared.size} held-out task(s) are also seed tasks (keys {shared[:5].tolist()}"
@@ -271,7 +274,7 @@ def curriculum_evolve(
             )
         train_tasks, train_keys = seed_tasks, keys
         held_tasks = held_out_tasks
-        num_held = len(held_keys)
+        num_held, forbidden = len(held_keys), held_keys
         if num_held == 0:
             raise ValueError("held_out_tasks is empty")
     else:
@@ -289,11 +292,8 @@ def curriculum_evolve(
             )
         train_tasks, train_keys = _take(seed_tasks, train_idx), keys[train_idx]
         held_tasks = _take(seed_tasks, held_idx)
-        num_held = len(held_idx)
+        num_held, forbidden = len(held_idx), content[held_idx]
     n = len(train_keys)
-    # What no generated task may be: a held-out task, keyed as generated tasks are (not by
-    # seed_keys, which a generated task never carries).
-    forbidden = task_keys(held_tasks)
 
     inner = _build_sampler(sampler, n)
     frontier = None
