@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
+from jax.sharding import NamedSharding, PartitionSpec, make_single_device_sharding
 
 from curriculax._types import AT_FIRST_ENTRY_ATTR, PER_TASK_ATTR
 from curriculax.checkpoint import (
@@ -293,7 +293,7 @@ def restore(
         target_sharding = engine.state_sharding
         keys_sharding = NamedSharding(engine.mesh, PartitionSpec())
     else:
-        keys_sharding = SingleDeviceSharding(jax.devices()[0])
+        keys_sharding = make_single_device_sharding(jax.devices()[0])
         target_sharding = jax.tree.map(lambda _: keys_sharding, abstract)
     abstract = jax.tree.map(
         lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh),

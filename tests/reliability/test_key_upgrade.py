@@ -29,8 +29,15 @@ def test_a_checkpoint_with_32_bit_keys_resumes_as_an_uninterrupted_run(engine, o
     run(engine, steps=8, run_dir=str(old_run), resume=True, progress=False)
     run(engine, steps=8, run_dir=str(tmp_path / "whole"), progress=False)
     got = helpers.without_time(helpers.read_jsonl(old_run / "metrics.jsonl"))
-    assert [r["step"] for r in got] == list(range(1, 9))
-    assert got == helpers.without_time(helpers.read_jsonl(tmp_path / "whole/metrics.jsonl"))
+    whole = helpers.without_time(helpers.read_jsonl(tmp_path / "whole/metrics.jsonl"))
+    assert [r["step"] for r in got] == [r["step"] for r in whole] == list(range(1, 9))
+    # Steps 5-8 are computed today from the restored checkpoint: bit for bit the whole run's.
+    assert got[4:] == whole[4:]
+    # Steps 1-4 are the fixture's own lines, written by the JAX of its day: the same run, but
+    # float32 arithmetic may differ in the last place between JAX releases (jax 0.12.1 moved
+    # step 2's solver/skill_mean by 3e-8), so they agree to float32 precision.
+    for old_line, new_line in zip(got[:4], whole[:4]):
+        assert old_line == pytest.approx(new_line, rel=1e-6, abs=0)
     new_meta = json.loads((old_run / "checkpoints/8/meta/metadata").read_text())
     assert new_meta["key_bits"] == 64
     # Traces written after the resume carry the 64-bit keys; their low words are the old ones.
