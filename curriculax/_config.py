@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import inspect
@@ -69,11 +70,14 @@ def _call(
     skip: int,
     context: Mapping[str, Any] | None = None,
     example: str = "cx.curriculum_from_config(config, num_tasks, {name}=...)",
+    taken: set[str] | None = None,
 ):
+    """``factory(*args, **options)`` after checking ``options`` against its signature, with
+    the ``context`` entries it takes by name (their names added to ``taken``)."""
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):  # builtins without a signature: let the call decide
-        return factory(*args, **options)
+        return _named(where, factory, args, options)
     params = list(signature.parameters.values())
     named = [
         p
@@ -82,6 +86,8 @@ def _call(
     ]
     accepted = [p.name for p in named]
     # A factory with **kwargs takes any key; the context it names still reaches it.
+    if taken is not None:
+        taken.update(accepted)
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         unknown = sorted(set(options) - set(accepted))
         if unknown:
@@ -113,7 +119,18 @@ def _call(
         raise ValueError(
             f"{where}: {name} is not a factory: it cannot be called as {call} ({e})"
         ) from None
-    return factory(*args, **options)
+    return _named(where, factory, args, options)
+
+
+def _named(where: str, factory: Callable, args: tuple, options: Mapping[str, Any]):
+    """``factory(*args, **options)``; a ``ValueError`` or ``TypeError`` it raises is raised
+    again with ``where`` (the table's path in the config) in front of its message."""
+    try:
+        return factory(*args, **options)
+    except (ValueError, TypeError) as e:
+        if type(e) not in (ValueError, TypeError):
+            raise  # a subclass may carry more than its message: leave it as it is
+        raise type(e)(f"{where}: {e}") from e
 
 
 def _split_type(spec: Any, where: str) -> tuple[Any, dict]:
@@ -125,13 +142,15 @@ def _split_type(spec: Any, where: str) -> tuple[Any, dict]:
     return spec["type"], options
 
 
-def _sampler(spec: Any, num_tasks: int | None, context: Mapping[str, Any], name: str):
+def _sampler(
+    spec: Any, num_tasks: int | None, context: Mapping[str, Any], name: str, taken: set[str]
+):
     type_name, options = _split_type(spec, name)
     where = f"{name} (type {type_name!r})"
     factory = _resolve("sampler", _SAMPLERS, type_name, where)
     if isinstance(options.get("inner"), Mapping):
-        options["inner"] = _sampler(options["inner"], num_tasks, context, f"{name}.inner")
-    sampler = _call(factory, (num_tasks,), options, where, skip=1, context=context)
+        options["inner"] = _sampler(options["inner"], num_tasks, context, f"{name}.inner", taken)
+    sampler = _call(factory, (num_tasks,), options, where, skip=1, context=context, taken=taken)
     if not isinstance(sampler, TaskSampler):
         raise TypeError(
             f"{where}: the factory returned {type(sampler).__name__}, not a cx.TaskSampler"
@@ -156,8 +175,15 @@ def sampler_from_config(
 
     Example:
       >>> sampler_from_config({"type": "sequential", "shuffle": False}, 10)
+
+    Raises:
+      ValueError: an unknown type or key, or a context name that no registered factory and no
+        factory of this config takes (a misspelling would otherwise be ignored).
     """
-    return _sampler(spec, num_tasks, context, "sampler")
+    taken: set[str] = set()
+    sampler = _sampler(spec, num_tasks, context, "sampler", taken)
+    _check_context(context, taken)
+    return sampler
 
 
 def gate_from_config(spec: Mapping[str, Any], name: str = "gate", **context: Any) -> AdmissionGate:
@@ -172,6 +198,29 @@ def gate_from_config(spec: Mapping[str, Any], name: str = "gate", **context: Any
     Example:
       >>> gate_from_config({"type": "reward_consistency"}, num_tasks=10)
     """
+    taken: set[str] = set()
+    gate = _gate(spec, name, context, taken)
+    _check_context(context, taken)
+    return gate
+
+
+def _check_context(context: Mapping[str, Any], taken: set[str]) -> None:
+    """Refuses context that nothing could take: a name that is an argument of no registered
+    sampler or gate factory and of none this config built (``taken``). Context that only this
+    config's factories leave unused is fine (one call can serve many curricula)."""
+    known = set(taken)
+    for factory in (*_SAMPLERS.values(), *_GATES.values()):
+        with contextlib.suppress(TypeError, ValueError):  # no signature: nothing known
+            known.update(inspect.signature(factory).parameters)
+    unknown = sorted(set(context) - known)
+    if unknown:
+        raise ValueError(
+            f"context {unknown} is an argument of no sampler or gate factory (misspelled?); "
+            f"this config's factories take {sorted(taken)}"
+        )
+
+
+def _gate(spec: Any, name: str, context: Mapping[str, Any], taken: set[str]) -> AdmissionGate:
     where = f"gates.{name}"
     type_name, options = _split_type(spec, where)
     factory = _resolve("gate", _GATES, type_name, f"{where} (type {type_name!r})")
@@ -183,6 +232,7 @@ def gate_from_config(spec: Mapping[str, Any], name: str = "gate", **context: Any
         skip=0,
         context=context,
         example=f"cx.gate_from_config(spec, {name!r}, {{name}}=...)",
+        taken=taken,
     )
     if not isinstance(gate, AdmissionGate):
         raise TypeError(
@@ -214,7 +264,7 @@ def expand_preset(config: Mapping[str, Any]) -> Mapping[str, Any]:
     if "preset" not in config:
         return config
     name = config["preset"]
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(
             f"curriculum config: unknown preset {name!r}; presets are {sorted(PRESETS)}"
         )
@@ -296,6 +346,10 @@ def curriculum_from_config(
 
         cx.curriculum_from_config({"sampler": {"type": "category_bandit"}}, N, categories=levels)
 
+    A context name that no registered factory and none of this config's takes is refused (a
+    misspelling would be ignored); an error a factory raises names its table
+    (``sampler.inner (type 'difficulty_pools'): ...``).
+
     Args:
       config: the mapping (``None`` or ``{}``: the default curriculum, no gates).
       num_tasks: pool size passed to the sampler factory (and to gates that take one).
@@ -311,16 +365,16 @@ def curriculum_from_config(
             f"curriculum config: unknown key(s) {unknown}; accepted keys are ['gates', "
             "'preset', 'sampler']"
         )
-    sampler = sampler_from_config(
-        config.get("sampler", {"type": "sequential"}), num_tasks, **context
+    taken: set[str] = set()
+    sampler = _sampler(
+        config.get("sampler", {"type": "sequential"}), num_tasks, context, "sampler", taken
     )
     gate_specs = config.get("gates", {})
     if not isinstance(gate_specs, Mapping):
         raise TypeError(f"'gates' must be a table of name -> gate spec, got {gate_specs!r}")
-    gates = {
-        name: gate_from_config(spec, name, num_tasks=num_tasks, **context)
-        for name, spec in gate_specs.items()
-    }
+    gate_context = {**context, "num_tasks": num_tasks}
+    gates = {name: _gate(spec, name, gate_context, taken) for name, spec in gate_specs.items()}
+    _check_context(context, taken)
     return curriculum(sampler, gates)
 
 

@@ -439,3 +439,46 @@ def test_a_factory_with_kwargs_still_gets_the_context_it_names(registry):
     assert seen == {"num_tasks": 4, "categories": [0, 0, 1, 1], "extra": 1}
     with pytest.raises(ValueError, match=r"missing \['categories'\]"):
         cx.curriculum_from_config({"sampler": {"type": "kw_sampler"}}, 4)
+
+
+def test_a_misspelled_context_name_is_refused_and_unused_known_context_is_not(plugin):
+    """Context a config's factories leave unused is fine (one call serves many curricula), but
+    a name no factory could take is a misspelling that would silently drop pool data."""
+    levels = [0, 0, 1, 1]
+    with pytest.raises(ValueError, match=r"context \['axis_nam'\] is an argument of no sampler"):
+        cx.curriculum_from_config(
+            {"sampler": {"type": "category_bandit"}}, 4, categories=levels, axis_nam="data"
+        )
+    with pytest.raises(ValueError, match=r"context \['categries'\]"):
+        cx.sampler_from_config({"type": "uniform"}, 4, categries=levels)
+    with pytest.raises(ValueError, match=r"context \['num_task'\]"):
+        cx.gate_from_config({"type": "advantage_range"}, num_task=4)
+    # categories and entry_task are taken by other registered factories: offered, not refused.
+    cx.curriculum_from_config(
+        {"sampler": {"type": "uniform"}}, 4, categories=levels, entry_task=levels
+    )
+    # A name only a plug-in factory of this config takes is known to it.
+    cx.register_sampler(
+        f"{plugin}_ctx", lambda num_tasks, pool_notes: cx.samplers.uniform(num_tasks)
+    )
+    try:
+        cx.sampler_from_config({"type": f"{plugin}_ctx"}, 4, pool_notes="x")
+    finally:
+        _config._SAMPLERS.pop(f"{plugin}_ctx")
+
+
+def test_a_preset_that_is_not_a_name_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"unknown preset \['robust'\]; presets are \['robust'\]"):
+        cx.curriculum_from_config({"preset": ["robust"]}, 10)
+
+
+def test_a_factory_error_names_the_table_it_came_from():
+    bad = {"type": "difficulty_pools", "bands": {"hard": {"max_reward": 0.5, "weight": -1.0}}}
+    with pytest.raises(
+        ValueError, match=r"^sampler\.inner \(type 'difficulty_pools'\): .*negative"
+    ):
+        cx.curriculum_from_config({"sampler": {"type": "reward_consistency", "inner": bad}}, 10)
+    with pytest.raises(ValueError, match=r"^gates\.z \(type 'advantage_range'\): "):
+        cx.curriculum_from_config(
+            {"gates": {"z": {"type": "advantage_range", "low": 2.0, "high": 1.0}}}, 10
+        )

@@ -277,7 +277,9 @@ _COMPARISON_KEYS = (
 
 
 def _comparison_json(cmp: dict, key: str = "ratio_to_baseline") -> dict:
-    """:func:`compare_arms`' result, JSON-safe (an open or undefined end as ``None``)."""
+    """:func:`compare_arms`' result, JSON-safe: an ``inf`` or ``nan`` value as ``None``; an
+    interval's open lower end stays ``0`` as in :class:`~experiments._stats.Ratio` (its
+    ``ratio_kind`` / ``ratio_paired_kind`` says which ends are open)."""
     r, rp = cmp["ratio"], cmp["paired"]
     return {
         key: _finite(r[:3]),
