@@ -25,7 +25,10 @@ def bits(word: jax.Array, ids: jax.Array, salt: int) -> jax.Array:
 
 def unit(word: jax.Array, ids: jax.Array, salt: int) -> jax.Array:
     """``f32[...]`` uniforms in (0, 1) (24 bits, never exactly 0 or 1)."""
-    return ((bits(word, ids, salt) >> 8).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-24)
+    u = ((bits(word, ids, salt) >> 8).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-24)
+    # The top value, 1 - 2^-25, rounds to 1.0 in float32 (normal() would give inf, beta() nan):
+    # it becomes the largest float32 below 1; every other value is unchanged.
+    return jnp.minimum(u, jnp.float32(1.0 - 2.0**-24))
 
 
 def normal(word: jax.Array, ids: jax.Array, salt: int) -> jax.Array:

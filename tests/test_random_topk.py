@@ -57,3 +57,14 @@ def test_top_k_returns_the_best_first_and_ties_to_the_lower_id():
     np.testing.assert_allclose(values, [1.9, 1.5, 1.5])
     values, ids = _topk.top_k(keys, 9, jnp.int32(0), None)
     assert ids.shape == (5,)
+
+
+def test_the_top_hash_value_stays_below_one_so_normals_and_betas_stay_finite():
+    """Hash bits ``0xFFFFFF`` gave ``(2^24 - 0.5) 2^-24``, which rounds to 1.0 in float32: a
+    normal of +inf and a Beta draw of nan (a task then ranked last in that call)."""
+    word = jnp.uint32(12345)
+    at = jnp.asarray([16_349_733], jnp.int32)  # found by a search over ids
+    assert int(_random.bits(word, at, 0)[0] >> 8) == 0xFFFFFF
+    assert 0 < float(_random.unit(word, at, 0)[0]) < 1
+    assert np.isfinite(float(_random.normal(word, at, 0)[0]))
+    assert np.isfinite(float(_random.beta(word, at, jnp.float32(3.0), jnp.float32(5.0), 0)[0]))
