@@ -11,12 +11,15 @@ from curriculax import _counters, _permute
 from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 
+_STREAM = 2**31 - 1  # ids of the infinite stream: 0 .. 2^31 - 2, then 0 again
+
 
 class SequentialState(NamedTuple):
     """The source position: the whole checkpoint of a sequential sampler.
 
     Attributes:
-      epoch: ``i32[]`` completed passes over the pool (0 for an infinite stream).
+      epoch: ``i32[]`` completed passes over the pool (for an infinite stream: times its ids
+        started again from 0, after ``2^31 - 2``).
       cursor: ``i32[]`` tasks handed out in the current epoch (the stream position when
         infinite).
     """
@@ -34,7 +37,8 @@ def sequential(num_tasks: int | None, *, shuffle: bool = True, seed: int = 0) ->
 
     Args:
       num_tasks: pool size ``N``; ``None`` for an infinite stream of ids 0, 1, 2, ... (for a
-        procedural generator).
+        procedural generator; int32 ids, so after ``2^31 - 2`` the stream starts again from 0
+        and ``epoch`` counts it).
       shuffle: shuffle each epoch (``False``: source order 0..N-1 every epoch).
       seed: seed of the epoch orders.
 
@@ -54,6 +58,8 @@ def sequential(num_tasks: int | None, *, shuffle: bool = True, seed: int = 0) ->
     if not isinstance(shuffle, bool):  # the string "False" would shuffle
         raise TypeError(f"shuffle must be a bool (true or false in TOML), got {shuffle!r}")
     seed_word = _permute.seed_bits(seed)
+    # Positions are computed in uint32: cursor < period <= 2^31 - 1 and num < 2^31 never wrap.
+    period = _STREAM if n is None else n
 
     def init(key: jax.Array) -> SequentialState:
         del key
@@ -67,18 +73,19 @@ def sequential(num_tasks: int | None, *, shuffle: bool = True, seed: int = 0) ->
         state = SequentialState(
             jnp.asarray(state.epoch, jnp.int32), jnp.asarray(state.cursor, jnp.int32)
         )
-        if n is None:
-            ids = state.cursor + offsets
-            return ids, SequentialState(state.epoch, _counters.add(state.cursor, num))
-        position = state.cursor + offsets
-        epochs = state.epoch + position // n
-        within = position % n
-        if shuffle:
+        cursor = state.cursor.astype(jnp.uint32)
+        position = cursor + offsets.astype(jnp.uint32)
+        within = (position % period).astype(jnp.int32)
+        if shuffle and n is not None:
+            epochs = state.epoch + (position // period).astype(jnp.int32)
             ids = _permute.permute(within, n, _permute.round_keys(seed_word, epochs))
         else:
             ids = within
-        end = state.cursor + num
-        new = SequentialState(_counters.add(state.epoch, end // n), (end % n).astype(jnp.int32))
+        end = cursor + jnp.uint32(num)
+        new = SequentialState(
+            _counters.add(state.epoch, (end // period).astype(jnp.int32)),
+            (end % period).astype(jnp.int32),
+        )
         return ids.astype(jnp.int32), new
 
     def observe(state: SequentialState, results: GroupResults) -> SequentialState:

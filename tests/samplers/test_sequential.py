@@ -128,6 +128,18 @@ def test_infinite_stream_counts_up():
     assert _draw(None, 4, shuffle=False)[0] == [0, 1, 2, 3]
 
 
+def test_the_infinite_stream_starts_again_from_0_at_the_end_of_int32():
+    """Ids are int32: past 2^31 - 2 the stream used to wrap to negative ids (the cursor then
+    saturated and handed out the same ids forever)."""
+    top = 2**31 - 1
+    state = SequentialState(jnp.int32(0), jnp.int32(top - 3))
+    ids, state = _draw(None, 5, state=state)
+    assert ids == [top - 3, top - 2, top - 1, 0, 1]  # the last id is 2^31 - 2
+    assert _position(state) == (1, 2)
+    ids, state = _draw(None, 2, state=state)
+    assert ids == [2, 3]
+
+
 def test_sample_zero_tasks_is_a_no_op():
     _, state = _draw(5, 3)
     ids, new = _draw(5, 0, state=state)
