@@ -67,7 +67,11 @@ def floor(
     the fractional part (so the shares hold in expectation for any ``num``, even 1). The
     inner sampler is asked for the whole-number remainder; the random extra positions replace
     its last draws (its lowest-ranked, for samplers that order their draws), so at most two
-    of its draws per call go unused. Uniform draws avoid the inner sampler's and each other;
+    of its draws per call go unused. An unused draw still counts as drawn to the inner
+    sampler, which may have marked the task seen: under a floor, :func:`difficulty_pools`'
+    warm-up can end with a few tasks never dispatched (they stay in its unscored band, drawn
+    with ``unscored_weight``), and :func:`learnability`'s ``unseen_first`` passes them over
+    (their prior still scores them). Uniform draws avoid the inner sampler's and each other;
     stale draws avoid every other task of the call (a pool smaller than the call repeats).
 
     ``observe`` passes every result to the inner sampler (including those of tasks it did not
@@ -119,6 +123,7 @@ def floor(
             return jnp.zeros((0,), jnp.int32), state
         axis = _shard.bound(axis_name)
         n_local = state.last_drawn.shape[0]
+        _shard.check_split(n_local, n, axis_name, "floor")
         start = _shard.offset(axis, n_local)
         pos = jnp.arange(num, dtype=jnp.int32)
         whole_u = math.floor(uniform_share * num)

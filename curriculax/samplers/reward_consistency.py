@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -68,6 +69,7 @@ def reward_consistency(
     inner: TaskSampler,
     *,
     keep_share: float = 0.05,
+    muted_reward: float = 0.0,
     axis_name: str | None = None,
 ) -> TaskSampler:
     """Mutes tasks whose reward is proven not to depend on the answer; any sampler inside.
@@ -80,7 +82,8 @@ def reward_consistency(
     rewards, so a group with two rollouts of one answer and different rewards
     (:func:`contradicting_groups`) is proof. From its first contradicting group on, a task is
     marked ``contradicted``: each of its groups reaches ``inner`` as a group of failures
-    (every reward 0, no advantage: to the inner sampler a task with no signal), and each inner
+    (every reward ``muted_reward``, no advantage: to the inner sampler a task with no signal;
+    the default 0 is a failure for rewards in [0, 1]), and each inner
     draw of it is rolled out only with probability ``keep_share`` and otherwise replaced
     before rollout by a task drawn uniformly among the unmarked ones not already in the call
     (as :func:`skip_zero_variance` replaces its skips). ``keep_share > 0`` is the floor: a
@@ -114,6 +117,10 @@ def reward_consistency(
         config, a table: ``{"type": "reward_consistency", "inner": {"type": ...}}``.
       keep_share: probability that an inner draw of a contradicted task is rolled out
         anyway, in [0, 1] (0: never again; 1: only muted, never skipped).
+      muted_reward: the reward every rollout of a contradicted task's group reaches ``inner``
+        with: one the inner sampler counts as a failure (below its ``success_threshold`` or
+        ``solved_reward``). 0 (the default) for rewards in [0, 1]; for rewards in {-1, 1}
+        with a threshold of 0, give -1 (0 would count as a success there).
       axis_name: the mesh axis along which per-task state is split under ``shard_map`` (the
         inner sampler must be built with the same one).
 
@@ -130,6 +137,10 @@ def reward_consistency(
     """
     n = check_num_tasks(num_tasks)
     inner = _wrapping.check_inner(inner, "reward_consistency", n)
+    if isinstance(muted_reward, bool) or not isinstance(muted_reward, int | float):
+        raise TypeError(f"muted_reward must be a number, got {muted_reward!r}")
+    if not math.isfinite(muted_reward):
+        raise ValueError(f"muted_reward must be finite, got {muted_reward}")
     if isinstance(keep_share, bool) or not isinstance(keep_share, int | float):
         raise TypeError(f"keep_share must be a number, got {keep_share!r}")
     if not 0.0 <= keep_share <= 1.0:
@@ -147,6 +158,7 @@ def reward_consistency(
         if num == 0:
             return jnp.zeros((0,), jnp.int32), state
         axis = _shard.bound(axis_name)
+        _shard.check_split(state.contradicted.shape[0], n, axis_name, "reward_consistency")
         start = _shard.offset(axis, state.contradicted.shape[0])
         k_inner, k_keep, k_pick = jax.random.split(key, 3)
         drawn, inner_state = inner.sample(state.inner, k_inner, num)
@@ -160,9 +172,12 @@ def reward_consistency(
         return ids, state._replace(inner=inner_state, skipped=skipped)
 
     def observe(state: RewardConsistencyState, results: GroupResults) -> RewardConsistencyState:
+        _shard.check_split(state.contradicted.shape[0], n, axis_name, "reward_consistency")
         bad, flags, muted = mark(state.contradicted, results, _shard.bound(axis_name), rep)
         quiet = results._replace(
-            rewards=jnp.where(muted[:, None], 0.0, results.rewards).astype(results.rewards.dtype),
+            rewards=jnp.where(muted[:, None], muted_reward, results.rewards).astype(
+                results.rewards.dtype
+            ),
             advantages=jnp.where(muted[:, None, None], 0.0, results.advantages).astype(
                 results.advantages.dtype
             ),

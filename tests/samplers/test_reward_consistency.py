@@ -81,6 +81,21 @@ def test_a_contradicted_task_reaches_the_inner_sampler_as_failures_from_then_on(
     assert "inner/pool/unseen" in m
 
 
+def test_muted_groups_are_failures_for_rewards_of_minus_one_and_one():
+    """With rewards in {-1, 1} and a success threshold of 0, a muted reward of 0 counted as a
+    success (a proven coin flip read as solved); muted_reward=-1 makes it a failure."""
+    inner = cx.samplers.learnability(4, success_threshold=0.0, half_life=None)
+    coin = _with_answers(group_results([1], [[1.0, -1.0, 1.0, -1.0]]), [[7, 7, 7, 7]])
+    for muted, successes, failures in ((0.0, 4.0, 0.0), (-1.0, 0.0, 4.0)):
+        s = cx.samplers.reward_consistency(4, inner, muted_reward=muted)
+        state = s.observe(s.init(jax.random.key(0)), coin)
+        assert float(state.inner.successes[1]) == successes
+        assert float(state.inner.failures[1]) == failures
+    for bad, error in ((float("nan"), ValueError), (True, TypeError), ("0", TypeError)):
+        with pytest.raises(error, match="muted_reward"):
+            cx.samplers.reward_consistency(4, inner, muted_reward=bad)
+
+
 @pytest.fixture(scope="module")
 def noisy_runs():
     pool = sp.make_pool(
