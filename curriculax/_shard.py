@@ -23,6 +23,25 @@ def bound(axis_name: str | None) -> str | None:
     return axis_name
 
 
+def check_split(n_local: int, n: int, axis_name: str | None, who: str) -> None:
+    """Refuses per-task state split over devices (``n_local < n`` tasks here) where ``who``
+    runs unsplit: built without ``axis_name``, or with one not bound here (not the axis the
+    state is split along). Unchecked, each device would take its slice for the whole pool:
+    draws only from the first ``n_local`` ids, results of other tasks dropped."""
+    if n_local == n or bound(axis_name) is not None:
+        return
+    how = (
+        "without axis_name"
+        if axis_name is None
+        else f"with axis_name={axis_name!r}, which is not the axis it is split along"
+    )
+    raise ValueError(
+        f"{who}: its per-task state holds {n_local} of the pool's {n} tasks here (split over "
+        f"devices), but it was built {how}; build it (and any inner sampler or per-task gate) "
+        "with the engine's mesh axis, e.g. axis_name='data', or use Env(..., shard_tasks=False)"
+    )
+
+
 def offset(axis_name: str | None, n_local: int) -> jax.Array:
     """First global task id held by this device (``i32[]``)."""
     if axis_name is None:

@@ -88,6 +88,8 @@ def reward_consistency(
         )
 
     def admit(state: ConsistencyGateState, results: GroupResults):
+        where = "gates.reward_consistency"
+        _shard.check_split(state.contradicted.shape[0], n, axis_name, where)
         bad, flags, noisy = mark(state.contradicted, results, _shard.bound(axis_name), rep)
         admitted = ~(bad | noisy)
         judged = jnp.any(jnp.asarray(results.valid, bool), axis=1)

@@ -323,6 +323,7 @@ def difficulty_pools(
         pos = jnp.arange(num, dtype=jnp.int32)
         axis = _shard.bound(axis_name)
         n_local = state.scores.shape[0]
+        _shard.check_split(n_local, n, axis_name, "difficulty_pools")
         start = _shard.offset(axis, n_local)
         # One PRNG call per sample: threefry is slow to compile on CPU, so derive everything
         # from one block of bits.
@@ -382,6 +383,7 @@ def difficulty_pools(
 
     def observe(state: DifficultyPoolsState, results: GroupResults) -> DifficultyPoolsState:
         n_local = state.scores.shape[0]
+        _shard.check_split(n_local, n, axis_name, "difficulty_pools")
         start = _shard.offset(_shard.bound(axis_name), n_local)
         ids = results.task_ids.astype(jnp.int32)
         in_pool = (ids >= 0) & (ids < n)

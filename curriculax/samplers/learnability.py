@@ -193,6 +193,7 @@ class _BetaPool(NamedTuple):
           and ``clock`` for ``state._replace(**fields)``, and what was read from the batch.
         """
         n, n_local = self.n, state.successes.shape[0]
+        _shard.check_split(n_local, n, self.axis_name, "learnability (observe)")
         start = _shard.offset(_shard.bound(self.axis_name), n_local)
         ids = results.task_ids.astype(jnp.int32)
         in_pool = (ids >= 0) & (ids < n)
@@ -338,6 +339,7 @@ def ranked_draw(
         return jnp.zeros((0,), jnp.int32), seen
     axis = _shard.bound(axis_name)
     n_local = seen.shape[0]
+    _shard.check_split(n_local, n, axis_name, "learnability (sample)")
     start = _shard.offset(axis, n_local)
     local_ids = start + jnp.arange(n_local, dtype=jnp.int32)
     pos = jnp.arange(num, dtype=jnp.int32)

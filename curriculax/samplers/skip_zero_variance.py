@@ -308,6 +308,7 @@ def skip_zero_variance(
             return jnp.zeros((0,), jnp.int32), state
         axis = _shard.bound(axis_name)
         n_local = state.streak.shape[0]
+        _shard.check_split(n_local, n, axis_name, "skip_zero_variance")
         start = _shard.offset(axis, n_local)
         k_inner, k_skip, k_pick = jax.random.split(key, 3)
         drawn, inner_state = inner.sample(state.inner, k_inner, num)
@@ -352,6 +353,7 @@ def skip_zero_variance(
         if g == 0:
             return state._replace(inner=inner.observe(state.inner, results))
         n_local = state.streak.shape[0]
+        _shard.check_split(n_local, n, axis_name, "skip_zero_variance")
         axis = _shard.bound(axis_name)
         start = _shard.offset(axis, n_local)
         ids = results.task_ids.astype(jnp.int32)

@@ -1,7 +1,8 @@
 """Samplers with per-task state split over 4 fake CPU devices (``shard_map``, as the engine runs
 ``Env(shard_tasks=True)``) draw exactly what the unsplit sampler draws and end in the same
-state; a gate with per-task state votes as the unsplit one does. One subprocess (the device
-count is fixed when JAX starts) checks every entry."""
+state; a gate with per-task state votes as the unsplit one does; each refuses split state when
+built without the mesh axis. One subprocess (the device count is fixed when JAX starts)
+checks every entry."""
 
 import os
 import re
@@ -99,15 +100,16 @@ SAMPLERS = {
     ),
 }
 mesh = _mesh.make_mesh(4)
+
+
+def as_curriculum(c):
+    if isinstance(c, cx.Curriculum):
+        return c
+    return cx.curriculum(c) if isinstance(c, cx.TaskSampler) else cx.curriculum(*c)
+
+
 for name, make in SAMPLERS.items():
-    plain, split = (
-        c
-        if isinstance(c, cx.Curriculum)
-        else cx.curriculum(c)
-        if isinstance(c, cx.TaskSampler)
-        else cx.curriculum(*c)
-        for c in (make(None), make("data"))
-    )
+    plain, split = (as_curriculum(c) for c in (make(None), make("data")))
     state = plain.init(jax.random.key(0))
     sharded = _mesh.shard_curriculum(split, mesh, "data", _mesh.per_task_specs(state, "data"))
 
@@ -139,6 +141,43 @@ for name, make in SAMPLERS.items():
     for x, y in zip(jax.tree.leaves(runs[0][1]), jax.tree.leaves(runs[1][1])):
         assert np.allclose(np.asarray(x), np.asarray(y), rtol=1e-6), name
     print("ok", name)
+
+# Split state handed to a component built without the mesh axis (or with another one) is
+# refused when traced: unchecked, each device took its slice for the whole pool.
+MISBUILT = {
+    **{f"{name} without axis_name": (make, None) for name, make in SAMPLERS.items()},
+    "learnability with another axis": (SAMPLERS["learnability"], "batch"),
+    "inner sampler without axis_name": (
+        lambda axis: cx.samplers.floor(
+            N, cx.samplers.learnability(N), uniform_share=0.2, axis_name=axis
+        ),
+        "data",
+    ),
+    "gate without axis_name": (
+        lambda axis: (
+            cx.samplers.learnability(N, axis_name=axis),
+            {"consistency": cx.gates.reward_consistency(N)},
+        ),
+        "data",
+    ),
+}
+for name, (make, axis) in MISBUILT.items():
+    cur = as_curriculum(make(axis))
+    state = cur.init(jax.random.key(0))
+    sharded = _mesh.shard_curriculum(cur, mesh, "data", _mesh.per_task_specs(state, "data"))
+
+    def step(state, key):
+        ids, state = sharded.sample(state, key, NUM)
+        admission, state = sharded.observe(state, synthetic_results(key, ids))
+        return ids, state
+
+    try:
+        jax.jit(step)(state, jax.random.key(1))
+    except ValueError as e:
+        assert "per-task state holds 16 of the pool's 64 tasks" in str(e), (name, str(e))
+        print("refused", name)
+    else:
+        print("not refused", name)
 """
 
 
@@ -154,4 +193,9 @@ def test_split_samplers_draw_what_unsplit_ones_draw():
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     names = re.findall(r'^    "(\w+)": ', SCRIPT, re.MULTILINE)  # the entries of SAMPLERS
     assert len(names) > 10
-    assert out.stdout.split("\n")[:-1] == [f"ok {name}" for name in names], out.stdout
+    misbuilt = [f"refused {name} without axis_name" for name in names] + [
+        "refused learnability with another axis",
+        "refused inner sampler without axis_name",
+        "refused gate without axis_name",
+    ]
+    assert out.stdout.split("\n")[:-1] == [f"ok {name}" for name in names] + misbuilt, out.stdout
