@@ -172,7 +172,9 @@ def setup_devices(args: argparse.Namespace):
     """Starts JAX's distributed runtime when asked and returns the engine mesh (or None).
 
     Call before any JAX computation. On CPU, ``--devices N`` makes N (fake) CPU devices, split
-    over the processes, so the multi-device code path can run anywhere.
+    over the processes, so the multi-device code path can run anywhere. With several
+    processes the mesh takes ``--devices / --num-processes`` devices from each
+    (:func:`curriculax.engine.make_mesh`), however many each process has.
     """
     import jax
 
@@ -180,11 +182,28 @@ def setup_devices(args: argparse.Namespace):
 
     if args.devices < 1:
         raise SystemExit(f"--devices must be >= 1, got {args.devices}")
+    if args.num_processes < 1:
+        raise SystemExit(f"--num-processes must be >= 1, got {args.num_processes}")
     if args.num_processes > 1:
         if args.devices % args.num_processes:
             raise SystemExit("--devices must be a multiple of --num-processes")
         if not args.coordinator:
             raise SystemExit("--num-processes > 1 needs --coordinator host:port")
+        if not 0 <= args.process_id < args.num_processes:
+            raise SystemExit(
+                f"--process-id must lie in [0, {args.num_processes}) for --num-processes "
+                f"{args.num_processes}, got {args.process_id}"
+            )
+    else:
+        for flag, given in (
+            ("--coordinator", args.coordinator is not None),
+            ("--process-id", args.process_id != 0),
+        ):
+            if given:
+                raise SystemExit(
+                    f"{flag} only means something with --num-processes > 1 (a multi-host run); "
+                    f"got --num-processes {args.num_processes}"
+                )
     per_process = args.devices // args.num_processes
     if per_process > 1:
         jax.config.update("jax_num_cpu_devices", per_process)

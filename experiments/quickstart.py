@@ -48,6 +48,16 @@ def build(config: QuickstartConfig, mesh=None) -> tuple[Engine, dict]:
     curriculum = dict(config.curriculum)
     split = mesh is not None and curriculum.get("sampler", {}).get("type") == "difficulty_pools"
     if split:  # split the pools env's per-task state over the devices (identical draws)
+        d = mesh.devices.size
+        if n % d:
+            below, above = n - n % d, n - n % d + d
+            sizes = f"{below} or {above}" if below else f"{above}"
+            raise ValueError(
+                f"tasks_per_env={n}: with --devices {d} the quick start splits the per-task "
+                "state of the pools env's difficulty_pools sampler over the devices "
+                f"(shard_tasks), which needs a pool size divisible by {d}; use e.g. "
+                f"--set tasks_per_env={sizes}"
+            )
         curriculum["sampler"] = {**curriculum["sampler"], "axis_name": "data"}
     envs = [
         Env(

@@ -21,18 +21,56 @@ AXIS = "data"
 
 
 def make_mesh(devices: int | None = None, axis: str = AXIS) -> Mesh:
-    """A 1-D mesh over the first ``devices`` devices (default: all), with ``Auto`` axis type.
+    """A 1-D mesh over ``devices`` devices (default: all), with ``Auto`` axis type.
 
-    On several hosts (after ``jax.distributed.initialize``) it spans every process's devices.
+    In one process it takes the first ``devices`` of ``jax.devices()``. On several processes
+    (after ``jax.distributed.initialize``) it takes ``devices / jax.process_count()`` devices
+    from each process, in process order (a count not divisible by the process count is
+    refused), so every process holds its share of the mesh whatever number of devices each
+    one has.
     """
     available = jax.devices()
-    n = len(available) if devices is None else devices
-    if n < 1 or n > len(available):
+    if devices is None:
+        n = len(available)
+    elif isinstance(devices, bool) or not isinstance(devices, int | np.integer):
+        raise TypeError(f"a device count must be a positive int, got {devices!r}")
+    elif devices < 1:
+        raise ValueError(f"a device count must be a positive int, got {devices!r}")
+    else:
+        n = int(devices)
+    return Mesh(
+        np.array(mesh_devices(available, n, jax.process_count())),
+        (axis,),
+        axis_types=(jax.sharding.AxisType.Auto,),
+    )
+
+
+def mesh_devices(available: list, n: int, processes: int) -> list:
+    """The ``n`` devices of a mesh: the first ``n`` of ``available`` in one process, else
+    ``n / processes`` from each process (by ``process_index``), or a ValueError."""
+    if processes == 1:
+        if n > len(available):
+            raise ValueError(
+                f"asked for {n} devices but {len(available)} are visible; on CPU set "
+                "jax.config.update('jax_num_cpu_devices', n) before JAX starts"
+            )
+        return list(available[:n])
+    if n % processes:
         raise ValueError(
-            f"asked for {n} devices but {len(available)} are visible; on CPU set "
-            "jax.config.update('jax_num_cpu_devices', n) before JAX starts"
+            f"asked for {n} devices over {processes} processes: the mesh takes the same number "
+            "of devices from each process, so the count must be a multiple of the process count"
         )
-    return Mesh(np.array(available[:n]), (axis,), axis_types=(jax.sharding.AxisType.Auto,))
+    per = n // processes
+    chosen = []
+    for p in range(processes):
+        mine = [d for d in available if d.process_index == p]
+        if len(mine) < per:
+            raise ValueError(
+                f"asked for {n} devices over {processes} processes ({per} from each), but "
+                f"process {p} has {len(mine)}"
+            )
+        chosen += mine[:per]
+    return chosen
 
 
 def per_task_specs(state: Any, axis: str) -> Any:

@@ -33,6 +33,26 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, default=8, help="seeds of the compiled path")
     parser.add_argument("--host-seeds", type=int, default=2, help="seeds of the host path")
     args = parser.parse_args(argv)
+    _cli.refuse_unused(
+        parser,
+        args,
+        [
+            "--steps",
+            "--seed",
+            "--resume",
+            "--allow-partial",
+            "--checkpoint-every",
+            "--tensorboard",
+            "--wandb",
+            "--devices",
+            "--coordinator",
+            "--num-processes",
+            "--process-id",
+        ],
+        "it times seeds 0 to --seeds - 1 (--host-seeds on the host path) of one arm in one "
+        "process on one device, for the config's rounds x steps_per_round updates (set them "
+        "with --set), and writes only RUN_DIR/records.json",
+    )
     config = _cli.load_config(study.StudyConfig, args)
     cache = tempfile.mkdtemp(prefix="study_speed_cache_")
     jax.config.update("jax_compilation_cache_dir", cache)
