@@ -38,7 +38,9 @@ import datetime
 import functools
 import os
 import platform
+import shlex
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -513,6 +515,7 @@ def check_targets(rows: Sequence[dict]) -> dict[str, object]:
         n=r["n"],
         mem_ratio=r["mem_ratio"],
         mem_ratio_met=r["mem_ratio"] <= TARGET_MEMORY_RATIO,
+        stream_ratio=r["cx_ms"] / r["stream_ms"],
         np_ratio=r["np_ratio"],
         np_faster_than_step=_crossover(rows, "cx_ms"),
         np_faster_than_driver=_crossover(rows, "drv_ms"),
@@ -545,6 +548,7 @@ def format_targets(t: dict[str, object]) -> str:
     lines += [
         f"- within {TARGET_MEMORY_RATIO:.0f}x of the memory pass: {t['mem_ratio']:.2f}x "
         f"-> {verdict(t['mem_ratio_met'])}",
+        f"- step / elementwise pass (the bandwidth floor): {t['stream_ratio']:.1f}x",
         f"- numpy / jitted step: {t['np_ratio']:.2f}x",
         f"Numpy is faster than the jitted step {t['np_faster_than_step']}, "
         f"and than the driver {t['np_faster_than_driver']}.",
@@ -552,14 +556,19 @@ def format_targets(t: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def machine_info() -> str:
+def machine_info(module: str, argv: Sequence[str] | None = None) -> str:
+    """The header every benchmark prints: UTC time, machine, versions, load, and the command
+    (``python -m module`` with ``argv``, by default this process's arguments)."""
     cpu = cpu_model()
     device = jax.devices()[0]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    args = sys.argv[1:] if argv is None else list(argv)
     return (
-        f"{datetime.date.today().isoformat()} · {os.cpu_count()} CPU cores ({cpu}) · "
+        f"{now} · {os.cpu_count()} CPU cores ({cpu}) · "
         f"jax {jax.__version__} on {device.platform} · Python {platform.python_version()} · "
-        f"load average {load}"
+        f"load average {load}\n"
+        f"command: {shlex.join(['python', '-m', module, *args])}"
     )
 
 
@@ -614,7 +623,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     """Runs the benchmark, prints the tables; returns ``{"rows", "targets", "text"}``."""
     args = parse_args(argv)
-    print(machine_info(), flush=True)
+    print(machine_info("benchmarks.curriculum_step", argv), flush=True)
     rows = []
     for n in args.sizes:
         rows.append(

@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else SIZES
     names = list(samplers(sizes[0]))
-    print(machine_info())
+    print(machine_info("benchmarks.sampler_cost", argv))
     print(f"num = {args.num}, best of 3 x {args.steps} steps, ms per jitted sample + observe\n")
     print("| N | " + " | ".join(names) + " |")
     print("|---:|" + "---:|" * len(names))

@@ -12,24 +12,28 @@ Run: ``python -m benchmarks.train_step`` (``--quick`` for a smoke test).
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import statistics
 import time
 
 import jax
 import jax.numpy as jnp
 
+from benchmarks.curriculum_step import machine_info
 from curriculax.testing import synthetic_results
 from experiments import _markdown as md
 from experiments._builders import GRPOExperimentConfig, build
 
 
-def _median(fn, repeats: int) -> float:
+def _median(fn, repeats: int, setup=None) -> float:
+    """Median seconds of ``fn()`` over ``repeats`` calls after a compile call; ``setup()``, if
+    given, runs before each call, untimed."""
+    if setup is not None:
+        setup()
     fn()  # compile
     times = []
     for _ in range(repeats):
+        if setup is not None:
+            setup()
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
@@ -42,6 +46,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
     repeats = 3 if args.quick else args.repeats
+    print(machine_info("benchmarks.train_step"), flush=True)
     config = GRPOExperimentConfig()
     engine = build(config).engine
     env = engine.envs[0]
@@ -56,16 +61,17 @@ def main() -> None:
     while int(holder["state"].pending.count) < config.batch_groups:
         generate()
 
-    def train():
-        state = holder["state"]
+    def keep_batch():
         # Keep the pending batch full: train on the same rows every repeat (a copy, since
-        # train donates the state it is given).
-        saved = jax.tree.map(jnp.copy, state.pending)
-        state, metrics = engine.train(state)
-        holder["state"] = state._replace(pending=saved)
+        # train donates the state it is given), copied before the timing starts.
+        holder["saved"] = jax.block_until_ready(jax.tree.map(jnp.copy, holder["state"].pending))
+
+    def train():
+        state, metrics = engine.train(holder["state"])
+        holder["state"] = state._replace(pending=holder["saved"])
         jax.block_until_ready(metrics)
 
-    t_train = _median(train, repeats)
+    t_train = _median(train, repeats, setup=keep_batch)
 
     cur = env.curriculum
     cur_state = cur.init(jax.random.key(0))
@@ -77,22 +83,22 @@ def main() -> None:
         admission, state = cur.observe(state, results._replace(task_ids=ids))
         return state, admission.admitted
 
+    keys = jax.block_until_ready([jax.random.key(i) for i in range(1, repeats + 2)])
     box = {"state": cur_state, "i": 0}
 
     def curriculum():
+        box["state"], admitted = curriculum_step(box["state"], keys[box["i"]])
         box["i"] += 1
-        box["state"], admitted = curriculum_step(box["state"], jax.random.key(box["i"]))
         jax.block_until_ready(admitted)
 
     t_cur = _median(curriculum, repeats)
     step = t_gen + t_train
     print(
-        f"# main job step  {datetime.date.today()}  {platform.node()}  jax {jax.__version__} "
-        f"{jax.default_backend()}  {os.cpu_count()} CPU cores"
-    )
-    print(
-        f"# reversal {config.task.num_levels} levels, pool {env.num_tasks} tasks, "
-        f"{g} groups x {k} rollouts per generation batch, {config.batch_groups} groups per update"
+        f"# {config.task.family} over {config.task.num_symbols} symbols, "
+        f"{config.task.num_levels} levels, pool {env.num_tasks} tasks, curriculum "
+        f"{config.curriculum}, {g} groups x {k} rollouts per generation batch, "
+        f"{config.batch_groups} groups per update, {config.model.depth}-layer "
+        f"width-{config.model.width} transformer; median of {repeats} calls each"
     )
     rows = [
         [
