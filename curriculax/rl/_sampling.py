@@ -222,7 +222,9 @@ def answer_probability(
     completion positions, so its probability under :func:`sample` is the product, over those
     positions, of the policy's probability of the answer token given the prompt and the
     answer's earlier tokens: one teacher-forced forward pass (:func:`score_completions`)
-    instead of many sampled rollouts, with no sampling noise.
+    instead of many sampled rollouts, with no sampling noise. It assumes the rollouts may
+    generate the whole answer (``max_new_tokens >= answer_len``, as the solver requires):
+    with fewer new tokens the true probability is 0, which this does not see.
 
     Args:
       graphdef: the policy's ``GraphDef``.

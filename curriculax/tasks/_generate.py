@@ -17,8 +17,19 @@ from curriculax.tasks._taskset import TaskSet, pad_tasks
 Array = jax.Array
 
 # Extra candidates drawn per level, used only to replace tasks whose 32-bit key collides with
-# another task's key (distinct content, same hash: about N**2 / 2**33 expected pairs).
+# another task's key (distinct content, same hash). For uniform hashes a pool of N tasks holds
+# about N**2 / 2**33 colliding pairs; the symbol families' structured contents collide about 4x
+# as often (measured: 467 pairs over a whole level of 2**20 reversals against 128 expected).
 _SPARES_PER_LEVEL = 8
+
+
+def _more_spares(num: int, total: int) -> int:
+    """Candidates drawn for a level beyond its ``_SPARES_PER_LEVEL``, from a key of their own:
+    0 where the level's expected collisions (``num`` tasks against a pool of ``total``, at 4x
+    the uniform rate) stay below 1/4, so smaller pools are drawn exactly as before; otherwise
+    4x that expectation plus ``_SPARES_PER_LEVEL``."""
+    expected = 4 * num * total / 2**32
+    return 0 if expected < 0.25 else math.ceil(4 * expected) + _SPARES_PER_LEVEL
 
 
 def num_tasks_per_level(spec: TaskFamily, num_per_level: int) -> tuple[int, ...]:
@@ -98,11 +109,12 @@ def generate(key: Array, spec: TaskFamily, num_per_level: int) -> TaskSet:
     :func:`num_tasks_per_level`); within a level tasks come in random order.
 
     Uniqueness: tasks are distinct by construction (distinct digit tuples, see the family's
-    ``radices``), and their keys are unique too: a few spare tasks per level are drawn, and a
-    task whose key collides with an earlier task's key is replaced by a spare. Only when a level
-    runs out of spares (it would need more than 8 hash collisions in one level, or one in a level
-    whose space is fully enumerated) could a duplicate key remain;
-    :func:`~curriculax.tasks.make_pools` checks for that.
+    ``radices``), and their keys are unique too: spare tasks are drawn per level (8, plus, in
+    pools large enough to expect a collision, four times the expected count, sized at four
+    times the uniform rate, which the symbol families' contents reach), and a task whose key
+    collides with an earlier task's key is replaced by a spare. Only when a level runs out of
+    spares (or has a collision in a space that is fully enumerated) could a duplicate key
+    remain; :func:`~curriculax.tasks.make_pools` checks for that.
 
     Args:
       key: PRNG key.
@@ -123,46 +135,63 @@ def generate(key: Array, spec: TaskFamily, num_per_level: int) -> TaskSet:
         radices = spec.radices(level)
         space = math.prod(radices)
         num = min(num_per_level, space)
-        plan.append((level, radices, num, min(num + _SPARES_PER_LEVEL, space)))
-    # One draw of random words and one sort for the whole pool: on CPU, compile time grows with
-    # every threefry and sort in the program, and per-level ones cost seconds.
-    prefix_sizes = [_prefix_len(radices, c)[1] for _, radices, _, c in plan]
-    suffix_sizes = [c * (len(radices) - _prefix_len(radices, c)[0]) for _, radices, _, c in plan]
+        plan.append((level, radices, num, min(num + _SPARES_PER_LEVEL, space), space))
+    total = sum(num for _, _, num, _, _ in plan)
+    more = [
+        (level, radices, min(_more_spares(num, total), space - c))
+        for level, radices, num, c, space in plan
+    ]
+    more = [(level, radices, m) for level, radices, m in more if m > 0]
+    candidates = _candidates(key, spec, [(level, radices, c) for level, radices, _, c, _ in plan])
+    # Every level's first choices outrank its spares, which outrank its further spares (drawn
+    # on their own key, after the others: the pool is unchanged wherever the first spares
+    # suffice); among equals, earlier levels win.
+    priority = [(np.arange(c) >= num).astype(np.int32) for _, _, num, c, _ in plan]
+    if more:
+        extra = _candidates(jax.random.fold_in(key, 1), spec, more)
+        candidates = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), candidates, extra)
+        priority += [np.full((m,), 2, np.int32) for _, _, m in more]
+    keys = content_key(candidates.prompt, candidates.answer)
+    candidates = candidates._replace(key=keys)
+    collides = _collides_with_earlier(keys, np.concatenate(priority)).astype(jnp.int32)
+    # One sort by (level, collides, index): each level's segment keeps its place, and inside it
+    # the non-colliding candidates come first, in their random order (further spares last).
+    index = jnp.arange(keys.shape[0], dtype=jnp.int32)
+    _, _, _, order = jax.lax.sort((candidates.level, collides, index, index), num_keys=3)
+    extra_of = {level: m for level, _, m in more}
+    sizes = [c + extra_of.get(level, 0) for level, _, _, c, _ in plan]
+    offsets = np.cumsum([0, *sizes])
+    chosen = [order[start : start + num] for start, (_, _, num, _, _) in zip(offsets, plan)]
+    return jax.tree.map(lambda x: x[jnp.concatenate(chosen)], candidates)
+
+
+def _candidates(key: Array, spec: TaskFamily, plan: list[tuple[int, tuple[int, ...], int]]):
+    """A :class:`TaskSet` (keys 0) of ``count`` distinct tasks of each ``(level, radices,
+    count)`` of ``plan``, in plan order, padded to the family's widths.
+
+    One draw of random words and one sort for all of them: on CPU, compile time grows with
+    every threefry and sort in the program, and per-level ones cost seconds.
+    """
+    prefix_sizes = [_prefix_len(radices, c)[1] for _, radices, c in plan]
+    suffix_sizes = [c * (len(radices) - _prefix_len(radices, c)[0]) for _, radices, c in plan]
     bits = jax.random.bits(key, (sum(prefix_sizes) + sum(suffix_sizes),), jnp.uint32)
     permutations = _segmented_permutations(bits[: sum(prefix_sizes)], prefix_sizes)
     suffix_offsets = sum(prefix_sizes) + np.cumsum([0, *suffix_sizes])
-
-    parts, spare_flags, level_sizes = [], [], []
-    for (level, radices, num, num_candidates), permutation, start, stop in zip(
+    parts = []
+    for (level, radices, count), permutation, start, stop in zip(
         plan, permutations, suffix_offsets, suffix_offsets[1:]
     ):
-        digits = _distinct_digits(permutation, bits[start:stop], radices, num_candidates)
+        digits = _distinct_digits(permutation, bits[start:stop], radices, count)
         prompt, answer, answer_len = spec.encode(level, digits)
-        prompt_len = jnp.full((num_candidates,), prompt.shape[1], jnp.int32)
         part = TaskSet(
             prompt=prompt,
-            prompt_len=prompt_len,
+            prompt_len=jnp.full((count,), prompt.shape[1], jnp.int32),
             answer=answer,
             answer_len=answer_len,
-            level=jnp.full((num_candidates,), level, jnp.int32),
-            key=jnp.zeros((num_candidates,), jnp.uint32),
+            level=jnp.full((count,), level, jnp.int32),
+            key=jnp.zeros((count,), jnp.uint32),
         )
         parts.append(
             pad_tasks(part, prompt_width=spec.prompt_width, answer_width=spec.answer_width)
         )
-        spare_flags.append(np.arange(num_candidates) >= num)
-        level_sizes.append((num_candidates, num))
-    candidates = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *parts)
-    keys = content_key(candidates.prompt, candidates.answer)
-    candidates = candidates._replace(key=keys)
-
-    # Every level's first choices outrank every spare; among equals, earlier levels win.
-    priority = np.concatenate(spare_flags).astype(np.int32)
-    collides = _collides_with_earlier(keys, priority).astype(jnp.int32)
-    # One sort by (level, collides, index): each level's segment keeps its place, and inside it
-    # the non-colliding candidates come first, in their random order.
-    index = jnp.arange(keys.shape[0], dtype=jnp.int32)
-    _, _, _, order = jax.lax.sort((candidates.level, collides, index, index), num_keys=3)
-    offsets = np.cumsum([0] + [num_candidates for num_candidates, _ in level_sizes])
-    chosen = [order[start : start + num] for start, (_, num) in zip(offsets, level_sizes)]
-    return jax.tree.map(lambda x: x[jnp.concatenate(chosen)], candidates)
+    return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *parts)

@@ -136,3 +136,32 @@ def test_random_policy_never_solves_hard_levels(spec):
     hard = rate[spec.num_levels // 2 :]
     assert np.all(hard == 0.0), rate
     assert rate[0] < 0.05
+
+
+BIG = T.ReversalSpec(num_symbols=16, min_length=6, num_levels=1)
+
+
+def test_a_large_level_has_spares_for_the_collisions_of_structured_contents(monkeypatch):
+    """126,066 reversals of length 6 hold about 9 colliding key pairs (4x a uniform hash's
+    1.85): with 8 spares per level, seed 3 kept a duplicate key and make_pools refused it."""
+    from curriculax.tasks import _generate
+
+    train, held = T.make_pools(
+        jax.random.key(3), BIG, train_per_level=100_000, held_out_per_level=32
+    )
+    keys = np.concatenate([np.asarray(train.key), np.asarray(held.key)])
+    assert train.key.shape == (100_000,) and np.unique(keys).size == keys.size
+
+    # The further spares come last: where the first 8 suffice (seed 0), the pool is the one
+    # drawn without them.
+    def draw():  # traced afresh each time (generate's own jit would reuse its program)
+        return jax.jit(_generate.generate.__wrapped__, static_argnums=(1, 2))(
+            jax.random.key(0), BIG, 30_000
+        )
+
+    assert _generate._more_spares(30_000, 30_000) > 0
+    with_more = draw()
+    monkeypatch.setattr(_generate, "_more_spares", lambda num, total: 0)
+    without = draw()
+    for a, b in zip(jax.tree.leaves(with_more), jax.tree.leaves(without), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
