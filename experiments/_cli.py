@@ -1,4 +1,5 @@
-"""The experiment CLI convention shared by every script under ``experiments/``.
+"""The experiment CLI convention (docs/engine.md says which scripts take it), and how a script
+ends an error (:func:`entry`).
 
 ``--run-dir DIR --steps N --seed S --resume --config FILE.toml`` (plus ``--set key=value``
 overrides of the TOML config, ``--overwrite``, ``--allow-partial``, ``--no-progress``,
@@ -174,24 +175,25 @@ def setup_devices(args: argparse.Namespace):
     Call before any JAX computation. On CPU, ``--devices N`` makes N (fake) CPU devices, split
     over the processes, so the multi-device code path can run anywhere. With several
     processes the mesh takes ``--devices / --num-processes`` devices from each
-    (:func:`curriculax.engine.make_mesh`), however many each process has.
+    (:func:`curriculax.engine.make_mesh`), however many each process has. A flag out of
+    place ends the process with ``error: <the flag and why>`` (as :func:`refuse_unused`).
     """
     import jax
 
     from curriculax.engine import make_mesh
 
     if args.devices < 1:
-        raise SystemExit(f"--devices must be >= 1, got {args.devices}")
+        raise SystemExit(f"error: --devices must be >= 1, got {args.devices}")
     if args.num_processes < 1:
-        raise SystemExit(f"--num-processes must be >= 1, got {args.num_processes}")
+        raise SystemExit(f"error: --num-processes must be >= 1, got {args.num_processes}")
     if args.num_processes > 1:
         if args.devices % args.num_processes:
-            raise SystemExit("--devices must be a multiple of --num-processes")
+            raise SystemExit("error: --devices must be a multiple of --num-processes")
         if not args.coordinator:
-            raise SystemExit("--num-processes > 1 needs --coordinator host:port")
+            raise SystemExit("error: --num-processes > 1 needs --coordinator host:port")
         if not 0 <= args.process_id < args.num_processes:
             raise SystemExit(
-                f"--process-id must lie in [0, {args.num_processes}) for --num-processes "
+                f"error: --process-id must lie in [0, {args.num_processes}) for --num-processes "
                 f"{args.num_processes}, got {args.process_id}"
             )
     else:
@@ -201,8 +203,8 @@ def setup_devices(args: argparse.Namespace):
         ):
             if given:
                 raise SystemExit(
-                    f"{flag} only means something with --num-processes > 1 (a multi-host run); "
-                    f"got --num-processes {args.num_processes}"
+                    f"error: {flag} only means something with --num-processes > 1 (a multi-host "
+                    f"run); got --num-processes {args.num_processes}"
                 )
     per_process = args.devices // args.num_processes
     if per_process > 1:
@@ -338,7 +340,7 @@ def load_config(cls: type[T], args: argparse.Namespace, defaults: T | None = Non
         config = dataclasses.replace(config, steps=args.steps)
     every = getattr(args, "checkpoint_every", None)
     if every is not None:
-        _check_int(every, "--checkpoint-every", 0, _HINTS["checkpoint_every"])
+        check_int(every, "--checkpoint-every", 0, _HINTS["checkpoint_every"])
     check_values(config)
     return config
 
@@ -360,7 +362,10 @@ def check_seed(seed: Any, key: str = "seed") -> int:
     return seed
 
 
-def _check_int(value: Any, key: str, minimum: int, hint: str) -> None:
+def check_int(value: Any, key: str, minimum: int, hint: str) -> None:
+    """A ValueError unless ``value`` is an int ``>= minimum``: ``<key> must be >= <minimum>,
+    got <value> (<hint>)``. A script checks its own count flags with it (``--seeds``, say)
+    before it builds anything; :func:`entry` prints the error as one ``error: ...`` line."""
     try:
         int_at_least(value, key, minimum)
     except (TypeError, ValueError) as e:
@@ -449,9 +454,9 @@ def check_key(name: str, value: Any, key: str) -> None:
     if name == "seed":
         check_seed(value, key)
     elif name in _HINTS:
-        _check_int(value, key, 0, _HINTS[name])
+        check_int(value, key, 0, _HINTS[name])
     elif name.endswith("_every"):
-        _check_int(value, key, 1, "updates between two of them")
+        check_int(value, key, 1, "updates between two of them")
     elif name in LIMITS and value is not None:
         _check_range(value, key, LIMITS[name])
 

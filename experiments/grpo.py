@@ -159,11 +159,12 @@ def missing_outputs(run_dir: str) -> list[str]:
 
 
 def main(argv=None) -> None:
-    parser = _cli.base_parser(__doc__.splitlines()[0], steps=500, run_dir="runs/grpo")
+    # The default --steps is the main job's (load_config keeps it when --steps is not given).
+    parser = _cli.base_parser(__doc__.splitlines()[0], steps=MAIN_JOB.steps, run_dir="runs/grpo")
     args = parser.parse_args(argv)
     config = _cli.load_config(GRPOExperimentConfig, args, defaults=MAIN_JOB)
     if config.eval_rollouts < 1:
-        raise SystemExit(f"eval_rollouts must be >= 1, got {config.eval_rollouts}")
+        raise SystemExit(f"error: eval_rollouts must be >= 1, got {config.eval_rollouts}")
     mesh = _cli.setup_devices(args)
     built = build(config, mesh)
     _cli.check_engine_memory(built.engine, config)

@@ -108,7 +108,7 @@ def main(argv=None) -> None:
     config = load_experiment(args.config, args.set)
     _cli.check_values(config)
     if base_spec(config) is None:
-        raise SystemExit('init is "scratch": nothing to build (set init = {base = "NAME"})')
+        raise SystemExit('error: init is "scratch": nothing to build (set init = {base = "NAME"})')
     if args.rebuild:
         shutil.rmtree(base_dir(config), ignore_errors=True)
     t0 = time.perf_counter()

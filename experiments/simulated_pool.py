@@ -31,11 +31,15 @@ import time
 
 import numpy as np
 
+from experiments import _cli, _stats
 from experiments import _markdown as md
-from experiments import _stats
+
+# The noisy pool's fixed shares (see noisy()); --noisy takes what they leave.
+NOISY_TRIVIAL, NOISY_LEARNING = 0.2, 0.1
+NOISY_MAX = round(1.0 - NOISY_TRIVIAL - NOISY_LEARNING, 6)
 
 
-def _parse() -> argparse.Namespace:
+def _parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tasks", type=int, default=4096, help="pool size N")
     p.add_argument("--num", type=int, default=64, help="groups drawn per step")
@@ -45,9 +49,43 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=8)
     p.add_argument("--quick", action="store_true", help="a smoke run in seconds")
     p.add_argument(
-        "--noisy", type=float, default=None, metavar="SHARE", help="a pool with coin flips"
+        "--noisy",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help=f"a pool with this share of coin flips, in [0, {NOISY_MAX:g}]",
     )
-    return p.parse_args()
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
+    )
+    args = p.parse_args(argv)
+    if args.quick:
+        args.tasks, args.num, args.steps, args.switch, args.seeds = 512, 16, 80, 40, 2
+    _check(args)
+    return args
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Each flag in range before anything is built (a ValueError naming the flag)."""
+    _cli.check_int(args.tasks, "--tasks", 1, "pool size")
+    _cli.check_int(args.num, "--num", 1, "groups drawn per step")
+    _cli.check_int(args.steps, "--steps", 1, "steps per run")
+    _cli.check_int(args.group_size, "--group-size", 1, "rollouts per group")
+    _cli.check_int(args.seeds, "--seeds", 1, "seeds per sampler")
+    if args.noisy is not None:
+        if not 0.0 <= args.noisy <= NOISY_MAX:  # nan too
+            raise ValueError(
+                f"--noisy must be a share in [0, {NOISY_MAX:g}], got {args.noisy!r} (the "
+                f"coin-flip share; {NOISY_LEARNING:.0%} learning and {NOISY_TRIVIAL:.0%} "
+                "trivial tasks take the rest)"
+            )
+    elif not 0 <= args.switch < args.steps:
+        raise ValueError(
+            f"--switch must lie in [0, --steps {args.steps}), got {args.switch} (the step at "
+            "which emerging tasks turn)"
+        )
 
 
 def noisy(args) -> None:
@@ -59,11 +97,11 @@ def noisy(args) -> None:
     n = args.tasks
     pool = sp.make_pool(
         n,
-        trivial=0.2,
+        trivial=NOISY_TRIVIAL,
         informative=0.0,
         emerging=0.0,
         coin_flip=args.noisy,
-        learning=0.1,
+        learning=NOISY_LEARNING,
         learn_draws=20,
         seed=3,
     )
@@ -126,10 +164,8 @@ def arms(n: int) -> dict:
     }
 
 
-def main() -> None:
-    args = _parse()
-    if args.quick:
-        args.tasks, args.num, args.steps, args.switch, args.seeds = 512, 16, 80, 40, 2
+def main(argv=None) -> None:
+    args = _parse(argv)
     if args.noisy is not None:
         noisy(args)
         return
@@ -183,4 +219,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

@@ -22,6 +22,7 @@ import numpy as np
 
 from curriculax.selfplay import compiled_evolve, curriculum_evolve, host_challenger
 from curriculax.selfplay.toy import capped_solver, level_tasks, pure_bandit_spec, pure_level_bandit
+from experiments import _cli
 
 SETUP = dict(rounds=6, steps_per_round=15, generated_per_round=32, batch_groups=16)
 
@@ -36,7 +37,15 @@ def main(argv=None) -> None:
         help="a persistent compilation cache directory (as the study uses): host runs after "
         "the first reuse its compiled programs",
     )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
+    )
     args = p.parse_args(argv)
+    # Both paths report a time per seed: each needs at least one.
+    _cli.check_int(args.seeds, "--seeds", 1, "seeds of the compiled path")
+    _cli.check_int(args.host_seeds, "--host-seeds", 1, "seeds of the host path")
     if args.cache:
         jax.config.update("jax_compilation_cache_dir", args.cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
@@ -76,7 +85,8 @@ def main(argv=None) -> None:
         final = np.asarray(jax.device_get(out.held_out))[:, -1]
         compiled.append((time.perf_counter() - t0) / args.seeds)
     compiled_s = compiled[0]
-    same = np.allclose(final[: args.host_seeds], host, rtol=1e-6)
+    shared = min(args.seeds, args.host_seeds)  # the seeds both paths ran
+    same = np.allclose(final[:shared], host[:shared], rtol=1e-6)
     print(
         f"host path: {host_s:.2f} s per seed ({args.host_seeds} seeds, one after another: "
         + " ".join(f"{x:.1f}" for x in seconds)
@@ -99,4 +109,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

@@ -53,11 +53,14 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=None, help="updates per round")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = p.parse_args(argv)
+    _cli.check_int(args.devices, "--devices", 1, "data-parallel devices")
     args.steps_override, args.steps = args.steps, None
     config = _cli.load_config(SelfPlayConfig, args)
-    if args.rounds:
+    if args.rounds is not None:
+        _cli.check_key("rounds", args.rounds, "--rounds")
         config = dataclasses.replace(config, rounds=args.rounds)
-    if args.steps_override:
+    if args.steps_override is not None:
+        _cli.check_key("steps_per_round", args.steps_override, "--steps")
         config = dataclasses.replace(config, steps_per_round=args.steps_override)
     exp = config.experiment
     mesh = None
@@ -68,7 +71,7 @@ def main(argv=None) -> None:
         mesh = make_mesh(args.devices)
     spec = family_spec(exp.task)
     if not isinstance(spec, T.ReversalSpec | T.CopySpec):
-        raise SystemExit("the self-play challenger generates reversal/copy tasks")
+        raise SystemExit("error: the self-play challenger generates reversal/copy tasks")
     seeds = T.generate(jax.random.key(0), spec, exp.task.train_per_level)
     runs = {}
     for name in ("self-play", "no challenger"):

@@ -23,6 +23,7 @@ import sys
 
 from curriculax.selfplay import curriculum_evolve
 from curriculax.selfplay.toy import capped_solver, level_challenger, level_tasks
+from experiments import _cli
 
 HEADER = (
     f"{'round':>5} {'spec':>8} {'gen':>4} {'inval':>5} {'learn':>5} {'stuck':>5} {'easy':>4} "
@@ -93,12 +94,26 @@ def main(argv=None) -> None:
     p.add_argument(
         "--devices", type=int, default=1, help="data-parallel mesh over N devices (default 1)"
     )
-    args, _ = p.parse_known_args(argv)
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
+    )
+    args, unknown = p.parse_known_args(argv)
     if not args.dry_run:
         from experiments.selfplay import grpo_selfplay
 
-        grpo_selfplay.main(argv)
+        grpo_selfplay.main(argv)  # its parser refuses what it does not take
         return
+    if unknown:  # --resume, say: ignoring it would rerun from scratch
+        p.error(
+            f"unrecognized arguments: {' '.join(unknown)} (--dry-run takes --run-dir, --seed, "
+            "--rounds, --steps and --devices; --config and --set are the GRPO mode's)"
+        )
+    _cli.check_seed(args.seed, "--seed")
+    _cli.check_key("rounds", args.rounds, "--rounds")
+    _cli.check_key("steps_per_round", args.steps, "--steps")
+    _cli.check_int(args.devices, "--devices", 1, "data-parallel devices")
     mesh = None
     if args.devices > 1:
         import jax
@@ -115,4 +130,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _cli.entry(main)

@@ -47,17 +47,18 @@ def test_study_speed_refuses_the_shared_options_it_does_not_use(monkeypatch, tmp
 )
 def test_multi_host_flags_are_refused_with_one_process(argv, flag):
     parser = _cli.base_parser("x", steps=1, run_dir="unused")
-    with pytest.raises(SystemExit, match=rf"^{flag} only means something with --num-processes > 1"):
+    only = rf"^error: {flag} only means something with --num-processes > 1"
+    with pytest.raises(SystemExit, match=only):
         _cli.setup_devices(parser.parse_args(argv))
 
 
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["--num-processes", "0"], r"^--num-processes must be >= 1, got 0"),
+        (["--num-processes", "0"], r"^error: --num-processes must be >= 1, got 0"),
         (
             ["--devices", "2", "--num-processes", "2", "--coordinator", "h:1", "--process-id", "2"],
-            r"^--process-id must lie in \[0, 2\) for --num-processes 2, got 2",
+            r"^error: --process-id must lie in \[0, 2\) for --num-processes 2, got 2",
         ),
     ],
 )
