@@ -39,15 +39,25 @@ NOISY_TRIVIAL, NOISY_LEARNING = 0.2, 0.1
 NOISY_MAX = round(1.0 - NOISY_TRIVIAL - NOISY_LEARNING, 6)
 
 
+# Defaults of the sized flags, and --quick's (a flag given on the command line wins over both).
+FULL = {"tasks": 4096, "num": 64, "steps": 400, "switch": 150, "seeds": 8}
+QUICK = {"tasks": 512, "num": 16, "steps": 80, "switch": 40, "seeds": 2}
+
+
 def _parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", type=int, default=4096, help="pool size N")
-    p.add_argument("--num", type=int, default=64, help="groups drawn per step")
-    p.add_argument("--steps", type=int, default=400)
-    p.add_argument("--switch", type=int, default=150, help="step at which emerging tasks turn")
+
+    def sized(name: str, text: str) -> None:
+        line = f"{text} (default {FULL[name]}; {QUICK[name]} with --quick)"
+        p.add_argument(f"--{name}", type=int, default=None, help=line)
+
+    sized("tasks", "pool size N")
+    sized("num", "groups drawn per step")
+    sized("steps", "steps per run")
+    sized("switch", "step at which emerging tasks turn")
     p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--seeds", type=int, default=8)
-    p.add_argument("--quick", action="store_true", help="a smoke run in seconds")
+    sized("seeds", "seeds per sampler")
+    p.add_argument("--quick", action="store_true", help="a smoke run in seconds (smaller defaults)")
     p.add_argument(
         "--noisy",
         type=float,
@@ -61,8 +71,9 @@ def _parse(argv=None) -> argparse.Namespace:
         help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
     )
     args = p.parse_args(argv)
-    if args.quick:
-        args.tasks, args.num, args.steps, args.switch, args.seeds = 512, 16, 80, 40, 2
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:  # --quick once overrode flags given beside it
+            setattr(args, name, value)
     _check(args)
     return args
 

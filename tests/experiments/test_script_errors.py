@@ -146,3 +146,12 @@ def test_the_main_job_help_gives_the_steps_default_a_run_uses(capsys):
     parser = _cli.base_parser("x", steps=MAIN_JOB.steps, run_dir="unused")
     config = _cli.load_config(type(MAIN_JOB), parser.parse_args([]), defaults=MAIN_JOB)
     assert config.steps == MAIN_JOB.steps  # what a run without --steps trains
+
+
+def test_a_flag_given_beside_quick_wins_over_its_smaller_default():
+    """--quick set tasks, num, steps, switch and seeds whatever the command line said
+    (``--quick --seeds 4`` ran 2 seeds)."""
+    args = simulated_pool._parse(["--quick", "--seeds", "4", "--steps", "60"])
+    assert (args.seeds, args.steps, args.tasks, args.switch) == (4, 60, 512, 40)
+    full = simulated_pool._parse([])
+    assert (full.tasks, full.num, full.steps, full.switch, full.seeds) == (4096, 64, 400, 150, 8)
