@@ -40,16 +40,21 @@ def core_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     p.add_argument("--steps", type=int, default=None, help=f"updates to train (default {steps})")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
-    p.add_argument(
-        "--debug",
-        action="store_true",
-        help=f"show the traceback of an error (or set {DEBUG_ENV}=1)",
-    )
+    add_debug_flag(p)
     p.set_defaults(default_steps=steps)
     return p
 
 
 DEBUG_ENV = "CURRICULAX_DEBUG"
+
+
+def add_debug_flag(p: argparse.ArgumentParser) -> None:
+    """``--debug``: :func:`entry` shows an error's traceback (as ``CURRICULAX_DEBUG=1`` does)."""
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (or set {DEBUG_ENV}=1)",
+    )
 
 
 def debug_requested(argv: list[str]) -> bool:
@@ -153,6 +158,11 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     p.add_argument("--process-id", type=int, default=0, help="multi-host: this process's id")
     p.add_argument("--checkpoint-every", type=int, default=None, help="save every N updates")
     return p
+
+
+# The device and multi-host flags, for a script that runs in one process on one device to
+# refuse (:func:`refuse_unused`).
+DEVICE_FLAGS = ("--devices", "--coordinator", "--num-processes", "--process-id")
 
 
 def refuse_unused(

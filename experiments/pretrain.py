@@ -99,11 +99,7 @@ def main(argv=None) -> None:
     p.add_argument("--samples", type=int, default=32, help="rollouts per task (default 32)")
     p.add_argument("--per-category", type=int, default=32, help="tasks per level (0: all)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--debug",
-        action="store_true",
-        help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
-    )
+    _cli.add_debug_flag(p)
     args = p.parse_args(argv)
     config = load_experiment(args.config, args.set)
     _cli.check_values(config)

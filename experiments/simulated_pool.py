@@ -65,11 +65,7 @@ def _parse(argv=None) -> argparse.Namespace:
         metavar="SHARE",
         help=f"a pool with this share of coin flips, in [0, {NOISY_MAX:g}]",
     )
-    p.add_argument(
-        "--debug",
-        action="store_true",
-        help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
-    )
+    _cli.add_debug_flag(p)
     args = p.parse_args(argv)
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:  # --quick once overrode flags given beside it

@@ -37,11 +37,7 @@ def main(argv=None) -> None:
         help="a persistent compilation cache directory (as the study uses): host runs after "
         "the first reuse its compiled programs",
     )
-    p.add_argument(
-        "--debug",
-        action="store_true",
-        help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
-    )
+    _cli.add_debug_flag(p)
     args = p.parse_args(argv)
     # Both paths report a time per seed: each needs at least one.
     _cli.check_int(args.seeds, "--seeds", 1, "seeds of the compiled path")

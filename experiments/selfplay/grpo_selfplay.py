@@ -51,7 +51,7 @@ def main(argv=None) -> None:
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="updates per round")
-    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    _cli.add_debug_flag(p)
     args = p.parse_args(argv)
     _cli.check_int(args.devices, "--devices", 1, "data-parallel devices")
     args.steps_override, args.steps = args.steps, None

@@ -94,11 +94,7 @@ def main(argv=None) -> None:
     p.add_argument(
         "--devices", type=int, default=1, help="data-parallel mesh over N devices (default 1)"
     )
-    p.add_argument(
-        "--debug",
-        action="store_true",
-        help=f"show the traceback of an error (or set {_cli.DEBUG_ENV}=1)",
-    )
+    _cli.add_debug_flag(p)
     args, unknown = p.parse_known_args(argv)
     if not args.dry_run:
         from experiments.selfplay import grpo_selfplay

@@ -479,10 +479,7 @@ def main(argv=None) -> None:
             "--checkpoint-every",
             "--tensorboard",
             "--wandb",
-            "--devices",
-            "--coordinator",
-            "--num-processes",
-            "--process-id",
+            *_cli.DEVICE_FLAGS,
         ],
         "the study's budget is its config's, it keeps one record per finished run in "
         "RUN_DIR/runs.jsonl (--resume skips those) and writes summary.json and study.md",

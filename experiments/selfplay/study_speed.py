@@ -44,10 +44,7 @@ def main(argv=None) -> None:
             "--checkpoint-every",
             "--tensorboard",
             "--wandb",
-            "--devices",
-            "--coordinator",
-            "--num-processes",
-            "--process-id",
+            *_cli.DEVICE_FLAGS,
         ],
         "it times seeds 0 to --seeds - 1 (--host-seeds on the host path) of one arm in one "
         "process on one device, for the config's rounds x steps_per_round updates (set them "
