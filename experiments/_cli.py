@@ -294,13 +294,27 @@ def _parse_value(text: str) -> Any:
 
 
 def override(config: T, assignments: list[str]) -> T:
-    """Applies ``key.sub=value`` overrides (values in TOML syntax; bare words are strings)."""
+    """Applies ``key.sub=value`` overrides (values in TOML syntax; bare words are strings).
+
+    A ``type`` or ``preset`` starts its table afresh (see ``_set``), so those assignments are
+    applied first (an outer table's before an inner one's, else in the order given) and every
+    other one after them: an argument set before its table's new type on the command line is
+    kept, not dropped.
+    """
+    parsed = []
     for item in assignments:
         if "=" not in item:
             raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
         key, _, text = item.partition("=")
-        config = _set(config, key.strip().split("."), _parse_value(text.strip()), key)
+        parsed.append((key, key.strip().split("."), text.strip()))
+    resets = sorted((p for p in parsed if p[1][-1] in _RESETS), key=lambda p: len(p[1]))
+    for key, path, text in resets + [p for p in parsed if p[1][-1] not in _RESETS]:
+        config = _set(config, path, _parse_value(text), key)
     return config
+
+
+# The keys whose ``--set`` in a free-form table starts that table afresh.
+_RESETS = ("type", "preset")
 
 
 def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
@@ -310,7 +324,7 @@ def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
         # (cx.curriculum_from_config) says what is wrong with it. A new `type` starts its table
         # afresh (the old type's arguments would not fit it), as a `preset` does its curriculum.
         if len(path) == 1:
-            return {head: value} if head in ("type", "preset") else {**obj, head: value}
+            return {head: value} if head in _RESETS else {**obj, head: value}
         inner = obj.get(head, {})
         if not isinstance(inner, Mapping):
             raise ValueError(f"--set {full}: {head!r} holds {inner!r}, which is not a table")

@@ -99,6 +99,26 @@ def test_a_set_type_starts_its_table_afresh_and_a_set_preset_its_curriculum():
     assert config.curriculum == {"preset": "robust"}
 
 
+def test_a_set_argument_before_its_new_type_is_kept():
+    """``--set sampler.half_life=2 --set sampler.type=learnability`` once dropped the half-life
+    (the type, applied second, started the table afresh); resets now apply first."""
+    from experiments import grpo
+
+    config = _cli.override(
+        grpo.MAIN_JOB,
+        ["curriculum.sampler.half_life=2.0", "curriculum.sampler.type=learnability"],
+    )
+    assert config.curriculum["sampler"] == {"type": "learnability", "half_life": 2.0}
+    config = _cli.override(
+        grpo.MAIN_JOB, ["curriculum.gates.x.type=reward_consistency", "curriculum.preset=robust"]
+    )
+    assert config.curriculum == {"preset": "robust", "gates": {"x": {"type": "reward_consistency"}}}
+    config = _cli.override(
+        grpo.MAIN_JOB, ["curriculum.sampler.type=uniform", "curriculum.sampler.type=learnability"]
+    )
+    assert config.curriculum["sampler"] == {"type": "learnability"}
+
+
 def test_sequential_refuses_a_shuffle_that_is_not_a_bool():
     """``--set curriculum.sampler.shuffle=False`` reads the string "False" (TOML spells it
     false), which once shuffled."""
