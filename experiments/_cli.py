@@ -216,15 +216,32 @@ def setup_devices(args: argparse.Namespace):
                     f"error: {flag} only means something with --num-processes > 1 (a multi-host "
                     f"run); got --num-processes {args.num_processes}"
                 )
-    per_process = args.devices // args.num_processes
-    if per_process > 1:
-        jax.config.update("jax_num_cpu_devices", per_process)
-    if args.num_processes > 1:
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(
-            args.coordinator, num_processes=args.num_processes, process_id=args.process_id
-        )
-    return make_mesh(args.devices) if args.devices > 1 else None
+    if args.num_processes == 1:
+        return local_mesh(args.devices)
+    if args.devices > args.num_processes:
+        jax.config.update("jax_num_cpu_devices", args.devices // args.num_processes)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        args.coordinator, num_processes=args.num_processes, process_id=args.process_id
+    )
+    return make_mesh(args.devices)
+
+
+def local_mesh(devices: int):
+    """The engine mesh over ``devices`` devices of this one process (None for one device).
+
+    Call before any JAX computation: on CPU it makes ``devices`` (fake) CPU devices. For the
+    scripts that take ``--devices`` but no multi-host flags; :func:`setup_devices` is the rest.
+    """
+    import jax
+
+    from curriculax.engine import make_mesh
+
+    check_int(devices, "--devices", 1, "data-parallel devices")
+    if devices == 1:
+        return None
+    jax.config.update("jax_num_cpu_devices", devices)
+    return make_mesh(devices)
 
 
 def _field_types(cls) -> dict[str, Any]:

@@ -63,12 +63,7 @@ def main(argv=None) -> None:
         _cli.check_key("steps_per_round", args.steps_override, "--steps")
         config = dataclasses.replace(config, steps_per_round=args.steps_override)
     exp = config.experiment
-    mesh = None
-    if args.devices > 1:
-        from curriculax.engine import make_mesh
-
-        jax.config.update("jax_num_cpu_devices", args.devices)
-        mesh = make_mesh(args.devices)
+    mesh = _cli.local_mesh(args.devices)
     spec = family_spec(exp.task)
     if not isinstance(spec, T.ReversalSpec | T.CopySpec):
         raise SystemExit("error: the self-play challenger generates reversal/copy tasks")

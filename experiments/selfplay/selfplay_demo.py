@@ -109,15 +109,7 @@ def main(argv=None) -> None:
     _cli.check_seed(args.seed, "--seed")
     _cli.check_key("rounds", args.rounds, "--rounds")
     _cli.check_key("steps_per_round", args.steps, "--steps")
-    _cli.check_int(args.devices, "--devices", 1, "data-parallel devices")
-    mesh = None
-    if args.devices > 1:
-        import jax
-
-        from curriculax.engine import make_mesh
-
-        jax.config.update("jax_num_cpu_devices", args.devices)
-        mesh = make_mesh(args.devices)
+    mesh = _cli.local_mesh(args.devices)
     summary = dry_run(args.seed, args.rounds, args.steps, mesh=mesh)
     os.makedirs(args.run_dir, exist_ok=True)
     with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
