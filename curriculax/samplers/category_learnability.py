@@ -151,6 +151,7 @@ def category_learnability(
         axis_name=None,
         entry_rep=ent.rep if shared else None,
         num_distinct=ent.num_distinct,
+        name="category_learnability",
     )
 
     # The distinct tasks (representatives) by category, in rows of `width` tasks (a category

@@ -141,6 +141,7 @@ def hierarchical_learnability(
         axis_name=axis_name,
         entry_rep=ent.rep if shared else None,
         num_distinct=ent.num_distinct,
+        name="hierarchical_learnability",
     )
 
     def local(values: np.ndarray, start: jax.Array, n_local: int) -> jax.Array:

@@ -119,6 +119,7 @@ class _BetaPool(NamedTuple):
       target, thompson, a0, b0, success_threshold, uniform_share, unseen_first, axis_name:
         as for :func:`learnability` (``thompson``: ``draw == "thompson"``).
       horizon: the half-life in groups (``inf``: no forgetting).
+      name: the sampler's registered name, for the errors it raises.
     """
 
     n: int
@@ -133,6 +134,7 @@ class _BetaPool(NamedTuple):
     uniform_share: float
     unseen_first: bool
     axis_name: str | None
+    name: str = "learnability"
 
     def posterior(self, state: NamedTuple) -> tuple[jax.Array, jax.Array]:
         """``(a, b)``: the Beta parameters of every local task now."""
@@ -178,6 +180,7 @@ class _BetaPool(NamedTuple):
             unseen_first=self.unseen_first,
             axis_name=self.axis_name,
             entry_rep=self.entry_rep,
+            who=self.name,
         )
         return ids, state._replace(seen=seen)
 
@@ -193,7 +196,7 @@ class _BetaPool(NamedTuple):
           and ``clock`` for ``state._replace(**fields)``, and what was read from the batch.
         """
         n, n_local = self.n, state.successes.shape[0]
-        _shard.check_split(n_local, n, self.axis_name, "learnability (observe)")
+        _shard.check_split(n_local, n, self.axis_name, f"{self.name} (observe)")
         start = _shard.offset(_shard.bound(self.axis_name), n_local)
         ids = results.task_ids.astype(jnp.int32)
         in_pool = (ids >= 0) & (ids < n)
@@ -271,6 +274,7 @@ def _beta_pool(
     axis_name: str | None,
     entry_rep: np.ndarray | None = None,
     num_distinct: int | None = None,
+    name: str = "learnability",
 ) -> _BetaPool:
     """Validates learnability's arguments (raising ValueError or TypeError that names the bad
     one) into a :class:`_BetaPool` over a pool of ``n`` entries."""
@@ -300,6 +304,7 @@ def _beta_pool(
         uniform_share=uniform_share,
         unseen_first=unseen_first,
         axis_name=axis_name,
+        name=name,
     )
 
 
@@ -314,6 +319,7 @@ def ranked_draw(
     unseen_first: bool,
     axis_name: str | None,
     entry_rep: jax.Array | None = None,
+    who: str = "learnability",
 ) -> tuple[jax.Array, jax.Array]:
     """The draw of :func:`learnability` for any per-task score: unseen tasks first, then the
     best scores, then a uniform floor; distinct within a call. O(N + num log N).
@@ -326,6 +332,7 @@ def ranked_draw(
       num: static count.
       n: pool size.
       uniform_share, unseen_first, axis_name: as for :func:`learnability`.
+      who: the calling sampler's name, for the error a misbuilt split raises.
       entry_rep: ``i32[n]`` (host) for pools that repeat tasks: each entry's representative,
         the first entry holding its task (:func:`curriculax._entries.entries`). Only
         representatives are scored, warmed up and marked seen, so a call's scored draws are
@@ -339,7 +346,7 @@ def ranked_draw(
         return jnp.zeros((0,), jnp.int32), seen
     axis = _shard.bound(axis_name)
     n_local = seen.shape[0]
-    _shard.check_split(n_local, n, axis_name, "learnability (sample)")
+    _shard.check_split(n_local, n, axis_name, f"{who} (sample)")
     start = _shard.offset(axis, n_local)
     local_ids = start + jnp.arange(n_local, dtype=jnp.int32)
     pos = jnp.arange(num, dtype=jnp.int32)

@@ -245,6 +245,7 @@ def learning_progress(
         axis_name=axis_name,
         entry_rep=None if entry_task is None else ent.rep,
         num_distinct=ent.num_distinct,
+        name="learning_progress",
     )
     patience = _number(patience, "patience")
     if not (patience > 0 and math.isfinite(patience)):

@@ -161,6 +161,12 @@ MISBUILT = {
         "data",
     ),
 }
+# The refusal names the sampler built without the axis (these two once said "learnability").
+WHO = {
+    f"{name} without axis_name": name
+    for name in ("learning_progress", "learning_progress_repeated_entries",
+                 "hierarchical_learnability")
+}
 for name, (make, axis) in MISBUILT.items():
     cur = as_curriculum(make(axis))
     state = cur.init(jax.random.key(0))
@@ -175,6 +181,8 @@ for name, (make, axis) in MISBUILT.items():
         jax.jit(step)(state, jax.random.key(1))
     except ValueError as e:
         assert "per-task state holds 16 of the pool's 64 tasks" in str(e), (name, str(e))
+        who = WHO.get(name, "").removesuffix("_repeated_entries")
+        assert str(e).startswith(who), (name, str(e))
         print("refused", name)
     else:
         print("not refused", name)
