@@ -260,6 +260,8 @@ def compare_arms(base: np.ndarray, arm: np.ndarray, spend: float) -> dict:
     return {
         "ratio": unpaired,
         "paired": paired,
+        # Why there is no paired interval, for the text (seeds pair only between equal counts).
+        "unpaired_why": None if paired is not None else f"{base.size} vs {arm.size} seeds",
         "fisher_p": fisher,
         "verdict": S.verdict(*(r for r in (unpaired, paired) if r is not None)),
     }
@@ -293,10 +295,13 @@ def _comparison_json(cmp: dict, key: str = "ratio_to_baseline") -> dict:
 
 
 def _comparison_text(cmp: dict) -> str:
-    """``>= 2.86x [1.81, inf); paired [1.82, inf)``."""
+    """``>= 2.86x [1.81, inf); paired [1.82, inf)`` (``paired: none, 10 vs 6 seeds`` where
+    the two ran different numbers of seeds)."""
     text = S.fmt_ratio(cmp["ratio"])
     if cmp["paired"] is not None:
         text += f"; paired {S.fmt_ratio_interval(cmp['paired'])}"
+    elif cmp.get("unpaired_why"):
+        text += f"; paired: none, {cmp['unpaired_why']}"
     return text
 
 
