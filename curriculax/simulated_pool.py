@@ -16,6 +16,7 @@ tasks. Everything runs as one compiled ``lax.scan``, ``vmap``-ped over seeds, in
 CPU.
 
 Example:
+  >>> import jax
   >>> import curriculax as cx
   >>> from curriculax import simulated_pool as sp
   >>> pool = sp.make_pool(1024, switch_step=50)
@@ -182,6 +183,12 @@ def run(
 
     Each step samples ``num`` tasks, draws their rewards from the pool's current rates, and
     observes them. A learning task's rate at a step counts its draws before that step.
+
+    The pool has rates for its ``N`` tasks only: a sampler must draw ids in ``[0, N)``, and a
+    :class:`~curriculax.TaskDraw` only rows with ``from_pool`` set (its payload rows are tasks
+    the pool does not hold). The draws are known only inside the compiled run, so a run that
+    drew anything else raises a ValueError once it has finished, instead of returning rewards
+    of whatever pool task such an id would have been clamped to.
     """
     steps = int_at_least(steps, "steps")
     num = int_at_least(num, "num")
@@ -194,10 +201,13 @@ def run(
         init_key, run_key = jax.random.split(key)
 
         def step(carry, t):
-            state, first, counts = carry
+            state, first, counts, bad = carry
             k_sample, k_rewards = jax.random.split(jax.random.fold_in(run_key, t))
             drawn, state = sampler.sample(state, k_sample, num)
             ids = drawn.ids if isinstance(drawn, TaskDraw) else drawn
+            outside = (ids < 0) | (ids >= n)
+            if isinstance(drawn, TaskDraw):
+                outside = outside | ~drawn.from_pool
             base = jnp.where(t >= pool.switch_step, pool.after, pool.before)
             now = jnp.clip(base + gain * counts, 0.0, 1.0)
             rates = now[ids]
@@ -212,27 +222,40 @@ def run(
             first = first.at[ids].min(after.astype(jnp.int32))
             counts = counts.at[ids].add(1)
             out = (per_kind, useful, jnp.sum(open_, dtype=jnp.int32), open_draws)
-            return (state, first, counts), out
+            bad = bad + jnp.sum(outside, dtype=jnp.int32)
+            return (state, first, counts, bad), out
 
         first = jnp.full((n,), steps, jnp.int32)
         counts = jnp.zeros((n,), jnp.int32)
-        (state, first, counts), (draws, useful, open_, open_draws) = jax.lax.scan(
-            step, (sampler.init(init_key), first, counts), jnp.arange(steps, dtype=jnp.int32)
+        carry = (sampler.init(init_key), first, counts, jnp.zeros((), jnp.int32))
+        (state, first, counts, bad), (draws, useful, open_, open_draws) = jax.lax.scan(
+            step, carry, jnp.arange(steps, dtype=jnp.int32)
         )
-        return SimulationTrace(draws, useful, first, counts, open_, open_draws, state)
+        return SimulationTrace(draws, useful, first, counts, open_, open_draws, state), bad
 
-    return jax.jit(jax.vmap(one_seed))(keys)
+    trace, bad = jax.jit(jax.vmap(one_seed))(keys)
+    outside = int(np.sum(np.asarray(bad, np.int64)))
+    if outside:
+        raise ValueError(
+            f"the sampler drew {outside:,} task(s) the simulated pool does not hold (ids outside "
+            f"[0, {n}), or TaskDraw rows with from_pool False): the pool has pass rates for its "
+            f"{n} tasks only"
+        )
+    return trace
 
 
 def summarize(pool: SimulatedPool, trace: SimulationTrace) -> dict[str, np.ndarray]:
     """Per-seed numbers (``f64[S]`` each):
 
     - ``informative_share``: share of all draws on tasks with a rate strictly in (0, 1);
-    - ``informative_share_before``: the same before the switch;
+    - ``informative_share_before``: the same before the switch (``nan`` when the switch is
+      at step 0);
     - ``steps_to_find_half``: steps after the switch until half of the emerging tasks were
-      drawn at least once (``inf`` if that did not happen before the end of the run);
-    - ``emerging_share_late``: share of the draws in the last quarter of the run on emerging
-      tasks;
+      drawn at least once (0: found at the switch step itself; ``inf`` if that did not happen
+      before the end of the run, i.e. the value is at least ``steps - switch``; ``nan`` in a
+      pool without emerging tasks);
+    - ``emerging_share_late``: share of the draws in the last quarter of the run (at least
+      its last step) on emerging tasks;
     - ``coin_flip_share``: share of all draws on coin flips;
     - ``coin_flip_rate``: draws per coin flip per step (0 without coin flips);
     - ``learning_rate``: draws per learning task still below rate 1, per step, over the steps
@@ -252,13 +275,16 @@ def summarize(pool: SimulatedPool, trace: SimulationTrace) -> dict[str, np.ndarr
         half = np.sort(emerging, axis=1)[:, max((emerging.shape[1] + 1) // 2 - 1, 0)]
         found = np.where(half < steps, half - switch, np.inf)
     else:
-        found = np.zeros(draws.shape[0])
-    late = slice(steps - steps // 4, steps)
+        found = np.full(draws.shape[0], np.nan)
+    late = slice(steps - max(steps // 4, 1), steps)
+    before = (
+        useful[:, :switch].sum(1) / total[:, :switch].sum(1)
+        if switch > 0
+        else np.full(draws.shape[0], np.nan)
+    )
     return {
         "informative_share": useful.sum(1) / total.sum(1),
-        "informative_share_before": (
-            useful[:, :switch].sum(1) / np.maximum(total[:, :switch].sum(1), 1)
-        ),
+        "informative_share_before": before,
         "steps_to_find_half": np.asarray(found, np.float64),
         "emerging_share_late": draws[:, late, EMERGING].sum(1) / total[:, late].sum(1),
         **_noise_summary(pool, trace, draws, total),

@@ -8,15 +8,21 @@ seeds takes well under a minute on a CPU. Prints one table row per sampler:
 - informative share: share of all draws on tasks whose current rate is strictly in (0, 1)
   (and the same before the switch, warm-up included);
 - steps to find half: steps after the switch until half of the emerging tasks were drawn
-  once (median over seeds with a bootstrap 95% interval; "inf" when not within the run);
-- emerging share, last quarter: share of the draws in the last quarter of the run that go
-  to emerging tasks (how well a sampler follows up what it found).
+  once (0: at the switch step; median over seeds with a bootstrap 95% interval; "> x" where
+  runs that did not find half within the run enter it: those need at least ``steps - switch``);
+- emerging share, last quarter: share of the draws in the last quarter of the run (at least
+  its last step) that go to emerging tasks (how well a sampler follows up what it found).
+
+A value that does not exist prints as "-" (the share before the switch with ``--switch 0``, the
+noise diagnostic's flags on coin flips in a pool without any). A pool too small to hold an
+informative and an emerging task (5% each, rounded: ``--tasks`` below 11) is refused.
 
 With ``--noisy COIN_SHARE`` the pool is a noisy one instead: coin flips (rate 0.5 whatever the
 policy does), 10% learning tasks (each draw raises the rate by 1/20 from 0.1-0.3), 20% trivial,
 the rest impossible; the table gives the share of draws on coin flips, draws per step of an open
 learning task against a coin flip, the share of learning tasks learned, and for
 ``learning_progress`` the share of coin flips and of the other tasks its noise diagnostic flags.
+The noisy pool has no emerging tasks: ``--switch`` is refused beside ``--noisy``.
 
 Run: ``python -m experiments.simulated_pool`` (``--seeds 8 --tasks 4096 --num 64``);
 ``python -m experiments.simulated_pool --noisy 0.5 --tasks 512 --num 16 --steps 600 --seeds 4``.
@@ -42,6 +48,8 @@ NOISY_MAX = round(1.0 - NOISY_TRIVIAL - NOISY_LEARNING, 6)
 # Defaults of the sized flags, and --quick's (a flag given on the command line wins over both).
 FULL = {"tasks": 4096, "num": 64, "steps": 400, "switch": 150, "seeds": 8}
 QUICK = {"tasks": 512, "num": 16, "steps": 80, "switch": 40, "seeds": 2}
+# The smallest pool whose 5% shares round to an informative and an emerging task.
+MIN_TASKS = 11
 
 
 def _parse(argv=None) -> argparse.Namespace:
@@ -67,6 +75,12 @@ def _parse(argv=None) -> argparse.Namespace:
     )
     _cli.add_debug_flag(p)
     args = p.parse_args(argv)
+    # Before the defaults below fill --switch in: given beside --noisy, it would be ignored.
+    if args.noisy is not None and args.switch != p.get_default("switch"):
+        raise ValueError(
+            f"--switch is not used with --noisy (the noisy pool has no emerging tasks), got "
+            f"--switch {args.switch}"
+        )
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:  # --quick once overrode flags given beside it
             setattr(args, name, value)
@@ -93,6 +107,19 @@ def _check(args: argparse.Namespace) -> None:
             f"--switch must lie in [0, --steps {args.steps}), got {args.switch} (the step at "
             "which emerging tasks turn)"
         )
+
+
+def _mean_sd(x) -> str:
+    """``0.123 ± 0.004``, or ``-`` for a value that does not exist (nan)."""
+    x = np.asarray(x, np.float64)
+    if np.all(np.isnan(x)):
+        return "-"
+    return f"{np.mean(x):.3f} ± {np.std(x):.3f}"
+
+
+def _share(flags: np.ndarray) -> str:
+    """The share of ``flags`` set, or ``-`` where there are none (a pool without coin flips)."""
+    return f"{flags.mean():.3f}" if flags.size else "-"
 
 
 def noisy(args) -> None:
@@ -139,14 +166,10 @@ def noisy(args) -> None:
         flagged = "-", "-"
         if name == "learning_progress":
             f = np.asarray(jax.vmap(s.looks_like_noise)(trace.state))
-            flagged = (f"{f[:, coin].mean():.3f}", f"{f[:, ~coin].mean():.3f}")
-
-        def mean_sd(x):
-            return f"{np.mean(x):.3f} ± {np.std(x):.3f}"
-
+            flagged = (_share(f[:, coin]), _share(f[:, ~coin]))
         print(
-            f"| {name} | {mean_sd(m['coin_flip_share'])} | {mean_sd(m['learning_rate'])} | "
-            f"{mean_sd(m['coin_flip_rate'])} | {mean_sd(m['learned_share'])} | "
+            f"| {name} | {_mean_sd(m['coin_flip_share'])} | {_mean_sd(m['learning_rate'])} | "
+            f"{_mean_sd(m['coin_flip_rate'])} | {_mean_sd(m['learned_share'])} | "
             f"{flagged[0]} | {flagged[1]} |",
             flush=True,
         )
@@ -181,6 +204,13 @@ def main(argv=None) -> None:
     from curriculax import simulated_pool as sp
 
     pool = sp.make_pool(args.tasks, switch_step=args.switch)
+    kind = np.asarray(pool.kind)
+    missing = [sp.KINDS[k] for k in (sp.INFORMATIVE, sp.EMERGING) if not np.any(kind == k)]
+    if missing:
+        raise ValueError(
+            f"--tasks {args.tasks} makes a pool without {' or '.join(missing)} tasks (5% each, "
+            f"rounded), which the table measures; use --tasks >= {MIN_TASKS}"
+        )
     keys = jax.random.split(jax.random.key(0), args.seeds)
     print(f"# simulated pool  {datetime.date.today()}  {platform.node()}")
     print(
@@ -208,18 +238,17 @@ def main(argv=None) -> None:
             sampler, pool, steps=args.steps, num=args.num, keys=keys, group_size=args.group_size
         )
         m = sp.summarize(pool, trace)
-        bound = args.steps - args.switch
+        # A run that did not find half by its last step (steps - switch - 1 after the switch)
+        # would find it at steps - switch at the earliest: more than steps - switch - 1.
+        bound = args.steps - args.switch - 1
         found = _stats.fmt_censored_interval(m["steps_to_find_half"], _stats.median, bound)
-
-        def mean_sd(x):
-            return f"{np.mean(x):.3f} ± {np.std(x):.3f}"
 
         cells = [
             name,
-            mean_sd(m["informative_share"]),
-            mean_sd(m["informative_share_before"]),
+            _mean_sd(m["informative_share"]),
+            _mean_sd(m["informative_share_before"]),
             found,
-            mean_sd(m["emerging_share_late"]),
+            _mean_sd(m["emerging_share_late"]),
             f"{time.perf_counter() - t0:.1f}",
         ]
         print(md.row(cells), flush=True)

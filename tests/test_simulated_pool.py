@@ -1,10 +1,20 @@
 """The simulated pool: the learnability sampler's defaults against difficulty pools.
 
 Several seeds run as one compiled program per sampler. The margins leave room: with exactly
-this set-up (2026-12-01, 4 seeds) learnability put 0.38-0.39 of its draws on informative
+this set-up (2026-12-06, 4 seeds) learnability put 0.38-0.39 of its draws on informative
 tasks against 0.20-0.22 for difficulty pools, 0.20-0.24 of its late draws on emerging tasks
-against 0.11-0.15, and found half of the emerging tasks in a median of 54 steps against 72.
+against 0.11-0.18, and found half of the emerging tasks in a median of 54 steps against 71.
+
+Then the edge cases of the summary and of ``experiments.simulated_pool``: a number that does
+not exist is nan (printed "-"), not a made-up 0, and what the simulation cannot score or the
+table cannot measure is refused.
 """
+
+import doctest
+import os
+import re
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +23,9 @@ import pytest
 
 import curriculax as cx
 from curriculax import simulated_pool as sp
+from experiments import simulated_pool as script
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 N, NUM, STEPS, SWITCH = 1024, 16, 320, 120
 
@@ -101,3 +114,157 @@ def test_shares_that_round_up_past_the_pool_still_make_one(n, shares):
     assert kinds.shape == (n,)
     for name, share in zip(names, shares):
         assert abs(int((kinds == getattr(sp, name.upper())).sum()) - n * share) <= 1
+
+
+def _fixed(ids):
+    """A sampler that draws ``ids(num)`` every step (plain ids or a TaskDraw)."""
+    return cx.TaskSampler(
+        lambda key: jnp.zeros((), jnp.int32),
+        lambda state, key, num: (ids(num), state),
+        lambda state, results: state,
+        lambda state: {},
+    )
+
+
+def _keys(n=1):
+    return jax.random.split(jax.random.key(0), n)
+
+
+def test_the_module_example_runs():
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
+    (test,) = [t for t in finder.find(sp, "sp", globs={}) if t.name == "sp"]
+    assert test.examples
+    assert runner.run(test).failed == 0
+
+
+def test_a_number_that_does_not_exist_is_nan_not_zero():
+    # no emerging tasks: no steps to find half of them (was 0, as if found at the switch)
+    pool = sp.make_pool(64, emerging=0.0, switch_step=2)
+    m = sp.summarize(pool, sp.run(cx.samplers.uniform(64), pool, steps=6, num=4, keys=_keys(2)))
+    assert np.all(np.isnan(m["steps_to_find_half"]))
+    assert np.all(np.isfinite(m["informative_share_before"]))
+    # a switch at step 0 leaves no draws before it (was 0)
+    pool = sp.make_pool(64, switch_step=0)
+    m = sp.summarize(pool, sp.run(cx.samplers.uniform(64), pool, steps=6, num=4, keys=_keys(2)))
+    assert np.all(np.isnan(m["informative_share_before"]))
+    assert np.all(np.isfinite(m["informative_share"]))
+
+
+def test_the_late_share_of_a_run_under_four_steps_is_its_last_step():
+    """steps // 4 is 0 below 4 steps: the last quarter was empty and its share nan."""
+    pool = sp.make_pool(16, trivial=0.0, informative=0.0, emerging=0.5, switch_step=0)
+    kind = np.asarray(pool.kind)
+    emerging, other = np.flatnonzero(kind == sp.EMERGING), np.flatnonzero(kind != sp.EMERGING)
+    ids = jnp.asarray([emerging[0], emerging[1], other[0], other[1]], jnp.int32)
+    sampler = _fixed(lambda num: ids)  # half the draws on emerging tasks, every step
+    for steps in (1, 3):
+        m = sp.summarize(pool, sp.run(sampler, pool, steps=steps, num=4, keys=_keys()))
+        assert m["emerging_share_late"][0] == pytest.approx(0.5), steps
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        # a payload row (the frontier sampler's generated tasks) was scored as pool task N-1
+        lambda num: cx.TaskDraw(
+            jnp.full((num,), 100, jnp.int32),
+            jnp.zeros((num,), bool),
+            None,
+            jnp.zeros((num,), jnp.uint32),
+        ),
+        # from_pool False with an id inside the pool is still not that pool task
+        lambda num: cx.TaskDraw(
+            jnp.arange(num, dtype=jnp.int32),
+            jnp.arange(num) != 1,
+            None,
+            jnp.zeros((num,), jnp.uint32),
+        ),
+        lambda num: jnp.arange(num, dtype=jnp.int32) + 5,  # plain ids past the pool
+        lambda num: jnp.full((num,), -1, jnp.int32),
+    ],
+    ids=["payload ids", "payload row in range", "ids past N", "negative ids"],
+)
+def test_a_draw_the_pool_does_not_hold_is_refused(draw):
+    pool = sp.make_pool(8)
+    with pytest.raises(ValueError, match=r"drew \d+ task\(s\) the simulated pool does not hold"):
+        sp.run(_fixed(draw), pool, steps=3, num=4, keys=_keys(2))
+
+
+def test_a_task_draw_of_pool_rows_runs_as_its_ids():
+    pool = sp.make_pool(8)
+    draw = _fixed(
+        lambda num: cx.TaskDraw(
+            jnp.arange(num, dtype=jnp.int32),
+            jnp.ones((num,), bool),
+            None,
+            jnp.zeros((num,), jnp.uint32),
+        )
+    )
+    trace = sp.run(draw, pool, steps=3, num=4, keys=_keys())
+    plain = sp.run(
+        _fixed(lambda num: jnp.arange(num, dtype=jnp.int32)), pool, steps=3, num=4, keys=_keys()
+    )
+    assert np.array_equal(np.asarray(trace.task_draws), np.asarray(plain.task_draws))
+    assert np.asarray(trace.task_draws)[0].tolist() == [3, 3, 3, 3, 0, 0, 0, 0]
+
+
+def _never(*_, **__):
+    raise AssertionError("the script started its work despite a bad flag")
+
+
+@pytest.mark.parametrize("switch", ["10", "-5", "150"])
+def test_the_script_refuses_switch_beside_noisy(monkeypatch, switch):
+    """--switch was accepted and ignored with --noisy, invalid values included."""
+    monkeypatch.setattr(script, "noisy", _never)
+    with pytest.raises(ValueError, match=r"^--switch is not used with --noisy"):
+        script.main(["--noisy", "0.3", "--switch", switch, "--quick"])
+
+
+def test_the_script_refuses_a_pool_without_emerging_tasks(monkeypatch):
+    monkeypatch.setattr(script, "arms", _never)
+    with pytest.raises(ValueError, match=r"^--tasks 10 makes a pool without informative or "):
+        script.main(["--tasks", "10", "--steps", "4", "--switch", "1", "--seeds", "1"])
+    # the smallest pool the message suggests has both
+    kinds = np.asarray(sp.make_pool(script.MIN_TASKS).kind)
+    assert np.any(kinds == sp.INFORMATIVE) and np.any(kinds == sp.EMERGING)
+    kinds = np.asarray(sp.make_pool(script.MIN_TASKS - 1).kind)
+    assert not np.any(kinds == sp.INFORMATIVE) and not np.any(kinds == sp.EMERGING)
+
+
+def test_the_command_ends_a_pool_too_small_in_one_error_line(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.simulated_pool", "--tasks", "10", "--quick"],
+        cwd=tmp_path,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": ROOT},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == "", (out.stdout, out.stderr)
+    first = out.stderr.splitlines()[0]
+    assert re.match(r"^error: --tasks 10 makes a pool without informative or emerging", first)
+
+
+def _row(text: str, name: str) -> list[str]:
+    (line,) = [x for x in text.splitlines() if x.startswith(f"| {name} |")]
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_the_table_prints_what_the_runs_say(monkeypatch, capsys):
+    """A run that never found half needs at least steps - switch steps: more than
+    steps - switch - 1 (it printed "> steps - switch"); no draws before a switch at step 0
+    print "-" (they printed 0.000); a 3-step run has a late share (it printed nan)."""
+    monkeypatch.setattr(script, "arms", lambda n: {"uniform": cx.samplers.uniform(n)})
+    script.main(["--tasks", "512", "--num", "1", "--steps", "3", "--switch", "0", "--seeds", "2"])
+    cells = _row(capsys.readouterr().out, "uniform")
+    assert cells[2] == "-", cells
+    assert cells[3] == "> 2 [> 2, > 2]", cells
+    assert re.fullmatch(r"\d\.\d{3} ± \d\.\d{3}", cells[4]), cells
+
+
+def test_the_noisy_table_without_coin_flips_prints_no_coin_flip_flags(capsys):
+    script.main(["--noisy", "0", "--tasks", "64", "--num", "4", "--steps", "5", "--seeds", "1"])
+    cells = _row(capsys.readouterr().out, "learning_progress")
+    assert cells[5] == "-", cells  # was nan: the mean over no coin flips
+    assert re.fullmatch(r"\d\.\d{3}", cells[6]), cells
