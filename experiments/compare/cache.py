@@ -84,9 +84,12 @@ def save_arm(run_dir: str, config: CompareConfig, arm: Mapping, curves: dict) ->
 UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError)
 
 
-def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
+def load_arm(
+    run_dir: str, config: CompareConfig, arm: Mapping, *, again: bool = True
+) -> dict | None:
     """The curves ``save_arm`` kept for this arm with these settings, or None (none kept, or
-    the file cannot be read: a note on stderr says so, and the caller runs the arm again)."""
+    the file cannot be read: a note on stderr says so, and the caller runs the arm again;
+    ``again=False``: the caller leaves the arm out, and the note says that)."""
     path = arm_path(run_dir, config, arm)
     if not os.path.exists(path):
         return None
@@ -103,9 +106,9 @@ def load_arm(run_dir: str, config: CompareConfig, arm: Mapping) -> dict | None:
         if "noise_unit" in curves:  # absent from arms saved before the noise flags were kept
             curves["noise_unit"] = str(curves["noise_unit"])
     except UNREADABLE as e:
+        then = "running arm {!r} again" if again else "leaving arm {!r} out"
         print(
-            f"note: {path} cannot be read ({type(e).__name__}: {e}); running arm "
-            f"{arm['name']!r} again",
+            f"note: {path} cannot be read ({type(e).__name__}: {e}); " + then.format(arm["name"]),
             file=sys.stderr,
         )
         return None

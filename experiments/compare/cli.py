@@ -15,10 +15,22 @@ from curriculax.engine import RunDirError
 from curriculax.engine._rundir import RunLock
 from experiments import _cli
 from experiments.compare.cache import load_arm, save_arm
-from experiments.compare.config import CompareConfig, json_default
+from experiments.compare.config import (
+    CompareConfig,
+    check_main_job_only,
+    json_default,
+    select_arms,
+)
 from experiments.compare.diversity import diversity
 from experiments.compare.plot import plot
-from experiments.compare.report import load_study, reach, study_json, summarize, tables
+from experiments.compare.report import (
+    load_study,
+    reach,
+    seed_data,
+    study_json,
+    summarize,
+    tables,
+)
 from experiments.compare.run import check_arms, progress_for, run_arm
 
 DESCRIPTION = (
@@ -26,17 +38,30 @@ DESCRIPTION = (
 )
 
 
+# What ``--report`` takes besides its JSON: ``--replace-arms``, ``--debug`` (read by
+# ``_cli.entry``) and ``--no-progress`` (it shows no progress either way).
+REPORT_FLAGS = ("help", "report", "replace_arms", "debug", "no_progress")
+
+
 def main(argv=None) -> None:
     parser = _cli.base_parser(DESCRIPTION, steps=0, run_dir="runs/compare")
     parser.prog = "python -m experiments.compare"
-    parser.add_argument("--arms", nargs="+", default=None, help="run only these arms (by name)")
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=None,
+        help="run only these arms (by name; the baseline among them); the tables also hold the "
+        "study's other arms kept in RUN_DIR/arms for these settings",
+    )
     parser.add_argument(
         "--diversity",
         metavar="ARM",
         default=None,
         help="instead of the study: how varied one seed's answers stay while ARM trains",
     )
-    parser.add_argument("--seed-index", type=int, default=0, help="the seed for --diversity")
+    parser.add_argument(
+        "--seed-index", type=int, default=0, help="with --diversity: the seed (default 0)"
+    )
     parser.add_argument(
         "--report",
         metavar="JSON",
@@ -54,10 +79,30 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
     if args.replace_arms is not None and args.report is None:
-        raise SystemExit("--replace-arms works with --report (the study whose arms it replaces)")
+        raise SystemExit(
+            "error: --replace-arms works with --report (the study whose arms it replaces)"
+        )
     if args.report is not None:
+        _cli.refuse_unused(
+            parser,
+            args,
+            _flags_except(parser, REPORT_FLAGS),
+            "--report redoes a finished study's tables from its compare.json alone, with the "
+            "settings and arms stored there (other ones are a new run of the study), and "
+            "writes beside that file",
+        )
         report_only(args.report, argv, args.replace_arms)
         return
+    if args.diversity is None:
+        _cli.refuse_unused(parser, args, ["--seed-index"], "it picks the seed of --diversity ARM")
+    else:
+        _cli.refuse_unused(
+            parser,
+            args,
+            ["--arms", "--run-dir", *_cli.DEVICE_FLAGS],
+            "--diversity runs one seed of one arm on one device and prints its table, "
+            "writing nothing",
+        )
     _cli.refuse_unused(
         parser,
         args,
@@ -79,31 +124,31 @@ def main(argv=None) -> None:
         config = dataclasses.replace(
             config, experiment=dataclasses.replace(config.experiment, seed=args.seed)
         )
+    check_main_job_only(config)
+    study = config
     if args.arms:
         names = [a["name"] for a in config.arms]
         unknown = sorted(set(args.arms) - set(names))
         if unknown:
-            raise SystemExit(f"unknown arms {unknown}; choose from {names}")
+            raise SystemExit(f"error: unknown arms {unknown}; choose from {names}")
         if config.baseline not in args.arms:
             raise SystemExit(
-                f"--arms leaves out the baseline {config.baseline!r}, which every ratio is taken "
-                "against; add it (a finished run of it is reused)"
+                f"error: --arms leaves out the baseline {config.baseline!r}, which every ratio is "
+                "taken against; add it (a finished run of it is reused)"
             )
-        config = dataclasses.replace(
-            config, arms=tuple(a for a in config.arms if a["name"] in args.arms)
-        )
+        config = select_arms(config, args.arms)
     if args.diversity is not None:
         arm = next((a for a in config.arms if a["name"] == args.diversity), None)
         if arm is None:
             raise SystemExit(
-                f"no arm {args.diversity!r}; choose from {[a['name'] for a in config.arms]}"
+                f"error: no arm {args.diversity!r}; choose from {[a['name'] for a in config.arms]}"
             )
         print(diversity(config, arm, args.seed_index))
         return
     mesh = _cli.setup_devices(args)
     if mesh is not None and config.seeds % args.devices:
-        raise SystemExit(f"--devices {args.devices} must divide the {config.seeds} seeds")
-    check_arms(config)  # every arm, before any runs
+        raise SystemExit(f"error: --devices {args.devices} must divide the {config.seeds} seeds")
+    check_arms(config)  # every arm it runs, before any runs
     os.makedirs(args.run_dir, exist_ok=True)
     lock = RunLock(args.run_dir)
     try:
@@ -111,14 +156,38 @@ def main(argv=None) -> None:
     except RunDirError as e:
         raise SystemExit(f"error: {e}") from None
     try:
-        _run_study(config, args, argv, mesh)
+        _run_study(study, config, args, argv, mesh)
     finally:
         lock.release()
 
 
-def _run_study(config: CompareConfig, args, argv, mesh) -> None:
-    """Runs the arms not kept in ``RUN_DIR/arms`` yet, then writes the tables, numbers and
-    figure (under the study directory's lock)."""
+def _flags_except(parser, dests) -> list[str]:
+    """The long names of the parser's flags but those whose destinations are ``dests``."""
+    return [
+        next(o for o in a.option_strings if o.startswith("--"))
+        for a in parser._actions
+        if a.option_strings and a.dest not in dests
+    ]
+
+
+def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) -> None:
+    """Runs the arms of ``config`` (the study's, or those ``--arms`` selects) not kept in
+    ``RUN_DIR/arms`` yet, then writes the tables, numbers and figure over every arm of
+    ``study`` with a result kept there for these settings (under the study directory's lock):
+    a subset run leaves the other arms' numbers in place. It says which arms have none, and
+    refuses, before running anything, to drop or change an arm's numbers that
+    ``RUN_DIR/compare.json`` holds and the subset leaves out."""
+    chosen = {a["name"] for a in config.arms}
+    kept, missing = {}, []  # the study's other arms: their kept results, or none
+    for arm in study.arms:
+        if arm["name"] not in chosen:
+            c = _kept_result(args.run_dir, study, arm)
+            if c is None:
+                missing.append(arm["name"])
+            else:
+                kept[arm["name"]] = c
+    if kept or missing:
+        _refuse_to_lose(args.run_dir, study, chosen, kept)
     curves = {}
     for arm in config.arms:
         name = arm["name"]
@@ -139,14 +208,77 @@ def _run_study(config: CompareConfig, args, argv, mesh) -> None:
             file=sys.stderr,
             flush=True,
         )
-    table, data = summarize(config, curves)
+    if kept:
+        print(
+            f"== also in the tables, as kept in {args.run_dir}/arms: {list(kept)}",
+            file=sys.stderr,
+        )
+    if missing:
+        print(
+            f"note: arms {missing} of the study have no result kept in {args.run_dir}/arms for "
+            "these settings; the tables leave them out (run them with --arms, or run the "
+            "whole study)",
+            file=sys.stderr,
+        )
+    curves = {
+        a["name"]: {**kept, **curves}[a["name"]] for a in study.arms if a["name"] not in missing
+    }
+    shown = select_arms(study, list(curves))
+    table, data = summarize(shown, curves)
     print(table)
     command = command_line(argv)
     with open(os.path.join(args.run_dir, "compare.md"), "w") as f:
         f.write(f"Made by `{command}`.\n\n{table}")
     with open(os.path.join(args.run_dir, "compare.json"), "w") as f:
-        json.dump(study_json(config, data, command), f, indent=2, default=json_default)
-    plot(config, curves, os.path.join(args.run_dir, "compare.png"))
+        json.dump(study_json(shown, data, command), f, indent=2, default=json_default)
+    plot(shown, curves, os.path.join(args.run_dir, "compare.png"))
+
+
+def _kept_result(run_dir: str, study: CompareConfig, arm) -> dict | None:
+    """The curves kept in ``RUN_DIR/arms`` for an arm a subset run leaves out, or None (none
+    kept for these settings, or the arm cannot even be fingerprinted: it is not checked)."""
+    try:
+        return load_arm(run_dir, study, arm, again=False)
+    except (ValueError, TypeError):
+        return None
+
+
+# The per-seed numbers that say two results of an arm are the same run.
+_SAME_RUN = ("rollouts_to_target", "final_held_out")
+
+
+def _refuse_to_lose(run_dir: str, study: CompareConfig, chosen: set, kept: dict) -> None:
+    """Ends the process if ``RUN_DIR/compare.json`` holds an arm that a run of the arms
+    ``chosen`` would drop from it or change (one it does not run whose kept result, if any,
+    has other per-seed numbers, e.g. one taken from another run by ``--report
+    --replace-arms``): nothing a user ran is lost by a subset run."""
+    path = os.path.join(run_dir, "compare.json")
+    if not os.path.exists(path):
+        return
+    try:
+        with open(path) as f:
+            stored = json.load(f)["arms"]
+        if not isinstance(stored, dict) or not all(isinstance(d, dict) for d in stored.values()):
+            raise ValueError("its 'arms' is not a table of per-arm numbers")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(
+            f"error: {path} cannot be read ({type(e).__name__}: {e}), and a run of some arms "
+            "(--arms) writes its tables over it: move it away, or give another --run-dir"
+        ) from None
+    others = [n for n in stored if n not in chosen]
+    now = seed_data(study, {n: kept[n] for n in others if n in kept})
+    lost = [
+        n for n in others if n not in now or any(now[n][k] != stored[n].get(k) for k in _SAME_RUN)
+    ]
+    if lost:
+        raise SystemExit(
+            f"error: {path} holds arms {lost} that this run of some arms (--arms) would drop "
+            f"from it or change: {run_dir}/arms keeps no result of them for these settings, or "
+            "another one than the table's. Name them in --arms too (what RUN_DIR/arms keeps "
+            "of them is reused, the rest runs), run the whole study, or give the subset "
+            "another --run-dir (--report --replace-arms can then take its arms into this "
+            "study's table)"
+        )
 
 
 def _replace_arms(config, data, command, other_config, other_data, other_command):

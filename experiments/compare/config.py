@@ -28,6 +28,21 @@ MAIN_JOB_ONLY = (
     "evidence_arm",
     "evidence_best_of",
 )
+# What does the job of each main-job setting in a study (the message that refuses one).
+_STUDY_INSTEAD = {
+    "steps": "a study's budget is `generations`, its generation batches per run",
+    "curriculum": "each [[arms]] table brings its own curriculum (or oracle)",
+    "eval_rollouts": "a study evaluates every `eval_every` generation batches",
+    "checkpoint_every": "a study keeps each finished arm in RUN_DIR/arms, not checkpoints",
+    "stop_at_target": (
+        "a study never stops early: every arm runs its whole budget (`generations`) and "
+        "rollouts to target are read off its evaluations (every `eval_every` batches)"
+    ),
+    **dict.fromkeys(
+        ("evidence", "evidence_arm", "evidence_best_of"),
+        "it names the study the main job quotes; a study writes its own compare.json",
+    ),
+}
 # An oracle arm's settings (experiments/_oracle.py, DEFAULTS): the p(1 - p) oracle by default
 # (exact pass rates before every generation batch, drawn as learnability draws); the frontier
 # oracle (mode = "frontier") probes 8 rollouts on 32 tasks per level at each evaluation.
@@ -81,6 +96,7 @@ class CompareConfig:
         names = []
         for i, arm in enumerate(self.arms):
             check_arm(arm, f"arms[{i}]")
+            check_same_measure(self, arm, f"arms[{i}]")
             names.append(arm["name"])
             try:
                 orc = arm_oracle(arm)
@@ -121,11 +137,18 @@ def check_arm(arm: Mapping, where: str) -> None:
     if not isinstance(arm.get("name"), str) or not arm["name"]:
         raise ValueError(f"{where}: every arm needs a non-empty 'name'")
     experiment = arm.get("experiment", {})
-    shared = (
-        sorted(set(experiment) & set(SHARED_EXPERIMENT_KEYS))
-        if isinstance(experiment, Mapping)
-        else []
-    )
+    if not isinstance(experiment, Mapping):
+        raise ValueError(
+            f"{where} ({arm['name']!r}): 'experiment' is a table of the study's [experiment] "
+            f"settings the arm changes, got {experiment!r}"
+        )
+    unused = sorted(set(experiment) & set(MAIN_JOB_ONLY))
+    if unused:
+        raise ValueError(
+            f"{where} ({arm['name']!r}): experiment.{unused[0]} is the main job's setting, which "
+            f"a study does not use ({_STUDY_INSTEAD[unused[0]]}); leave {unused} out of the arm"
+        )
+    shared = sorted(set(experiment) & set(SHARED_EXPERIMENT_KEYS))
     if shared:
         raise ValueError(
             f"{where} ({arm['name']!r}): experiment.{shared[0]} may not differ between arms "
@@ -145,6 +168,65 @@ def check_arm(arm: Mapping, where: str) -> None:
                 f"{where} ({arm['name']!r}): unknown oracle key(s) {bad}; accepted keys are "
                 f"{[*ORACLE_KEYS, 'gates']}"
             )
+
+
+# An arm may change what its sampler is told of the tasks (``task.labels``), nothing else of
+# its pool or held-out set, nor where its policy starts.
+ARM_TASK_KEYS = ("labels",)
+
+
+def check_same_measure(config: CompareConfig, arm: Mapping, where: str) -> None:
+    """Raises a ValueError unless the arm trains from the study's initial policy (``init``) on
+    the study's pool and is measured on its held-out target (every ``task`` field but
+    ``labels``): otherwise its rollouts to target would count other tasks, from another start,
+    than the baseline's, and the ratios would compare unlike runs."""
+    if not arm.get("experiment"):
+        return
+    exp, study = arm_experiment(config, arm), config.experiment
+    differ = ["init"] if exp.init != study.init else []
+    differ += [
+        f"task.{f.name}"
+        for f in dataclasses.fields(TaskConfig)
+        if f.name not in ARM_TASK_KEYS and getattr(exp.task, f.name) != getattr(study.task, f.name)
+    ]
+    if differ:
+        raise ValueError(
+            f"{where} ({arm['name']!r}): experiment.{differ[0]} may not differ between arms "
+            "(every arm starts from the study's initial policy, trains on its pool and is "
+            "measured on its held-out target, or the ratios compare unlike runs); set "
+            f"{differ} in the study's [experiment] (an arm may change task.labels, what its "
+            "sampler is told of the tasks)"
+        )
+
+
+def check_main_job_only(config: CompareConfig) -> None:
+    """Raises a ValueError naming a main-job setting (:data:`MAIN_JOB_ONLY`) the study's
+    ``[experiment]`` sets to other than its default: a study does not use it (its arms' curves
+    and their cache fingerprints do not depend on it), and the message names the study setting
+    that does its job. Not a check of :class:`CompareConfig` itself, so a study stored before
+    a default changed still reads back."""
+    defaults = GRPOExperimentConfig()
+    for key in MAIN_JOB_ONLY:
+        value = getattr(config.experiment, key)
+        if value != getattr(defaults, key):
+            raise ValueError(
+                f"experiment.{key} = {value!r} is the main job's setting, which a study does not "
+                f"use ({_STUDY_INSTEAD[key]}); leave it out of the study's [experiment]"
+            )
+
+
+def select_arms(config: CompareConfig, names) -> CompareConfig:
+    """The study restricted to the arms ``names`` (in the study's order; the baseline among
+    them): each ``best_of`` group keeps its arms among ``names``, a group left empty is
+    dropped, and ``best_of`` is cleared when fewer than two groups remain (a best against best
+    needs two)."""
+    keep = set(names)
+    groups = tuple(g for g in (tuple(n for n in grp if n in keep) for grp in config.best_of) if g)
+    return dataclasses.replace(
+        config,
+        arms=tuple(a for a in config.arms if a["name"] in keep),
+        best_of=groups if len(groups) >= 2 else (),
+    )
 
 
 def arm_oracle(arm: Mapping) -> dict | None:

@@ -20,7 +20,12 @@ from experiments._builders import build, make_study_pool, sampler_categories
 from experiments._environment import environment
 from experiments._oracle import build_oracle, make_measure, oracle, probe_rows
 from experiments._progress import StudyProgress
-from experiments.compare.config import CompareConfig, arm_experiment, arm_oracle
+from experiments.compare.config import (
+    CompareConfig,
+    arm_experiment,
+    arm_oracle,
+    check_main_job_only,
+)
 from experiments.compare.noise import final_state, flag_shares, noise_diagnostic
 
 # The random-key salts, folded into each seed's key: the oracle arm's probe and the free
@@ -47,11 +52,14 @@ def measure_key(key: jax.Array, generations) -> jax.Array:
 
 def check_arms(config: CompareConfig) -> None:
     """Builds what every arm is made of (its experiment, pool, curriculum or oracle settings)
-    without running anything, so a bad arm is refused before the first one runs.
+    without running anything, so a bad arm is refused before the first one runs; and refuses
+    a main-job setting the study's ``[experiment]`` sets (:func:`check_main_job_only`).
 
     Raises:
-      ValueError: naming the arm and what is wrong with it.
+      ValueError: naming the arm and what is wrong with it (a target that selects no
+        held-out task among them: its score would be 0/0).
     """
+    check_main_job_only(config)
     pools = {}
     for arm in config.arms:
         try:
@@ -59,6 +67,14 @@ def check_arms(config: CompareConfig) -> None:
             _cli.check_values(exp, "experiment.")
             key = repr(dataclasses.asdict(exp))
             pool = pools[key] = pools.get(key) or make_study_pool(exp)
+            if not np.any(pool.target):
+                held = sorted(set(np.asarray(pool.held_out.level).tolist()))
+                raise ValueError(
+                    f"its target levels {list(exp.task.target_levels)} (task.eval_levels) hold "
+                    "no held-out task, so its held-out score would be 0/0 (a level whose task "
+                    f"space is too small for task.held_out_frac={exp.task.held_out_frac} holds "
+                    f"none out); levels with held-out tasks: {held}"
+                )
             n = exp.task.size
             orc = arm_oracle(arm)
             if orc is None:

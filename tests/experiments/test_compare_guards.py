@@ -1,0 +1,204 @@
+"""What a study refuses rather than silently ignore or lose: flags ``--report`` and
+``--diversity`` do not use, a target with no held-out task, arms measured on other tasks or
+from another start, main-job settings, and a subset run (``--arms``) that would drop arms from
+the study's tables. ``run_arm`` is replaced by a stand-in (``fake_runs``), so nothing trains."""
+
+import json
+import os
+
+import pytest
+
+from experiments import _cli, compare
+from tests.experiments.test_compare import STUDY, _fake_run_arm
+
+BASE, ORACLE = "sequential, unshuffled", "oracle"
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    from experiments.compare import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "run_arm", _fake_run_arm(calls))
+    return calls
+
+
+def _study(tmp_path, text=STUDY, run_dir="out"):
+    config = tmp_path / "study.toml"
+    config.write_text(text.replace("pass_rate_samples = 2\n", ""))
+    return ["--config", str(config), "--run-dir", str(tmp_path / run_dir)]
+
+
+def _arms(path):
+    return json.loads(path.read_text())["arms"]
+
+
+def test_report_refuses_every_flag_it_does_not_use(tmp_path, fake_runs):
+    """``--report X --set experiment.target=0.9`` once rewrote the tables at the stored target,
+    and dropped --arms, --seed, --config (even one not there) and --devices without a word."""
+    compare.main(_study(tmp_path))
+    path = tmp_path / "out" / "compare.json"
+    before = path.read_text()
+    for flags in (
+        ["--set", "experiment.target=0.9"],
+        ["--arms", BASE],
+        ["--seed", "7"],
+        ["--config", str(tmp_path / "nonexistent.toml")],
+        ["--devices", "4"],
+        ["--run-dir", str(tmp_path / "elsewhere")],
+        ["--diversity", ORACLE],
+        ["--seed-index", "1"],
+    ):
+        with pytest.raises(SystemExit, match=rf"error: {flags[0]} not used by this script"):
+            compare.main(["--report", str(path), *flags])
+    assert path.read_text() == before
+    compare.main(["--report", str(path), "--no-progress", "--debug"])  # what it takes
+
+
+def test_seed_index_needs_diversity_and_diversity_writes_nothing(tmp_path, fake_runs):
+    with pytest.raises(SystemExit, match=r"--seed-index not used by this script: .*--diversity"):
+        compare.main([*_study(tmp_path), "--seed-index", "5"])
+    for flags in (["--arms", BASE], ["--devices", "2"]):
+        with pytest.raises(SystemExit, match=rf"{flags[0]} not used by this script"):
+            compare.main([*_study(tmp_path)[:2], "--diversity", ORACLE, *flags])
+    with pytest.raises(SystemExit, match=r"--run-dir not used by this script"):
+        compare.main([*_study(tmp_path), "--diversity", ORACLE])
+    assert fake_runs == [] and not (tmp_path / "out").exists()
+
+
+def test_a_target_with_no_held_out_task_is_refused_before_any_arm_runs(tmp_path, fake_runs):
+    """Level 0 (reversals of length 1: 4 tasks) holds none out: the held-out score was 0/0,
+    every seed a miss and NaN in compare.json."""
+    text = STUDY.replace("eval_levels = [2]", "eval_levels = [0]")
+    with pytest.raises(
+        ValueError,
+        match=rf"arm '{BASE}': its target levels \[0\] .* hold no held-out task.* "
+        r"levels with held-out tasks: \[2\]",
+    ):
+        compare.main(_study(tmp_path, text))
+    assert fake_runs == [] and not (tmp_path / "out" / "arms").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ({"task": {"eval_levels": [0]}}, "task.eval_levels"),
+        ({"task": {"pool_size": 40}}, "task.pool_size"),
+        ({"task": {"distractors": 0.5}}, "task.distractors"),
+        ({"task": {"family": "copy"}}, "task.family"),
+        ({"init": {"base": "short-lengths"}}, "init"),
+    ],
+)
+def test_an_arm_may_not_change_its_pool_target_or_start(override, key):
+    """Its rollouts to target would count other held-out tasks, or start from another policy,
+    than the baseline's it is divided by."""
+    arms = (
+        {"name": "u", "curriculum": {}},
+        {"name": "v", "curriculum": {}, "experiment": override},
+    )
+    with pytest.raises(ValueError, match=rf"arms\[1\] \('v'\): experiment.{key} may not differ"):
+        compare.CompareConfig(arms=arms, baseline="u")
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{"task": {"labels": "none"}}, {"task": {"num_levels": 6}}, {"grpo": {"learning_rate": 0.004}}],
+    ids=["labels", "the study's own value", "learning rate"],
+)
+def test_an_arm_may_change_its_labels_and_optimizer(override):
+    arms = (
+        {"name": "u", "curriculum": {}},
+        {"name": "v", "curriculum": {}, "experiment": override},
+    )
+    compare.CompareConfig(arms=arms, baseline="u")
+
+
+@pytest.mark.parametrize(
+    ("setting", "instead"),
+    [
+        ("steps=3", "generations"),
+        ("eval_rollouts=7", "eval_every"),
+        ("stop_at_target=false", "generations"),
+        ("curriculum.sampler.type=learnability", r"\[\[arms\]\]"),
+        ("checkpoint_every=5", "RUN_DIR/arms"),
+        ("evidence=x.json", "compare.json"),
+    ],
+)
+def test_main_job_settings_are_refused_naming_the_study_setting(
+    tmp_path, fake_runs, setting, instead
+):
+    """They were accepted and ignored, the arms' cache fingerprints unchanged."""
+    key = setting.split("=")[0].split(".")[0]
+    with pytest.raises(ValueError, match=rf"experiment.{key} = .* main job's setting.*{instead}"):
+        compare.main([*_study(tmp_path), "--set", f"experiment.{setting}"])
+    assert fake_runs == []
+    args = _cli.base_parser("", steps=0, run_dir="").parse_args(
+        [*_study(tmp_path), "--set", f"experiment.{setting}"]
+    )
+    with pytest.raises(ValueError, match=rf"experiment.{key} = "):
+        compare.check_arms(_cli.load_config(compare.CompareConfig, args))
+    compare.main([*_study(tmp_path), "--set", "experiment.steps=500"])  # the default: no change
+    arm = {"name": "v", "curriculum": {}, "experiment": {key: 1}}
+    with pytest.raises(ValueError, match=rf"experiment.{key} is the main job's setting"):
+        compare.CompareConfig(arms=({"name": "u", "curriculum": {}}, arm), baseline="u")
+
+
+def test_a_subset_run_keeps_the_other_arms_in_the_study_tables(tmp_path, fake_runs, capsys):
+    """``--arms`` in the study's own directory once wrote the subset's tables over the whole
+    study's (docs/noise.md did so on runs/compare/hard-skew)."""
+    text = STUDY.replace('best_of = [["sequential, unshuffled"], ["oracle"]]\n', "")
+    assert text != STUDY  # no best_of groups: this is not the best_of test below
+    study, out = _study(tmp_path, text), tmp_path / "out"
+    compare.main(study)
+    first = _arms(out / "compare.json")
+    assert list(first) == [BASE, ORACLE] and fake_runs == [BASE, ORACLE]
+    config = _cli.load_config(
+        compare.CompareConfig, _cli.base_parser("", steps=0, run_dir="").parse_args(study)
+    )
+    os.remove(compare.cache.arm_path(str(out), config, config.arms[0]))  # the baseline reruns
+    capsys.readouterr()
+    compare.main([*study, "--arms", BASE])
+    assert fake_runs == [BASE, ORACLE, BASE]  # only the selected arm ran
+    again = _arms(out / "compare.json")
+    assert list(again) == [BASE, ORACLE]
+    assert "also in the tables, as kept in" in capsys.readouterr().err
+    assert again[ORACLE]["rollouts_to_target"] == first[ORACLE]["rollouts_to_target"]
+    assert again[BASE]["final_held_out"] != first[BASE]["final_held_out"]  # a new run
+    assert f"| {ORACLE} |" in (out / "compare.md").read_text()
+
+    # The table holds numbers RUN_DIR/arms does not (taken from another run, say): refused.
+    stored = json.loads((out / "compare.json").read_text())
+    stored["arms"][ORACLE]["final_held_out"] = [0.5, 0.5]
+    (out / "compare.json").write_text(json.dumps(stored))
+    with pytest.raises(SystemExit, match=rf"holds arms \['{ORACLE}'\] that this run .* would drop"):
+        compare.main([*study, "--arms", BASE])
+    # ... as when the other arm has no result kept for these settings.
+    os.remove(compare.cache.arm_path(str(out), config, config.arms[1]))
+    with pytest.raises(SystemExit, match=rf"holds arms \['{ORACLE}'\]"):
+        compare.main([*study, "--arms", BASE])
+    assert json.loads((out / "compare.json").read_text()) == stored
+    assert fake_runs == [BASE, ORACLE, BASE]
+
+    # A new directory holds the subset alone, and says which arms it leaves out.
+    capsys.readouterr()
+    compare.main([*_study(tmp_path, text, run_dir="subset"), "--arms", BASE])
+    assert list(_arms(tmp_path / "subset" / "compare.json")) == [BASE]
+    assert f"arms ['{ORACLE}'] of the study have no result kept" in capsys.readouterr().err
+
+
+def test_a_subset_of_a_study_with_best_of_groups_runs(tmp_path, fake_runs):
+    """``--arms`` once rebuilt the study with best_of naming the arms left out, and failed."""
+    from experiments.compare.config import select_arms
+
+    compare.main([*_study(tmp_path), "--arms", BASE])
+    saved = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert saved["config"]["best_of"] == [] and list(saved["arms"]) == [BASE]
+    config = compare.CompareConfig(
+        arms=tuple({"name": n, "curriculum": {}} for n in "abcd"),
+        baseline="a",
+        best_of=(("a", "b"), ("c", "d")),
+    )
+    assert select_arms(config, ["a", "d"]).best_of == (("a",), ("d",))
+    assert select_arms(config, ["a", "b", "d"]).best_of == (("a", "b"), ("d",))
+    assert select_arms(config, ["a", "b"]).best_of == ()  # one group left: no best against best
+    assert [a["name"] for a in select_arms(config, ["d", "a"]).arms] == ["a", "d"]
