@@ -9,6 +9,8 @@ and the key, compiles each call once per power-of-two size, and takes and return
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -47,6 +49,12 @@ def bucket(n: int) -> int:
     return max(MIN_BUCKET, 1 << max(0, n - 1).bit_length())
 
 
+def _pow2(n: int) -> int:
+    """The next power of two ``>= n`` (``n >= 1``), with no minimum: the padded group size
+    ``K`` (a group of one rollout stays one, so a component that needs two still says so)."""
+    return 1 << max(0, n - 1).bit_length()
+
+
 class HostCurriculum:
     """A curriculum driven from host Python: it keeps the state and key, numpy in and out.
 
@@ -56,9 +64,11 @@ class HostCurriculum:
     does not recompile.
 
     ``observe`` pads the groups to ``bucket(G)`` with padding rows that no component sees as
-    groups (see :func:`curriculax.curriculum`'s ``rows``); it computes group-relative credit
-    (:func:`curriculax.credit.grpo_advantages`, as the engine does) when no advantages are
-    given.
+    groups (see :func:`curriculax.curriculum`'s ``rows``), the rollouts of each group to the
+    next power of two with invalid ones, and per-token advantages to ``bucket(T)`` positions
+    with ``token_mask`` False, so batches of varying ``G``, ``K`` and ``T`` share few programs.
+    It computes group-relative credit (:func:`curriculax.credit.grpo_advantages`, as the
+    engine does) when no advantages are given.
 
     ``sample(n)`` hands out draws the sampler has made and the driver kept, oldest first;
     when fewer than ``n`` are kept it first draws ``bucket(n)`` more in one call of the
@@ -67,8 +77,17 @@ class HostCurriculum:
     in the order drawn, so ``sequential`` hands out the same stream whatever the ``n``. The
     kept draws (fewer than ``bucket(n)``; :attr:`num_kept`) were chosen from the state at
     the call that drew them, before the observations made since; with ``n`` a power of two
-    (>= 8) nothing is kept and every call draws exactly ``n``. The kept draws are part of
+    (>= 8) nothing is kept and every call draws exactly ``n``. A batch made of kept draws and
+    a fresh draw comes from two calls of the sampler, so it may hand out a task twice even
+    where one call of the sampler never repeats one (``uniform``, ``learnability``, ...).
+    ``sample(n, exact=True)`` draws exactly ``n`` (after any kept draws) and keeps nothing:
+    one batch, one call of the sampler, at the cost of one program per distinct ``n`` (the
+    trainer adapters draw their fixed batch size this way). The kept draws are part of
     :meth:`state_dict` and of :meth:`save`.
+
+    Thread-safe: every call that reads or replaces the state (``sample``, ``observe``,
+    ``metrics``, ``state_dict``, ``load_state_dict``, ``save``, ``restore``) holds the
+    driver's lock, so a data-loading thread may draw while another reads the metrics or saves.
 
     Keys: ``jax.random.key(seed)`` is split into ``(init_key, key)``; the state is
     ``curriculum.init(init_key)``, and each draw from the sampler splits ``key, sub =
@@ -117,6 +136,9 @@ class HostCurriculum:
         if seed >= 2**63:
             raise ValueError(f"seed must fit in a signed 64-bit int, got {seed}")
         self.curriculum = curriculum
+        # Held by every call that reads or replaces _state, _key or _kept (sample donates the
+        # state: a read beside it could find the buffer deleted).
+        self._lock = threading.RLock()
         num_tasks = getattr(curriculum.sampler, "num_tasks", None)
         self.num_tasks: int | None = None if num_tasks is None else int(num_tasks)
         self.scale_by_std = bool(scale_by_std)
@@ -134,6 +156,10 @@ class HostCurriculum:
         self._draw = jax.eval_shape(lambda st, k: curriculum.sample(st, k, 1)[0], self._state, key)
         self._kept = _empty_rows(self._draw)  # drawn, not yet handed out
         self._floors: dict[str, int] | None = None  # see _value_problems
+        # State-dict names of task payloads (a frontier's generated tasks): any values.
+        self._payloads = _payload_names(self._state) | {
+            name for name in _kept_items(self._draw) if name.startswith(f"{KEPT}/tasks")
+        }
 
     # -- compiled bodies (traced once per shape) --------------------------------------------
 
@@ -144,6 +170,9 @@ class HostCurriculum:
         return drawn, state, jax.random.key_data(key)
 
     def _observe_fn(self, state, ids, rewards, valid, advantages, token_mask, answers, count):
+        """Padded on the host: ``valid`` and ``token_mask`` are False in every padding rollout
+        and position (None: no such padding, all True); padding rows are masked by
+        ``count``."""
         self.trace_counts["observe"] += 1
         g = rewards.shape[0]
         if valid is None:  # every given rollout (padding rows are masked by `count` below)
@@ -170,28 +199,39 @@ class HostCurriculum:
 
     @property
     def num_kept(self) -> int:
-        return _num_rows(self._kept)
+        with self._lock:
+            return _num_rows(self._kept)
 
-    def sample(self, n: int) -> np.ndarray:
+    def sample(self, n: int, *, exact: bool = False) -> np.ndarray:
         """Hands out ``n`` task ids: kept draws first, then (if they are fewer than ``n``) one
         fresh draw of ``bucket(n)``, keeping what is left for the next calls.
 
+        The fresh draw and the kept draws come from different calls of the sampler, so such
+        a batch may hold a task twice even where one call of the sampler never repeats one.
+
         Args:
           n: how many (an int >= 0).
+          exact: draw exactly what the kept draws leave to ``n`` and keep nothing (one program
+            per distinct size; for a trainer whose batch size is fixed). Where nothing is
+            kept (only ``exact`` calls, or sizes that are powers of two >= 8), every batch is
+            one call of the sampler.
 
         Returns:
           ``np.int32[n]``; for a sampler that hands out payloads (the frontier sampler), a
           :class:`~curriculax.TaskDraw` of numpy arrays with ``n`` rows.
         """
         n = int_at_least(n, "n", 0)
-        pool = self._kept
-        if _num_rows(pool) < n:
-            drawn, self._state, self._key = self._sample(self._state, self._key, bucket(n))
-            pool = jax.tree.map(lambda a, b: np.concatenate([a, np.asarray(b)]), pool, drawn)
-        out = jax.tree.map(lambda a: a[:n].copy(), pool)
-        self._kept = jax.tree.map(lambda a: a[n:].copy(), pool)
-        self.sample_calls += 1
-        return out
+        with self._lock:
+            pool = self._kept
+            have = _num_rows(pool)
+            if have < n:
+                size = n - have if exact else bucket(n)
+                drawn, self._state, self._key = self._sample(self._state, self._key, size)
+                pool = jax.tree.map(lambda a, b: np.concatenate([a, np.asarray(b)]), pool, drawn)
+            out = jax.tree.map(lambda a: a[:n].copy(), pool)
+            self._kept = jax.tree.map(lambda a: a[n:].copy(), pool)
+            self.sample_calls += 1
+            return out
 
     def observe(
         self,
@@ -213,9 +253,11 @@ class HostCurriculum:
             given rollout is valid.
           advantages: ``float[G, K]`` (sequence level) or ``float[G, K, T]`` (per token);
             ragged like ``rewards`` if that is ragged. Default: group-relative credit over the
-            valid rollouts (:func:`curriculax.credit.grpo_advantages`).
+            valid rollouts (:func:`curriculax.credit.grpo_advantages`). ``T`` may change from
+            call to call: it is padded to ``bucket(T)`` with positions ``token_mask`` marks
+            untrainable.
           token_mask: ``bool[G, K, T]`` trainable positions of ``[G, K, T]`` advantages
-            (default: all).
+            (ragged like ``rewards`` if that is ragged; default: all).
           answers: ``int[G, K]`` (ragged like ``rewards`` if that is ragged): an id of each
             rollout's answer, equal for equal answers (e.g. a hash of the answer the verifier
             read), for :func:`~curriculax.samplers.reward_consistency`. Default: none given.
@@ -260,7 +302,8 @@ class HostCurriculum:
         if token_mask is not None:
             if advantages is None or advantages.ndim != 3:
                 raise ValueError("token_mask goes with per-token advantages float[G, K, T]")
-            token_mask = _of_kind(token_mask, "token_mask", "biu").astype(bool)
+            token_mask, m_lengths = _groups(token_mask, "token_mask", g, bool, k, kinds="biu")
+            _same_lengths(lengths, m_lengths, "token_mask")
             if token_mask.shape != advantages.shape:
                 raise ValueError(
                     f"token_mask must match advantages {advantages.shape}, "
@@ -276,24 +319,36 @@ class HostCurriculum:
         self._check_ids(ids)
         if g == 0:
             return np.zeros((0,), bool)
-        size = bucket(g)
-        admitted, self._state = self._observe(
-            self._state,
-            _pad(ids if ids.dtype == np.int32 else ids.astype(np.int32), size),
-            _pad(rewards, size),
-            None if valid is None else _pad(valid, size),
-            None if advantages is None else _pad(advantages, size),
-            None if token_mask is None else _pad(token_mask, size),
-            None if answers is None else _pad(answers, size),
-            np.int32(g),
-        )
-        self.observe_calls += 1
+        # Padding (zeros: no valid rollout, no trainable position), so that varying sizes
+        # share one program: groups to bucket(G) (masked by `count` too), rollouts to a
+        # power of two (appended: the even/odd halves of the real rollouts stay as they are),
+        # per-token positions to bucket(T).
+        per_token = advantages is not None and advantages.ndim == 3
+        t = advantages.shape[2] if per_token else 1
+        gp, kp, tp = bucket(g), _pow2(k), bucket(t) if per_token else 1
+        if valid is None and kp != k:
+            valid = np.ones((g, k), bool)
+        if token_mask is None and (kp, tp) != (k, t):
+            token_mask = np.ones((g, k, t), bool)
+        with self._lock:
+            admitted, self._state = self._observe(
+                self._state,
+                _pad(ids if ids.dtype == np.int32 else ids.astype(np.int32), (gp,)),
+                _pad(rewards, (gp, kp)),
+                None if valid is None else _pad(valid, (gp, kp)),
+                None if advantages is None else _pad(advantages, (gp, kp, tp)[: advantages.ndim]),
+                None if token_mask is None else _pad(token_mask, (gp, kp, tp)),
+                None if answers is None else _pad(answers, (gp, kp)),
+                np.int32(g),
+            )
+            self.observe_calls += 1
         return np.array(admitted)[:g]
 
     def metrics(self) -> dict[str, float]:
         """The curriculum's metrics as floats (``sampler/...``, ``gate/<name>/...``,
         ``admission_rate``, ...; the engine logs them under ``curriculum/<env>/``)."""
-        values = jax.device_get(self._metrics(self._state))
+        with self._lock:
+            values = jax.device_get(self._metrics(self._state))
         return {name: float(v) for name, v in values.items()}
 
     # -- state dict and checkpoints ----------------------------------------------------------
@@ -310,14 +365,15 @@ class HostCurriculum:
 
     def _state_dict(self) -> dict[str, np.ndarray]:
         """:meth:`state_dict` with the kept draws' entries even when empty."""
-        out = {
-            f"state/{path_str(p)}": np.array(leaf)
-            for p, leaf in jax.tree_util.tree_flatten_with_path(self._state)[0]
-        }
-        out["key"] = np.array(self._key)
-        for name in _COUNTERS:
-            out[name] = np.asarray(getattr(self, name), np.int64)
-        out.update({name: leaf.copy() for name, leaf in _kept_items(self._kept).items()})
+        with self._lock:
+            out = {
+                f"state/{path_str(p)}": np.array(leaf)
+                for p, leaf in jax.tree_util.tree_flatten_with_path(self._state)[0]
+            }
+            out["key"] = np.array(self._key)
+            for name in _COUNTERS:
+                out[name] = np.asarray(getattr(self, name), np.int64)
+            out.update({name: leaf.copy() for name, leaf in _kept_items(self._kept).items()})
         return out
 
     def load_state_dict(
@@ -325,11 +381,17 @@ class HostCurriculum:
     ) -> IncompatibleKeys:
         """Loads a :meth:`state_dict` (torch-style), after checking every entry.
 
-        The kept draws (``kept...``) are optional: a state dict without them (written before
-        the driver kept draws) loads with none kept.
+        The kept draws (``kept...``) go with the sampler state and key they were drawn with.
+        A state dict that gives the key or sampler state but no kept draws loads with none
+        kept (:meth:`state_dict` leaves them out when there are none, and a state dict
+        written before the driver kept draws has none). One that gives neither (a
+        non-strict load of, say, the counters or a gate's state) leaves the current kept
+        draws in place, listed in ``missing_keys``.
 
         Args:
-          state_dict: ``{name: array}`` as from :meth:`state_dict` (numpy, jax or lists).
+          state_dict: ``{name: array}`` as from :meth:`state_dict` (numpy, jax or lists, as
+            after a JSON round trip: a list's values are cast to the entry's dtype once they
+            are checked to fit it).
           strict: every entry must be present and no other (default). With ``strict=False``
             missing entries keep their current values and unexpected ones are ignored.
 
@@ -339,16 +401,32 @@ class HostCurriculum:
         Raises:
           ValueError: naming each missing or unexpected entry (strict), each entry whose
             shape or dtype does not fit (always), with what was expected, and each entry
-            holding a value no run can reach: a NaN, a negative count or index (below what
-            the component starts from), an integer outside its dtype, a kept task id outside
-            the pool. Nothing is loaded then.
+            holding a value no run can reach: a NaN (outside task payloads), a negative count
+            or index (below what the component starts from), an integer outside its dtype, a
+            kept task id outside the pool (or below 0). Nothing is loaded then.
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"state_dict must be a mapping, got {type(state_dict).__name__}")
+        with self._lock:
+            return self._load_state_dict(state_dict, strict)
+
+    def _load_state_dict(self, state_dict: Mapping[str, Any], strict: bool) -> IncompatibleKeys:
         current = self._state_dict()
-        given = {name: np.asarray(v) for name, v in state_dict.items()}
         kept_names = set(_kept_items(self._kept))
-        if not kept_names & set(given):  # none given: none kept
+        given, loose = {}, set()  # loose: given as lists or Python numbers, not arrays
+        for name, v in state_dict.items():
+            got = np.asarray(v)
+            if not isinstance(v, np.ndarray | np.generic | jax.Array) and name in current:
+                loose.add(name)
+                want = current[name]
+                if got.shape == (0,):  # an empty list: no dtype nor trailing shape of its own
+                    rest = want.shape[1:] if name in kept_names else ()
+                    got = np.zeros((0, *rest), want.dtype)
+            given[name] = got
+        if not kept_names & set(given) and (
+            strict or "key" in given or any(_is_sampler(name) for name in given)
+        ):
+            # the state the current kept draws came from is replaced: the given one kept none
             given.update({name: current[name][:0] for name in kept_names})
         missing = sorted(set(current) - set(given))
         unexpected = sorted(set(given) - set(current))
@@ -356,7 +434,7 @@ class HostCurriculum:
         lines += (
             [] if not strict else [f"{u}: unexpected (not in this curriculum)" for u in unexpected]
         )
-        if not strict:  # the kept draws go together with the state they were drawn from
+        if not strict and kept_names & set(given):  # the kept draws come as a whole
             lines += [
                 f"{m}: missing (the kept draws come as a whole)" for m in missing if m in kept_names
             ]
@@ -365,11 +443,11 @@ class HostCurriculum:
             fits = (
                 got.shape[1:] == want.shape[1:] if name in kept_names else got.shape == want.shape
             )
-            if (
-                got.ndim != want.ndim
-                or not fits
-                or not np.can_cast(got.dtype, want.dtype, "same_kind")
-            ):
+            casts = np.can_cast(got.dtype, want.dtype, "same_kind") or (
+                # a list of integers for an unsigned leaf (the key): the range check decides
+                name in loose and got.dtype.kind in "biu" and want.dtype.kind in "iu"
+            )
+            if got.ndim != want.ndim or not fits or not casts:
                 shape = (
                     "[m" + "".join(f", {d}" for d in want.shape[1:]) + "]"
                     if name in kept_names
@@ -387,12 +465,23 @@ class HostCurriculum:
             )
         merged = {name: given.get(name, current[name]) for name in current}
         lines = self._value_problems(merged, current)
+        rows = {name: merged[name].shape[0] for name in sorted(kept_names)}
+        if len(set(rows.values())) > 1:
+            lines.append(
+                "the kept draws' entries hold different numbers of rows: "
+                + ", ".join(f"{name} {m}" for name, m in rows.items())
+            )
         if lines:
             raise ValueError(
                 "load_state_dict: the state dict holds values no run reaches (damaged or "
                 "edited?); nothing was loaded:\n  - " + "\n  - ".join(lines)
             )
-        self._set({name: np.array(v, dtype=current[name].dtype) for name, v in merged.items()})
+        values = {name: np.array(v, dtype=current[name].dtype) for name, v in merged.items()}
+        try:  # checked above; built before anything is installed
+            kept = _kept_from_items(self._draw, values)
+        except ValueError as e:
+            raise ValueError(f"load_state_dict: {e}; nothing was loaded") from None
+        self._set(values, kept)
         return IncompatibleKeys(missing, unexpected)
 
     def _value_problems(
@@ -402,24 +491,24 @@ class HostCurriculum:
         if self._floors is None:
             # A signed integer leaf counts or indexes: it never goes below the smallest value it
             # starts from (0, or -1 for "never", as in floor's last_drawn). Task payloads (a
-            # frontier's ``tasks``) may hold anything.
+            # frontier's generated ``tasks``) may hold anything.
             fresh = jax.jit(self.curriculum.init)(jax.random.key(0))
             self._floors = {
-                f"state/{path_str(p)}": min(0, int(jnp.min(leaf)))
+                name: min(0, int(jnp.min(leaf)))
                 for p, leaf in jax.tree_util.tree_flatten_with_path(fresh)[0]
                 if jnp.issubdtype(leaf.dtype, jnp.signedinteger)
                 and leaf.size
-                and "tasks" not in path_str(p).split("/")
+                and (name := f"state/{path_str(p)}") not in self._payloads
             }
-        floors = {**self._floors, **{name: 0 for name in _COUNTERS}}
-        if self.num_tasks is not None and KEPT in values:
-            floors[KEPT] = 0
+        # Kept task ids lie in the pool, and are never negative even when its size is unknown.
+        ids = KEPT if KEPT in current else f"{KEPT}/ids"
+        floors = {**self._floors, **{name: 0 for name in (*_COUNTERS, ids)}}
         lines = []
         for name in sorted(values):
             got, dtype = np.asarray(values[name]), current[name].dtype
             if got.size == 0:
                 continue
-            if got.dtype.kind == "f" and np.isnan(got).any():
+            if got.dtype.kind == "f" and name not in self._payloads and np.isnan(got).any():
                 bad = np.flatnonzero(np.isnan(got.reshape(-1)))
                 lines.append(
                     f"{name}: NaN in {bad.size} of {got.size} entries (the first at flat "
@@ -434,19 +523,21 @@ class HostCurriculum:
                     )
                 elif name in floors and low < floors[name]:
                     lines.append(f"{name}: {low} is below {floors[name]}, the least it can hold")
-                elif name == KEPT and self.num_tasks is not None and high >= self.num_tasks:
+                elif name == ids and self.num_tasks is not None and high >= self.num_tasks:
                     lines.append(f"{name}: task id {high} outside [0, {self.num_tasks})")
         return lines
 
-    def _set(self, values: Mapping[str, np.ndarray]) -> None:
-        """Installs fresh device copies of a complete, checked state dict."""
+    def _set(self, values: Mapping[str, np.ndarray], kept: Any) -> None:
+        """Installs fresh device copies of a complete, checked state dict (and its kept
+        draws, built from it): everything is built before anything is replaced."""
         flat, treedef = jax.tree_util.tree_flatten_with_path(self._state)
         leaves = [jnp.array(values[f"state/{path_str(p)}"]) for p, _ in flat]
-        self._state = jax.tree_util.tree_unflatten(treedef, leaves)
-        self._key = jnp.array(values["key"])
-        for name in _COUNTERS:
-            setattr(self, name, int(values[name]))
-        self._kept = _kept_from_items(self._draw, values)
+        state = jax.tree_util.tree_unflatten(treedef, leaves)
+        key = jnp.array(values["key"])
+        counters = {name: int(values[name]) for name in _COUNTERS}
+        self._state, self._key, self._kept = state, key, kept
+        for name, value in counters.items():
+            setattr(self, name, value)
 
     def _item(self) -> dict[str, Any]:
         """The Orbax array item (the counters and the kept draws go in the JSON item)."""
@@ -461,6 +552,10 @@ class HostCurriculum:
             (another run's checkpoints, anything else): they would be deleted as old saves.
             Nothing is written.
         """
+        with self._lock:
+            self._save(path)
+
+    def _save(self, path: str | os.PathLike) -> None:
         store = CheckpointStore(path, max_to_keep=1)
         try:
             others = [
@@ -498,6 +593,10 @@ class HostCurriculum:
             size, leaves that differ: the message names each) or holds values no run reaches
             (as :meth:`load_state_dict`). Nothing is restored then.
         """
+        with self._lock:
+            self._restore(path)
+
+    def _restore(self, path: str | os.PathLike) -> None:
         if not os.path.isdir(path):
             raise FileNotFoundError(f"no HostCurriculum checkpoint in {os.path.abspath(path)}")
         store = CheckpointStore(path, max_to_keep=1)
@@ -530,9 +629,12 @@ class HostCurriculum:
         }
         values["key"] = np.asarray(item["key"])
         values.update({name: np.asarray(meta[name], np.int64) for name in _COUNTERS})
-        # Checkpoints written before the driver kept draws have none.
-        kept = _kept_items(_kept_from_items(self._draw, meta.get(KEPT, {})))
-        values.update({n: v for n, v in kept.items() if v.size})
+        # The kept draws as JSON lists (load_state_dict checks and casts them); checkpoints
+        # written before the driver kept draws have none.
+        kept = meta.get(KEPT, {})
+        if not isinstance(kept, Mapping):
+            raise ValueError(f"restore {store.directory} (step {step}): kept is not a mapping")
+        values.update({name: v for name, v in kept.items() if _is_kept(name)})
         try:  # the checks of load_state_dict: kept ids in the pool, counters, NaNs
             self.load_state_dict(values)
         except ValueError as e:
@@ -557,12 +659,13 @@ class HostCurriculum:
             )
 
 
-def _pad(x: np.ndarray, size: int) -> np.ndarray:
-    """``x`` with zero (False) rows appended along axis 0 up to ``size``."""
-    if x.shape[0] == size:
+def _pad(x: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """``x`` with zeros (False) appended along its leading axes up to ``sizes``."""
+    shape = (*sizes, *x.shape[len(sizes) :])
+    if x.shape == shape:
         return x
-    out = np.zeros((size, *x.shape[1:]), x.dtype)
-    out[: x.shape[0]] = x
+    out = np.zeros(shape, x.dtype)
+    out[tuple(slice(0, d) for d in x.shape)] = x
     return out
 
 
@@ -634,6 +737,27 @@ def _num_rows(tree: Any) -> int:
 
 def _is_kept(name: str) -> bool:
     return name == KEPT or name.startswith(KEPT + "/")
+
+
+def _is_sampler(name: str) -> bool:
+    """Whether a state-dict entry is (part of) the sampler's state."""
+    return name == "state/sampler" or name.startswith("state/sampler/")
+
+
+def _payload_names(state: Any) -> set[str]:
+    """The ``state/<path>`` names of the task payloads a frontier sampler's state holds (its
+    generated ``tasks``, wherever the frontier sits in the state): values of any kind."""
+    frontier = sys.modules.get("curriculax.selfplay._frontier")
+    if frontier is None:  # never imported: no frontier state can exist
+        return set()
+    kind = frontier.FrontierState
+    nodes = jax.tree_util.tree_flatten_with_path(state, is_leaf=lambda x: isinstance(x, kind))[0]
+    return {
+        "/".join(filter(None, ("state", path_str(p), "tasks", path_str(q))))
+        for p, node in nodes
+        if isinstance(node, kind)
+        for q, _ in jax.tree_util.tree_flatten_with_path(node.tasks)[0]
+    }
 
 
 def _kept_items(kept: Any) -> dict[str, np.ndarray]:

@@ -608,3 +608,341 @@ def test_observe_refuses_float_answers_and_valid_and_empty_groups():
     # integer ids (and 0/1 validity) still pass
     admitted = host.observe([1], [[1.0, 0.0]], np.array([[1, 1]]), answers=np.array([[3, 4]]))
     assert admitted.tolist() == [True]
+
+
+def test_a_batch_of_the_default_sample_may_span_two_draws_an_exact_one_never_does():
+    """``uniform`` never repeats a task within one call of the sampler. The default
+    ``sample(5)`` serves batches from two calls (kept draws, then a fresh draw of 8), so some
+    batches repeat a task; ``exact=True`` draws 5 in one call: no batch repeats one, nothing is
+    kept, one program for the size, and the draws are the curriculum's own draws of 5."""
+    n_tasks, n = 20, 5
+    cur = cx.curriculum(cx.samplers.uniform(n_tasks))
+    default = cx.HostCurriculum(cur)
+    repeats = sum(len(set(default.sample(n).tolist())) < n for _ in range(200))
+    assert repeats > 0  # documented: a batch may repeat a task across the two draws
+    exact, ref = cx.HostCurriculum(cur, seed=4), _Reference(cur, seed=4)
+    for _ in range(200):
+        ids = exact.sample(n, exact=True)
+        assert len(set(ids.tolist())) == n and exact.num_kept == 0
+        np.testing.assert_array_equal(ids, ref.sample(n))
+    assert exact.trace_counts["sample"] == 1
+    exact.sample(3, exact=True)
+    assert exact.trace_counts["sample"] == 2  # one program per distinct size
+
+
+def test_an_exact_sample_hands_out_the_kept_draws_first_and_keeps_nothing():
+    """Kept draws (from a default call, or a restored state) come first, then exactly the
+    rest is drawn: ``sequential``'s stream is unbroken."""
+    host = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(40, shuffle=False)))
+    handed = host.sample(5).tolist()  # draws 8, keeps 3
+    assert host.num_kept == 3
+    handed += host.sample(2, exact=True).tolist()  # from the kept draws only
+    assert host.num_kept == 1
+    handed += host.sample(6, exact=True).tolist()  # 1 kept and 5 drawn
+    assert host.num_kept == 0
+    handed += host.sample(4, exact=True).tolist()
+    assert handed == list(range(17)) and host.num_kept == 0
+    assert host.sample(0, exact=True).shape == (0,)
+
+
+def test_metrics_and_state_dict_are_safe_beside_a_draw_in_another_thread():
+    """``sample`` donates the state: without the driver's lock a ``metrics()`` or
+    ``state_dict()`` beside it reads a deleted buffer (a data loader draws in its thread)."""
+    import threading
+    import time
+
+    host = cx.HostCurriculum(cx.curriculum(cx.samplers.learnability(4096)))
+    host.sample(8)
+    host.metrics()
+    stop, errors = threading.Event(), []
+
+    def draw():
+        try:
+            while not stop.is_set():
+                host.sample(8)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    thread = threading.Thread(target=draw)
+    thread.start()
+    try:
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end and not errors:
+            host.metrics()
+            host.state_dict()
+    except Exception as e:
+        errors.append(e)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    assert host.sample_calls > 1
+
+
+def test_a_state_dict_of_lists_loads_after_a_json_round_trip():
+    """Lists (a JSON round trip: the u32 key comes back as Python ints) are cast to each
+    entry's dtype once their values are checked to fit it."""
+    import json
+
+    cur = cx.curriculum(cx.samplers.sequential(40))
+    host = cx.HostCurriculum(cur, seed=1)
+    host.observe(host.sample(5), np.eye(5, 4, dtype=np.float32))  # 3 kept
+    sd = host.state_dict()
+    as_lists = json.loads(json.dumps({k: v.tolist() for k, v in sd.items()}))
+    want = [host.sample(n) for n in (2, 9, 4)]
+    fresh = cx.HostCurriculum(cur, seed=2)
+    assert fresh.load_state_dict(as_lists) == cx.IncompatibleKeys([], [])
+    for k, v in sd.items():
+        got = fresh.state_dict()[k]
+        assert got.dtype == v.dtype, k
+        np.testing.assert_array_equal(got, v, err_msg=k)
+    for n, w in zip((2, 9, 4), want):
+        np.testing.assert_array_equal(fresh.sample(n), w)
+    # values out of the dtype's range are still refused, not wrapped
+    _refused(fresh, {**as_lists, "key": [-1, 0]}, "key: values in [-1, 0] do not fit uint32")
+    _refused(fresh, {**as_lists, "kept": [1, 2**40]}, "kept: values in [1, 1099511627776]")
+    _refused(fresh, {**as_lists, "kept": [1.5]}, "kept: float64[1] given, int32[m] expected")
+
+
+def test_a_non_strict_load_without_kept_draws_keeps_the_current_ones():
+    """Loading only a counter leaves the sampler as it is: the draws it counted as handed out
+    stay kept (and are reported missing). A state dict that replaces the sampler state
+    brings its own kept draws: none when it gives none."""
+    cur = cx.curriculum(cx.samplers.sequential(40, shuffle=False))
+    host = cx.HostCurriculum(cur)
+    np.testing.assert_array_equal(host.sample(5), np.arange(5))
+    out = host.load_state_dict({"observe_calls": np.int64(0)}, strict=False)
+    assert out == cx.IncompatibleKeys(
+        sorted(k for k in host._state_dict() if k != "observe_calls"), []
+    )
+    assert "kept" in out.missing_keys and host.num_kept == 3
+    np.testing.assert_array_equal(host.sample(3), [5, 6, 7])
+
+    other = cx.HostCurriculum(cur)
+    other.sample(8)  # nothing kept: its state dict has no kept draws
+    host.sample(5)  # 3 kept again
+    sd = {**other.state_dict(), "extra": np.int32(0)}
+    out = host.load_state_dict(sd, strict=False)
+    assert out == cx.IncompatibleKeys([], ["extra"]) and host.num_kept == 0
+    np.testing.assert_array_equal(host.sample(3), [8, 9, 10])
+
+
+def _frontier_curriculum(layout=None):
+    from curriculax.selfplay import frontier_sampler
+
+    layout = layout or {"level": jax.ShapeDtypeStruct((), jnp.float32)}
+    fr = frontier_sampler(cx.samplers.sequential(40, shuffle=False), 40, layout, capacity=16)
+    return fr, cx.curriculum(fr.sampler)
+
+
+def test_a_refused_load_loads_nothing_payload_kept_rows_of_different_counts():
+    """Kept payload entries of different row counts: refused before anything is installed
+    (the state, key and counters once went in before the kept draws were built)."""
+    _, cur = _frontier_curriculum()
+    src = cx.HostCurriculum(cur, seed=1)
+    for _ in range(3):
+        src.sample(5)  # 1 kept
+    sd = src.state_dict()
+    sd["kept/from_pool"] = sd["kept/from_pool"][:-1]
+    dst = cx.HostCurriculum(cur, seed=0)
+    before = dst.state_dict()
+    with pytest.raises(ValueError) as err:
+        dst.load_state_dict(sd)
+    after = dst.state_dict()
+    assert after.keys() == before.keys()
+    for k, v in before.items():
+        np.testing.assert_array_equal(after[k], v, err_msg=k)
+    assert dst.sample_calls == 0
+    assert str(err.value).startswith("load_state_dict: ")
+    assert "entries hold different numbers of rows: kept/from_pool 0, kept/ids 1" in str(err.value)
+
+
+def test_load_state_dict_refuses_kept_ids_of_payload_samplers_and_of_unknown_pools():
+    _, cur = _frontier_curriculum()  # num_tasks 40 + 16
+    host = cx.HostCurriculum(cur, seed=1)
+    host.sample(5)
+    sd = host.state_dict()
+    fresh = cx.HostCurriculum(cur)
+    _refused(fresh, {**sd, "kept/ids": np.array([3, 10**6, 4], np.int32)}, "kept/ids: task id")
+    _refused(fresh, {**sd, "kept/ids": np.array([3, -7, 4], np.int32)}, "kept/ids: -7 is below 0")
+    unknown = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(None)))
+    unknown.sample(3)
+    sd = unknown.state_dict()
+    assert unknown.num_tasks is None and sd["kept"].shape == (5,)
+    sd["kept"][2] = -1
+    _refused(cx.HostCurriculum(unknown.curriculum), sd, "kept: -1 is below 0")
+
+
+def test_load_state_dict_floors_reach_a_samplers_per_task_state_named_tasks():
+    """category_learnability keeps its per-task learnability state under ``tasks``: only a
+    frontier's generated payloads (also under ``tasks``) are exempt from the floors."""
+    cur = cx.curriculum(cx.samplers.category_learnability(16, np.arange(16) % 4))
+    host = cx.HostCurriculum(cur)
+    sd = host.state_dict()
+    for name in ("state/sampler/tasks/updated", "state/sampler/tasks/clock"):
+        _refused(host, {**sd, name: np.full_like(sd[name], -5)}, f"{name}: -5 is below")
+
+
+def test_a_frontiers_task_payloads_may_hold_any_value():
+    """Generated payloads are the env's, not counts: negative integers and NaN load."""
+    layout = {
+        "level": jax.ShapeDtypeStruct((), jnp.float32),
+        "tokens": jax.ShapeDtypeStruct((2,), jnp.int32),
+    }
+    _, cur = _frontier_curriculum(layout)
+    host = cx.HostCurriculum(cur)
+    host.sample(5)
+    sd = host.state_dict()
+    sd["state/sampler/tasks/level"][0] = np.nan
+    sd["state/sampler/tasks/tokens"][1] = -3
+    sd["kept/tasks/level"][0] = np.nan
+    sd["kept/tasks/tokens"][0] = -9
+    fresh = cx.HostCurriculum(cur)
+    fresh.load_state_dict(sd)
+    assert np.isnan(fresh.state_dict()["state/sampler/tasks/level"][0])
+    assert fresh.sample(1).tasks["tokens"][0].tolist() == [-9, -9]
+    sd["state/sampler/status"][0] = -1  # the frontier's own counts are still checked
+    _refused(fresh, sd, "state/sampler/status: -1 is below 0")
+
+
+def test_per_token_and_ragged_batches_of_varying_t_and_k_share_few_programs():
+    """``T`` pads to ``bucket(T)`` and ``K`` to a power of two: one program per pair of
+    buckets, not one per batch."""
+    cur = cx.curriculum(
+        cx.samplers.learnability(1000), gates={"z": cx.gates.advantage_range(0.0, 0.0)}
+    )
+    host = cx.HostCurriculum(cur)
+    rng = np.random.default_rng(0)
+    ts = set()
+    for _ in range(20):  # T: the batch's longest completion
+        ids = host.sample(16)
+        t = int(rng.integers(100, 400))
+        adv = rng.standard_normal((16, 8, t)).astype(np.float32)
+        mask = rng.random((16, 8, t)) < 0.9
+        host.observe(ids, rng.random((16, 8)).astype(np.float32), advantages=adv, token_mask=mask)
+        ts.add(cx.host.bucket(t))
+    assert host.trace_counts["observe"] == len(ts) == 3  # 128, 256, 512
+    for _ in range(10):  # K: 5 to 7 rollouts, padded to 8 (T = 200: bucket 256)
+        ids = host.sample(16)
+        k = int(rng.integers(5, 8))
+        adv = rng.standard_normal((16, k, 200)).astype(np.float32)
+        host.observe(ids, rng.random((16, k)).astype(np.float32), advantages=adv)
+    assert host.trace_counts["observe"] == 4
+    for _ in range(10):  # ragged groups: K is the batch's largest group, 9 to 16
+        ids = host.sample(16)
+        groups = [rng.random(int(rng.integers(9, 17))).tolist() for _ in range(16)]
+        host.observe(ids, groups)
+    assert host.trace_counts["observe"] == 5
+
+
+def _padding_cases():
+    cats = np.arange(N) % 4
+    yield (
+        "category_bandit",
+        cx.curriculum(
+            cx.samplers.category_bandit(N, cats),
+            gates={"z": cx.gates.advantage_range(0.0, 0.0), "c": cx.gates.reward_consistency(N)},
+        ),
+    )
+    yield "learning_progress", cx.curriculum(cx.samplers.learning_progress(N))
+
+
+@pytest.mark.parametrize("advantages", ["per_token", "sequence", "none"])
+def test_padding_k_and_t_reaches_no_component(advantages):
+    """G = 5, K = 3, T = 5 observed through the driver (padded to 8, 4, 8) leave the same state
+    and admissions as the curriculum's own observe of the unpadded batch, for components
+    that read per-token advantages, the token mask and the even/odd halves of a group."""
+    rng = np.random.default_rng(7)
+    g, k, t = 5, 3, 5
+    for name, cur in _padding_cases():
+        host = cx.HostCurriculum(cur, seed=1)
+        for _ in range(3):
+            ids = host.sample(g, exact=True)
+            rewards = (rng.random((g, k)) < 0.5).astype(np.float32)
+            valid = rng.random((g, k)) < 0.9
+            answers = rng.integers(0, 2, (g, k)).astype(np.int32)
+            adv = mask = None
+            if advantages == "per_token":
+                adv = rng.standard_normal((g, k, t)).astype(np.float32)
+                mask = rng.random((g, k, t)) < 0.7
+            elif advantages == "sequence":
+                adv = rng.standard_normal((g, k)).astype(np.float32)
+            state = jax.tree.map(jnp.array, host._state)  # a copy: the driver donates its own
+            if advantages == "none":  # and no validity: every given rollout is valid
+                valid[:] = True
+            given = None if advantages == "none" else valid
+            got = host.observe(ids, rewards, given, adv, token_mask=mask, answers=answers)
+            if adv is None:
+                adv = np.asarray(grpo_advantages(rewards, valid))
+            if adv.ndim == 2:
+                adv = adv[:, :, None]
+            if mask is None:
+                mask = np.ones(adv.shape, bool)
+            results = cx.GroupResults(ids, rewards, valid, adv, mask, answers)
+            admission, want = jax.jit(cur.observe)(state, results)
+            np.testing.assert_array_equal(got, np.asarray(admission.admitted), err_msg=name)
+            flat = jax.tree_util.tree_flatten_with_path(want)[0]
+            got_state = _state_leaves(host)
+            for p, leaf in flat:
+                path, leaf = cx.checkpoint.path_str(p), np.asarray(leaf)
+                if leaf.dtype.kind == "f":
+                    np.testing.assert_allclose(got_state[path], leaf, rtol=1e-6, err_msg=path)
+                else:
+                    np.testing.assert_array_equal(got_state[path], leaf, err_msg=f"{name} {path}")
+
+
+def test_padding_k_keeps_a_frontiers_even_and_odd_halves():
+    """The frontier judges a generated task's first attempt by its even rollouts and takes
+    its odd ones as the baseline: K = 3 padded to 4 appends an invalid rollout, so the halves
+    are those of the 3 real ones."""
+    fr, cur = _frontier_curriculum()
+    host = cx.HostCurriculum(cur)
+    sampler = fr.insert(
+        host._state.sampler,
+        {"level": jnp.arange(4, dtype=jnp.float32)},
+        jnp.ones(4, bool),
+        jnp.arange(4, dtype=jnp.uint32),
+        0,
+        jnp.arange(4, dtype=jnp.uint32),
+        0,
+    )
+    host._state = host._state._replace(sampler=sampler)
+    ids = np.arange(40, 44)  # the 4 generated tasks, first attempts
+    rewards = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]], np.float32)
+    state = jax.tree.map(jnp.array, host._state)
+    host.observe(ids, rewards)
+    adv = np.asarray(grpo_advantages(rewards, np.ones((4, 3), bool)))[:, :, None]
+    results = cx.GroupResults(ids, rewards, np.ones((4, 3), bool), adv, np.ones((4, 3, 1), bool))
+    _, want = jax.jit(cur.observe)(state, results)
+    got = _state_leaves(host)
+    for p, leaf in jax.tree_util.tree_flatten_with_path(want)[0]:
+        path = cx.checkpoint.path_str(p)
+        np.testing.assert_allclose(got[path], np.asarray(leaf), rtol=1e-6, err_msg=path)
+    # the halves: evens (0, 2) and odds (1) of the real rollouts
+    assert got["sampler/filter_samples"][:4].tolist() == [2, 2, 2, 2]
+    assert got["sampler/base_samples"][:4].tolist() == [1, 1, 1, 1]
+
+
+def test_ragged_token_masks_go_with_ragged_per_token_advantages():
+    host, dense = cx.HostCurriculum(_curriculum()), cx.HostCurriculum(_curriculum())
+    ids = host.sample(2)
+    dense.sample(2)
+    adv = [np.ones((2, 3), np.float32), np.array([[0, 1, 1]], np.float32)]
+    mask = [[[1, 0, 0], [0, 0, 0]], [[1, 0, 0]]]  # group 1: its one trainable position is 0
+    got = host.observe(ids, [[1.0, 0.0], [1.0]], advantages=adv, token_mask=mask)
+    dense_adv = np.ones((2, 2, 3), np.float32)
+    dense_adv[1, 0, 0] = 0.0
+    dense_mask = np.zeros((2, 2, 3), bool)
+    dense_mask[:, 0, 0] = True
+    valid = np.array([[True, True], [True, False]])
+    want = dense.observe(
+        ids,
+        np.array([[1.0, 0.0], [1.0, 0.0]], np.float32),
+        valid,
+        dense_adv,
+        token_mask=dense_mask,
+    )
+    np.testing.assert_array_equal(got, want)
+    assert got.tolist() == [True, False]
+    with pytest.raises(ValueError, match="token_mask is ragged but does not match rewards"):
+        host.observe(ids, [[1.0, 0.0], [1.0]], advantages=adv, token_mask=[mask[1], mask[0]])

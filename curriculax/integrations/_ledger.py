@@ -30,7 +30,13 @@ groups, or only log the votes."""
 class DrawLedger:
     """Draws from a :class:`curriculax.HostCurriculum` and matches finished groups to them.
 
-    Thread-safe: a trainer may draw in a data-loading thread and save from another.
+    Thread-safe: a trainer may draw in a data-loading thread and save from another (the
+    :class:`curriculax.HostCurriculum` holds its own lock too, so its ``metrics()`` may be
+    read from any thread).
+
+    Each draw is one ``curriculum.sample(n, exact=True)``: one call of the sampler, so a batch
+    repeats no task that the sampler's single call would not (the default ``sample(n)`` may
+    build a batch from two calls when ``n`` is not a power of two).
 
     Args:
       curriculum: the :class:`curriculax.HostCurriculum` that chooses the tasks.
@@ -67,7 +73,8 @@ class DrawLedger:
     def draw(self, n: int) -> np.ndarray:
         """The next ``n`` task ids (``np.int32[n]``): a draw saved in flight by a checkpoint
         first (it must hold ``n`` ids, and stays saved if not), else a fresh
-        ``curriculum.sample(n)``."""
+        ``curriculum.sample(n, exact=True)`` (a trainer's batch size is fixed: one program,
+        one call of the sampler per batch)."""
         n = int_at_least(n, "n")
         with self.lock:
             if self._replay:
@@ -80,7 +87,7 @@ class DrawLedger:
                 ids = self._replay.popleft()  # counted in draws by the run that drew it
                 self._in_flight.append([ids, 0])
                 return ids.copy()
-            ids = self.curriculum.sample(n)
+            ids = self.curriculum.sample(n, exact=True)
             if isinstance(ids, TaskDraw):
                 raise TypeError(
                     "this sampler hands out task payloads (a TaskDraw); trainer adapters "

@@ -74,8 +74,8 @@ class Spy:
         self.drawn, self.observed = [], []
         sample, observe = cur.sample, cur.observe
 
-        def spy_sample(n):
-            ids = sample(n)
+        def spy_sample(n, **kwargs):
+            ids = sample(n, **kwargs)
             self.drawn.append(np.asarray(ids).tolist())
             return ids
 

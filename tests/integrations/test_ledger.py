@@ -121,3 +121,16 @@ def test_observe_names_the_first_group_out_of_order_and_refuses_a_grid_of_ids():
     with pytest.raises(ValueError, match=r"task_ids must be int\[G\].*shape \(2, 5\)"):
         ledger.observe(ids.reshape(2, 5), rewards)
     assert len(ledger.in_flight) == 2
+
+
+def test_a_draw_is_one_exact_call_of_the_sampler():
+    """A trainer's batch size is fixed: each draw is ``sample(n, exact=True)``, one call of
+    the sampler, so ``uniform`` (which never repeats a task within a call) never repeats one
+    within a batch of 5, nothing is kept, and one program serves every draw."""
+    cur, ledger = _ledger()
+    for _ in range(100):
+        ids = ledger.draw(5)
+        assert len(set(ids.tolist())) == 5
+        assert cur.num_kept == 0
+        ledger.observe(ids, np.ones((5, 3), np.float32), answers=np.zeros((5, 3), int))
+    assert cur.trace_counts["sample"] == 1
