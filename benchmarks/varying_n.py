@@ -9,8 +9,9 @@ loop, compilation included (wall, and the CPU time of the process: on a shared m
 wall time measures the neighbours too), the number of compiled programs, and the median time
 of a step once every size was seen.
 
-``--exact`` instead compiles the sampler once per distinct ``n`` (the driver's ``sample``
-before it kept draws): the cost this replaced.
+``--exact`` also times ``sample(n, exact=True)``, one compiled draw per distinct ``n`` (the
+driver's ``sample`` before it kept draws, and what a fixed-size trainer adapter uses): the
+cost the kept draws replace for a varying ``n``.
 
 Run: ``python -m benchmarks.varying_n`` (``--exact`` for the comparison).
 """
@@ -57,11 +58,7 @@ def run(num_tasks: int, steps: int, group_size: int, exact: bool, seed: int = 0)
     for i in range(steps):
         n = order[i % len(order)]
         t = time.perf_counter()
-        if exact:  # one compiled draw of exactly n (the behaviour before keeping draws)
-            ids, driver._state, driver._key = driver._sample(driver._state, driver._key, n)
-            ids = np.asarray(ids)
-        else:
-            ids = driver.sample(n)
+        ids = driver.sample(n, exact=exact)  # exact: one compiled draw of exactly n
         rewards = (rng.random((n, group_size)) < rates[ids][:, None]).astype(np.float32)
         driver.observe(ids, rewards)
         step_s.append(time.perf_counter() - t)
