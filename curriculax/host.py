@@ -211,10 +211,12 @@ class HostCurriculum:
 
         Args:
           n: how many (an int >= 0).
-          exact: draw exactly what the kept draws leave to ``n`` and keep nothing (one program
-            per distinct size; for a trainer whose batch size is fixed). Where nothing is
-            kept (only ``exact`` calls, or sizes that are powers of two >= 8), every batch is
-            one call of the sampler.
+          exact: after any kept draws, draw exactly what they leave to ``n``, keeping none of
+            that draw (one program per distinct size; for a trainer whose batch size is
+            fixed). Draws kept by earlier default calls (or a restored checkpoint) still come
+            first, and a batch of them and a fresh draw may repeat a task, as above; where
+            nothing is kept (only ``exact`` calls, or sizes that are powers of two >= 8),
+            every batch is one call of the sampler.
 
         Returns:
           ``np.int32[n]``; for a sampler that hands out payloads (the frontier sampler), a

@@ -36,7 +36,9 @@ class DrawLedger:
 
     Each draw is one ``curriculum.sample(n, exact=True)``: one call of the sampler, so a batch
     repeats no task that the sampler's single call would not (the default ``sample(n)`` may
-    build a batch from two calls when ``n`` is not a power of two).
+    build a batch from two calls when ``n`` is not a power of two). Draws the curriculum
+    already kept (from default calls, or a checkpoint written by an earlier version whose
+    ledger made them) come first, once.
 
     Args:
       curriculum: the :class:`curriculax.HostCurriculum` that chooses the tasks.

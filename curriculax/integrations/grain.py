@@ -44,7 +44,8 @@ class CurriculumDataset(grain.IterDataset):
       curriculum: a :class:`curriculax.HostCurriculum`; its task ids index ``records``.
       records: anything with ``len()`` and ``records[i] -> Mapping`` (a list of dicts, a
         ``grain.MapDataset``, a Hugging Face ``datasets.Dataset``).
-      batch_size: tasks per batch (one ``curriculum.sample(batch_size)`` per batch).
+      batch_size: tasks per batch (one ``curriculum.sample(batch_size, exact=True)`` per
+        batch, through the :class:`~curriculax.integrations.DrawLedger`).
       task_field: the batch field that carries the task ids (``np.int32[batch_size]``).
       num_batches: stop after this many batches (default: never).
 

@@ -31,7 +31,10 @@ class SkipState(NamedTuple):
         probability ``max(p ** k, floor)``), steered toward the target zero-variance share.
       zero_variance_share: ``f32[]`` share of zero-variance groups in the latest batch.
       skipped: ``i32[]`` inner draws skipped before rollout so far.
-      group_size: ``i32[]`` rollouts per group in the latest observed batch.
+      group_size: ``i32[]`` rollouts per group in the latest observed batch with a valid
+        rollout: its largest group's valid rollouts (not ``K``, which a caller may pad with
+        invalid rollouts: the host driver pads ``K`` to a power of two, the engine to the
+        largest group of its envs).
       retests: ``f32[]`` groups of tasks with a streak (predicted zero-variance or solved,
         rolled out all the same), a count that decays by ``_RETEST_DECAY`` per batch.
       forgotten: ``f32[]`` those of them that broke their streak, decayed alike; their ratio
@@ -349,7 +352,7 @@ def skip_zero_variance(
         return ids.astype(jnp.int32), new
 
     def observe(state: SkipState, results: GroupResults) -> SkipState:
-        g, k = results.rewards.shape
+        g = results.rewards.shape[0]
         if g == 0:
             return state._replace(inner=inner.observe(state.inner, results))
         n_local = state.streak.shape[0]
@@ -383,6 +386,7 @@ def skip_zero_variance(
         grew = state.streak.at[slot].add(flat.astype(jnp.int32), mode="drop")
         broke = jnp.zeros((n_local,), bool).at[slot].max(~flat, mode="drop")
         observed_groups = jnp.sum(has, dtype=jnp.int32)
+        size = jnp.max(jnp.where(use, jnp.sum(valid, axis=1, dtype=jnp.int32), 0))
         share = jnp.sum(flat, dtype=jnp.int32) / jnp.maximum(observed_groups, 1)
         seen = observed_groups > 0
         retests = jnp.where(seen, retests, state.retests)
@@ -397,7 +401,7 @@ def skip_zero_variance(
             zero_variance_share=jnp.where(
                 observed_groups > 0, share, state.zero_variance_share
             ).astype(jnp.float32),
-            group_size=jnp.asarray(k, jnp.int32),
+            group_size=jnp.where(size > 0, size, state.group_size).astype(jnp.int32),
             retests=retests.astype(jnp.float32),
             forgotten=forgotten.astype(jnp.float32),
         )

@@ -74,6 +74,21 @@ def test_streaks_count_consecutive_zero_variance_groups_and_reset():
     assert int(state.group_size) == 2
 
 
+def test_skipped_rollouts_count_the_valid_rollouts_of_a_group_not_its_padding():
+    """The host driver pads groups of 5 rollouts to 8 with invalid ones (and the engine pads
+    to its largest env's group): ``skipped_rollouts`` once counted 8 per skipped draw."""
+    s = cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N))
+    state = s.init(jax.random.key(0))
+    valid = [[True] * 5 + [False] * 3, [True] * 4 + [False] * 4]
+    state = jax.jit(s.observe)(state, group_results([3, 5], [[1.0] * 8, [0.0] * 8], valid))
+    assert int(state.group_size) == 5
+    state = state._replace(skipped=jnp.int32(3))
+    assert float(s.metrics(state)["skipped_rollouts"]) == 15.0
+    # A batch without a valid rollout keeps the size it had.
+    state = jax.jit(s.observe)(state, group_results([3], [[1.0] * 8], [[False] * 8]))
+    assert int(state.group_size) == 5
+
+
 def test_a_skipped_draw_is_replaced_by_a_task_not_predicted_zero_variance():
     s = cx.samplers.skip_zero_variance(N, cx.samplers.sequential(N, shuffle=False), floor=1e-6)
     state = s.init(jax.random.key(0))
