@@ -270,6 +270,13 @@ def _refuse_to_lose(run_dir: str, study: CompareConfig, chosen: set, kept: dict)
     lost = [
         n for n in others if n not in now or any(now[n][k] != stored[n].get(k) for k in _SAME_RUN)
     ]
+    gone = [n for n in lost if n not in {a["name"] for a in study.arms}]
+    if gone:
+        raise SystemExit(
+            f"error: {path} holds arms {gone} that the study's config no longer has, and this "
+            "run of some arms (--arms) would drop them from it: give the subset another "
+            "--run-dir, or run the whole study (its tables then hold the config's arms)"
+        )
     if lost:
         raise SystemExit(
             f"error: {path} holds arms {lost} that this run of some arms (--arms) would drop "

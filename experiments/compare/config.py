@@ -176,14 +176,14 @@ ARM_TASK_KEYS = ("labels",)
 
 
 def check_same_measure(config: CompareConfig, arm: Mapping, where: str) -> None:
-    """Raises a ValueError unless the arm trains from the study's initial policy (``init``) on
-    the study's pool and is measured on its held-out target (every ``task`` field but
+    """Raises a ValueError unless the arm trains from the study's initial policy (``init``,
+    ``model``) on the study's pool and is measured on its held-out target (every ``task`` field but
     ``labels``): otherwise its rollouts to target would count other tasks, from another start,
     than the baseline's, and the ratios would compare unlike runs."""
     if not arm.get("experiment"):
         return
     exp, study = arm_experiment(config, arm), config.experiment
-    differ = ["init"] if exp.init != study.init else []
+    differ = [name for name in ("init", "model") if getattr(exp, name) != getattr(study, name)]
     differ += [
         f"task.{f.name}"
         for f in dataclasses.fields(TaskConfig)

@@ -87,6 +87,7 @@ def test_a_target_with_no_held_out_task_is_refused_before_any_arm_runs(tmp_path,
         ({"task": {"distractors": 0.5}}, "task.distractors"),
         ({"task": {"family": "copy"}}, "task.family"),
         ({"init": {"base": "short-lengths"}}, "init"),
+        ({"model": {"width": 128}}, "model"),
     ],
 )
 def test_an_arm_may_not_change_its_pool_target_or_start(override, key):
@@ -178,6 +179,11 @@ def test_a_subset_run_keeps_the_other_arms_in_the_study_tables(tmp_path, fake_ru
         compare.main([*study, "--arms", BASE])
     assert json.loads((out / "compare.json").read_text()) == stored
     assert fake_runs == [BASE, ORACLE, BASE]
+    # An arm the config no longer has: naming it in --arms cannot help, and the error says so.
+    stored["arms"]["gone"] = stored["arms"][ORACLE]
+    (out / "compare.json").write_text(json.dumps(stored))
+    with pytest.raises(SystemExit, match=r"holds arms \['gone'\] that the study's config no"):
+        compare.main([*study, "--arms", BASE])
 
     # A new directory holds the subset alone, and says which arms it leaves out.
     capsys.readouterr()
