@@ -404,8 +404,9 @@ class HostCurriculum:
           ValueError: naming each missing or unexpected entry (strict), each entry whose
             shape or dtype does not fit (always), with what was expected, and each entry
             holding a value no run can reach: a NaN (outside task payloads), a negative count
-            or index (below what the component starts from), an integer outside its dtype, a
-            kept task id outside the pool (or below 0). Nothing is loaded then.
+            or index (below what the component starts from), an integer outside its dtype (or a
+            float too large for it), a kept task id outside the pool (or below 0). Nothing is
+            loaded then.
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"state_dict must be a mapping, got {type(state_dict).__name__}")
@@ -516,6 +517,13 @@ class HostCurriculum:
                     f"{name}: NaN in {bad.size} of {got.size} entries (the first at flat "
                     f"index {int(bad[0])})"
                 )
+            elif np.issubdtype(dtype, np.floating) and name not in self._payloads:
+                finite = np.abs(got[np.isfinite(got)].astype(np.float64))
+                if finite.size and finite.max() > np.finfo(dtype).max:
+                    lines.append(
+                        f"{name}: {float(finite.max()):g} does not fit {np.dtype(dtype).name} "
+                        "(it would load as infinity)"
+                    )
             elif np.issubdtype(dtype, np.integer):
                 info = np.iinfo(dtype)
                 low, high = int(got.min()), int(got.max())

@@ -704,6 +704,20 @@ def test_a_state_dict_of_lists_loads_after_a_json_round_trip():
     _refused(fresh, {**as_lists, "kept": [1.5]}, "kept: float64[1] given, int32[m] expected")
 
 
+def test_a_float_too_large_for_its_leaf_is_refused_not_loaded_as_infinity():
+    """A float64 (or a JSON number) past float32's range once loaded as inf, unchecked."""
+    host = cx.HostCurriculum(cx.curriculum(cx.samplers.learnability(8)))
+    sd = host.state_dict()
+    big = np.array(sd["state/sampler/successes"], np.float64)
+    big[3] = 1e39
+    want = "state/sampler/successes: 1e+39 does not fit float32"
+    _refused(host, {**sd, "state/sampler/successes": big}, want)
+    _refused(host, {**sd, "state/sampler/successes": big.tolist()}, want)
+    big[3] = 3e38  # fits
+    host.load_state_dict({**sd, "state/sampler/successes": big})
+    assert host.state_dict()["state/sampler/successes"][3] == np.float32(3e38)
+
+
 def test_a_non_strict_load_without_kept_draws_keeps_the_current_ones():
     """Loading only a counter leaves the sampler as it is: the draws it counted as handed out
     stay kept (and are reported missing). A state dict that replaces the sampler state
