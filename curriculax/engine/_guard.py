@@ -25,7 +25,8 @@ def stall_message(
       batch_groups: groups per window (``B``).
       since_progress: ``{env: groups finalized since the last admitted group}``.
       gate_votes: ``{env: {gate: (groups it admitted, groups it voted on)}}`` since the last
-        admitted group.
+        admitted group, counted by this process (after a resume, only the groups since it:
+        the message says so).
       curriculum_metrics: ``{env: curriculum metrics}`` (``failed_groups``, ``nonfinite``).
     """
     lines = [
@@ -40,6 +41,12 @@ def stall_message(
         rates = ", ".join(
             f"gate {g!r} admit rate {a / max(t, 1):.2f} ({a}/{t})" for g, (a, t) in votes.items()
         )
+        counted = max((t for _, t in votes.values()), default=groups)
+        if counted < groups:  # the votes are the process's, the count the checkpoint's
+            rates += (
+                f" (votes over the last {counted} of them: the run resumed from a checkpoint "
+                "since the last admission)"
+            )
         m = curriculum_metrics.get(env, {})
         failed = m.get("failed_groups", 0.0)
         nonfinite = m.get("nonfinite", 0.0)

@@ -68,6 +68,29 @@ def test_stall_message_names_env_gate_rate_and_what_to_check(tmp_path):
     assert "gate 'zero_adv' rejects every group" in message
 
 
+def test_stall_message_says_when_the_votes_cover_only_the_groups_since_a_resume():
+    """The groups since the last admission are checkpointed, each gate's votes are counted by
+    the process: after a resume the rates once read as if over every group."""
+    from curriculax.engine._guard import stall_message
+
+    text = stall_message(
+        windows=3,
+        batch_groups=4,
+        since_progress={"e": 12},
+        gate_votes={"e": {"g": (0, 4)}},
+        curriculum_metrics={},
+    )
+    assert "admit rate 0.00 (0/4) (votes over the last 4 of them: the run resumed" in text
+    whole = stall_message(
+        windows=3,
+        batch_groups=4,
+        since_progress={"e": 12},
+        gate_votes={"e": {"g": (0, 12)}},
+        curriculum_metrics={},
+    )
+    assert "resumed" not in whole
+
+
 def test_stall_message_names_every_gate_of_the_env(tmp_path):
     """Each gate's admit rate is named, including gates that publish no ``admit_rate``
     metric of their own (the engine sees every gate's votes)."""
