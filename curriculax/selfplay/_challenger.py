@@ -87,7 +87,9 @@ class Challenge:
       generated: valid tasks produced.
       invalid: payloads rejected by ``validate`` (or malformed).
       collisions: valid tasks rejected because they equal a held-out task.
-      duplicates: valid tasks rejected because this round already produced them.
+      duplicates: valid tasks rejected as repeats: this round already produced them, or a
+        task with the same key is still on the frontier (active or awaiting judgement) from an
+        earlier round.
     """
 
     tasks: Any
@@ -133,12 +135,15 @@ def run_challenge(
     forbidden: np.ndarray,
     *,
     max_tries: int | None = None,
+    on_frontier: np.ndarray | None = None,
 ) -> Challenge:
     """Generates up to ``count`` valid tasks with ``spec``.
 
     Invalid payloads are counted, never raised; a task whose content key equals a forbidden
-    (held-out) key is rejected and counted. A non-vectorized challenger gets up to
-    ``max_tries`` (default ``4 * count``) attempts.
+    (held-out) key is rejected and counted (``collisions``); a task this round already
+    produced, or whose key is in ``on_frontier``, is rejected and counted (``duplicates``), so
+    the frontier never holds one task in two slots. A non-vectorized challenger gets up to
+    ``max_tries`` (default ``4 * count``) attempts; a rejected task does not use up a slot.
 
     Args:
       challenger: the :class:`Challenger`.
@@ -147,8 +152,12 @@ def run_challenge(
       count: payload slots ``P``.
       layout: one task's layout (pytree of ``ShapeDtypeStruct``).
       forbidden: ``u32[...]`` keys no generated task may have (the held-out set).
+      max_tries: attempts of a non-vectorized challenger (default ``4 * count``).
+      on_frontier: ``u32[...]`` keys of the tasks still on the frontier (active or awaiting
+        judgement); ``None``: none.
     """
     forbidden_set = set(np.asarray(forbidden, np.uint32).tolist())
+    front_set = set(() if on_frontier is None else np.asarray(on_frontier, np.uint32).tolist())
     rows, keys, seeds = [], [], []
     invalid = collisions = duplicates = 0
     seen: set[int] = set()
@@ -158,7 +167,7 @@ def run_challenge(
         k = int(task_keys(jax.tree.map(lambda x: np.asarray(x)[None], task))[0])
         if k in forbidden_set:
             collisions += 1
-        elif k in seen:
+        elif k in seen or k in front_set:
             duplicates += 1
         else:
             seen.add(k)

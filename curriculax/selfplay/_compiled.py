@@ -25,7 +25,7 @@ from curriculax.engine._engine import Engine, EngineConfig
 from curriculax.engine._env import Env, check_unique_keys, task_keys
 from curriculax.selfplay._challenger import Challenger, InvalidTask
 from curriculax.selfplay._evolve import _build_sampler
-from curriculax.selfplay._frontier import frontier_sampler
+from curriculax.selfplay._frontier import EMPTY, frontier_sampler
 
 
 class Judged(NamedTuple):
@@ -63,10 +63,10 @@ class PureChallenger(NamedTuple):
       propose: ``(spec, Judged) -> spec`` (the same pytree structure and shapes).
       retry: draw like a one-task-per-key host challenger (``Challenger(vectorized=False)``,
         e.g. the study's reversal challengers): up to ``4 * count`` tries with keys
-        ``fold_in(key, i)``, where a payload rejected as invalid, a held-out collision or a
-        repeat of this round is replaced by the next try (and counted only if tried before
-        ``count`` tasks were accepted). ``False``: one try per slot (``split(key, count)``),
-        as a vectorized host challenger.
+        ``fold_in(key, i)``, where a payload rejected as invalid, a held-out collision, a
+        repeat of this round or of a task still on the frontier is replaced by the next try
+        (and counted only if tried before ``count`` tasks were accepted). ``False``: one try
+        per slot (``split(key, count)``), as a vectorized host challenger.
     """
 
     generate: Callable[..., Any]
@@ -107,9 +107,19 @@ def _compact(mask: jax.Array, tree: Any) -> Any:
     )
 
 
-def _challenge(challenger: PureChallenger, spec, key, count: int, forbidden: jax.Array):
+def _challenge(
+    challenger: PureChallenger,
+    spec,
+    key,
+    count: int,
+    forbidden: jax.Array,
+    front_keys: jax.Array,
+    front_live: jax.Array,
+):
     """What :func:`~curriculax.selfplay.run_challenge` does for a pure challenger: ``(tasks,
-    valid, keys, gen_seeds, invalid, collisions, generated)``, the accepted tasks first."""
+    valid, keys, gen_seeds, invalid, collisions, generated)``, the accepted tasks first.
+    ``front_keys: u32[F]`` and ``front_live: bool[F]`` are the frontier's slots (a task whose
+    key a live slot holds is rejected as a repeat, as ``run_challenge``'s ``on_frontier``)."""
     tries = 4 * count if challenger.retry else count
     if challenger.retry:  # the host loop's keys: fold_in(key, i) for try i
         subkeys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(tries))
@@ -119,7 +129,8 @@ def _challenge(challenger: PureChallenger, spec, key, count: int, forbidden: jax
     ok = jnp.asarray(ok, bool)
     keys = row_keys(tasks)
     collide = ok & jnp.isin(keys, forbidden)
-    cand = ok & ~collide
+    on_front = jnp.any((keys[:, None] == front_keys[None, :]) & front_live[None, :], axis=1)
+    cand = ok & ~collide & ~on_front
     idx = jnp.arange(tries)
     earlier = (keys[:, None] == keys[None, :]) & cand[None, :] & (idx[None, :] < idx[:, None])
     first = cand & ~jnp.any(earlier, axis=1)
@@ -338,7 +349,13 @@ def compiled_evolve(
             fstate = state.curricula["train"].sampler
             easy_before = fstate.dropped_easy
             tasks, valid, tkeys, seeds, invalid, collisions, generated = _challenge(
-                challenger, spec, jax.random.fold_in(k_rounds, r), generated_per_round, forbidden
+                challenger,
+                spec,
+                jax.random.fold_in(k_rounds, r),
+                generated_per_round,
+                forbidden,
+                fstate.keys,
+                fstate.status != EMPTY,
             )
             fstate = frontier.insert(fstate, tasks, valid, tkeys, r, seeds, invalid)
             state = solve(set_frontier(state, fstate))

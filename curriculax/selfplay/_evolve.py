@@ -22,7 +22,7 @@ from curriculax.engine._logging import JsonlWriter
 from curriculax.engine._loop import run
 from curriculax.engine._solver import Solver
 from curriculax.selfplay._challenger import Challenger, run_challenge
-from curriculax.selfplay._frontier import frontier_sampler
+from curriculax.selfplay._frontier import EMPTY, frontier_sampler
 from curriculax.tasks._keys import held_out_mask
 
 
@@ -34,11 +34,14 @@ class Verdict(NamedTuple):
         (so reports compare with ``==`` and a challenger can read e.g. its level).
       gain: (latest - baseline) pass rate.
       learned: whether it was judged learned (else stuck).
+      round: the round whose challenge generated the task (a task not judged within its
+        round is judged in a later one); ``None``: not known (a hand-built report).
     """
 
     task: Any
     gain: float
     learned: bool
+    round: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,13 +116,18 @@ def _take(tasks: Any, idx: np.ndarray) -> Any:
     return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[idx]), tasks)
 
 
-def _verdicts(tasks: Any, rep: Any) -> tuple[Verdict, ...]:
-    """The judged slots' payloads and verdicts, as Python values (one device read)."""
-    tasks, mask, learned, gain = jax.device_get(
-        (tasks, rep.judged_mask, rep.learned_mask, rep.gain)
+def _verdicts(fstate: Any, rep: Any) -> tuple[Verdict, ...]:
+    """The judged slots' payloads, verdicts and rounds, as Python values (one device read)."""
+    tasks, rounds, mask, learned, gain = jax.device_get(
+        (fstate.tasks, fstate.spec, rep.judged_mask, rep.learned_mask, rep.gain)
     )
     return tuple(
-        Verdict(jax.tree.map(lambda x, i=i: x[i].tolist(), tasks), float(gain[i]), bool(learned[i]))
+        Verdict(
+            jax.tree.map(lambda x, i=i: x[i].tolist(), tasks),
+            float(gain[i]),
+            bool(learned[i]),
+            int(rounds[i]),
+        )
         for i in np.flatnonzero(mask)
     )
 
@@ -171,9 +179,10 @@ def curriculum_evolve(
     """Trains ``solver`` on ``seed_tasks`` while a challenger proposes frontier tasks.
 
     A round: **challenge** (generate ``generated_per_round`` valid tasks with the current spec;
-    invalid payloads are counted), **solve** (train ``steps_per_round`` updates on seed plus
-    frontier tasks), **judge** (drop learned and stuck frontier tasks; r0 = mean(latest -
-    baseline), as :func:`frontier_sampler` explains), **tune** (``spec =
+    invalid payloads are counted; a task equal to one of the round's or to one still on the
+    frontier is rejected, so no task sits in two slots), **solve** (train ``steps_per_round``
+    updates on seed plus frontier tasks), **judge** (drop learned and stuck frontier tasks;
+    r0 = mean(latest - baseline), as :func:`frontier_sampler` explains), **tune** (``spec =
     challenger.propose(spec, report)``). One engine instance runs the whole time: solver and
     optimiser state, curriculum state and the compiled step persist across rounds; nothing
     is rebuilt or recompiled per round.
@@ -343,6 +352,7 @@ def curriculum_evolve(
         if frontier is not None:
             fstate = state.curricula["train"].sampler
             easy_before = int(fstate.dropped_easy)
+            slot_keys, status = jax.device_get((fstate.keys, fstate.status))
             ch = run_challenge(
                 challenger,
                 spec,
@@ -350,6 +360,7 @@ def curriculum_evolve(
                 generated_per_round,
                 layout,
                 forbidden,
+                on_frontier=slot_keys[status != EMPTY],  # one task in one slot at most
             )
             generated, invalid, collisions = ch.generated, ch.invalid, ch.collisions
             fstate = insert(
@@ -381,7 +392,7 @@ def curriculum_evolve(
             learned, stuck = int(rep.learned), int(rep.stuck)
             r0, occupancy = float(rep.r0), int(rep.occupancy)
             dropped_easy = int(fstate.dropped_easy) - easy_before
-            verdicts = _verdicts(fstate.tasks, rep)
+            verdicts = _verdicts(fstate, rep)
         c = jax.device_get(state.counters)
         report = RoundReport(
             round=r,

@@ -111,7 +111,9 @@ class Frontier(NamedTuple):
       sampler: the TaskSampler (``init``, ``sample``, ``observe``, ``metrics``).
       insert: ``(state, tasks [P, ...], valid bool[P], keys u32[P], spec i32[], gen_seeds
         u32[P], invalid i32[]) -> state``: places the valid generated tasks in free slots and
-        counts ``invalid`` rejected payloads.
+        counts ``invalid`` rejected payloads. It does not compare keys: the runners reject a
+        task whose key an active or waiting slot holds before inserting (``run_challenge``'s
+        ``on_frontier``), so no task is judged twice in two slots.
       judge: ``(state) -> (state, JudgeReport)``: judges the tasks that used up their
         attempts (learned or stuck) and drops them.
       num_seed: seed pool size ``N`` (frontier tasks have ids ``N + slot``).

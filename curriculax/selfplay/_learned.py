@@ -5,9 +5,9 @@ from a learned categorical, then each symbol of that level's length from a distr
 computes from the level's embedding. ``propose`` scores the round's proposals and takes one
 GRPO-style step (advantages normalized over the round's proposals, optax Adam): a proposal's
 reward is the judge's unbiased split-half gain (latest - baseline pass rate) when it was judged
-this round, 0 when it was not (dropped as easy, rejected as a held-out collision, not yet
-judged), at most 0 when the validity gate rejected it, minus a penalty when it repeats a
-proposal of the same round or one of the last ``memory`` proposals.
+this round, 0 when it was not (dropped as easy, rejected as a held-out collision or as a task
+already on the frontier, not yet judged), at most 0 when the validity gate rejected it, minus a
+penalty when it repeats a proposal of the same round or one of the last ``memory`` proposals.
 
 The whole state (params, optimizer state, RNG, the recent-proposal memory, counters) lives in the
 spec, so ``curriculum_evolve`` carries it between rounds like any other challenger's spec and
@@ -404,7 +404,9 @@ def learned_challenger(
     report)`` scores the logged proposals (:func:`proposal_rewards`: the gain of the report's
     verdict with the proposal's key, the gate, the repeat penalty), takes one policy-gradient
     step and clears the log. A proposal whose verdict comes in a later round than its
-    ``propose`` counts 0 (in the reversal study every task is judged within its round).
+    ``propose`` counts 0 (in the reversal study every task is judged within its round), and
+    a verdict on a copy generated in an earlier round (``Verdict.round``) credits no proposal
+    of this round.
     ``checkpoint(spec, directory, step)`` saves the state (:func:`save_learned`). The log of
     proposals since the last ``propose`` is host-side and not saved: it is empty right after
     ``propose``, where ``curriculum_evolve`` checkpoints.
@@ -483,7 +485,14 @@ def learned_challenger(
         log.clear()
         if not entries:
             return spec
-        verdicts = {int(key_of(v.task)): float(v.gain) for v in report.judged}
+        # Only verdicts on tasks this round generated: a verdict on an earlier round's copy of
+        # a task (its own proposal long credited 0) says nothing about this round's proposal,
+        # which the runner rejected as already on the frontier. Round None: a hand-built report.
+        verdicts = {
+            int(key_of(v.task)): float(v.gain)
+            for v in report.judged
+            if v.round is None or v.round == report.round
+        }
         n = len(entries)
         p = -(-n // _BUCKET) * _BUCKET
         levels = np.zeros(p, np.int32)

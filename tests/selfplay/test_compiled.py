@@ -1,12 +1,19 @@
 """The compiled round loop: the host path's twin, vmapped over seeds, with an unbiased judge."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from curriculax import tasks as T
 from curriculax.engine import content_keys
-from curriculax.selfplay import compiled_evolve, curriculum_evolve, host_challenger, row_keys
+from curriculax.selfplay import (
+    PureChallenger,
+    compiled_evolve,
+    curriculum_evolve,
+    host_challenger,
+    row_keys,
+)
 from curriculax.selfplay.toy import (
     capped_solver,
     level_tasks,
@@ -132,3 +139,59 @@ def test_the_progress_callback_runs_once_per_seed_and_round_and_changes_no_numbe
     np.testing.assert_array_equal(quiet.held_out, ticked.held_out)
     np.testing.assert_array_equal(quiet.state.solver.cap, ticked.state.solver.cap)
     np.testing.assert_array_equal(quiet.learned, ticked.learned)
+
+
+def _three_tasks(retry):
+    """A pure challenger that draws one of 3 tasks (level 3, variants 1000-1002) per key; spec
+    unchanged: every round proposes the same tasks again."""
+
+    def generate(spec, keys):
+        variant = jax.vmap(lambda k: jax.random.randint(k, (), 0, 3))(keys) + 1000
+        return {"level": jnp.full(keys.shape[:1], 3.0, jnp.float32), "variant": variant}
+
+    def validate(payloads):
+        return payloads, jnp.ones(payloads["level"].shape, bool)
+
+    return PureChallenger(generate, validate, lambda spec, judged: spec, retry=retry)
+
+
+@pytest.mark.parametrize("retry", [True, False])
+def test_a_task_still_on_the_frontier_is_not_generated_again_on_either_path(retry):
+    # One frontier attempt a round (1 step, 1 frontier group): the 3 tasks of round 0 are
+    # still active in rounds 1-2, so the challenger's repeats of them are rejected there.
+    # (Before: inserted again, one task in two or three slots, judged twice.)
+    tasks, held = level_tasks(), _held_out()
+    kw = dict(
+        rounds=3, steps_per_round=1, generated_per_round=4, frontier_share=0.5, batch_groups=2
+    )
+    spec = {"unused": jnp.int32(0)}
+    pure = _three_tasks(retry)
+    compiled = compiled_evolve(
+        capped_solver(),
+        tasks,
+        challenger=pure,
+        spec=spec,
+        held_out_tasks=held,
+        keys=jax.random.key(0)[None],
+        **kw,
+    )
+    host = curriculum_evolve(
+        capped_solver(),
+        tasks,
+        challenger=host_challenger(pure, tasks, 4 * 4),
+        spec=spec,
+        held_out_tasks=held,
+        key=0,
+        **kw,
+    )
+    generated = [r.generated for r in host.curriculum]
+    assert np.asarray(compiled.generated)[0].tolist() == generated
+    assert generated[0] == 3 and generated[1:] == [0, 0], generated
+    for f, row in (
+        (host.state.curricula["train"].sampler, ()),
+        (compiled.state.curricula["train"].sampler, (0,)),
+    ):
+        status, keys = np.asarray(f.status)[row], np.asarray(f.keys)[row]
+        live = keys[status != 0]
+        assert len(live) == 3 and len(set(live.tolist())) == 3, (status, keys)
+        assert int(np.asarray(f.inserted)[row]) == 3

@@ -177,6 +177,31 @@ def test_a_rejected_level_is_not_learned_even_when_the_judge_would_reward_it():
     assert spec["probs"][TARGET] < 1 / 6, spec["probs"]
 
 
+def test_a_verdict_on_an_earlier_rounds_copy_credits_no_proposal_of_this_round():
+    # Round 1 proposes a task that an earlier round's copy still on the frontier also holds:
+    # the runner rejects the new one, and the old copy's verdict (round 0) comes in round 1.
+    # It must not be credited to round 1's proposal (it was, matched by key alone); a verdict
+    # on round 1's own copy is.
+    key = jax.random.key(0)
+    spec = learned_spec(CFG)
+
+    def after(verdict_round):
+        challenger = learned_challenger(build, make_validate(), key_of, CFG)
+        payloads = [challenger.generate(spec, jax.random.fold_in(key, i)) for i in range(8)]
+        report = stub_report(1, spec, [], make_validate())
+        if verdict_round is not None:
+            p = payloads[0]
+            task = {"level": int(p["level"]), "tokens": p["tokens"].tolist()}
+            report = dataclasses.replace(report, judged=(Verdict(task, 1.0, True, verdict_round),))
+        return challenger.propose(spec, report)["state"].params
+
+    unjudged, older, own = after(None), after(0), after(1)
+    same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)), unjudged, older)
+    assert all(jax.tree.leaves(same))
+    moved = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)), unjudged, own)
+    assert not all(jax.tree.leaves(moved))
+
+
 def test_a_checkpoint_round_trip_gives_bit_identical_next_proposals(tmp_path):
     _, _, spec = run_stub(CFG, rounds=3, seed=0)
     save_learned(tmp_path / "challenger", 3, spec)

@@ -287,6 +287,64 @@ def test_a_vectorized_challengers_malformed_payloads_count_as_invalid():
     assert (got.invalid, got.generated) == (4, 0)
 
 
+def test_a_task_on_the_frontier_is_rejected_as_a_repeat_on_both_challenger_kinds():
+    layout = {
+        "level": jax.ShapeDtypeStruct((), np.float32),
+        "variant": jax.ShapeDtypeStruct((), np.int32),
+    }
+
+    def task(variant):
+        return {"level": np.float32(3.0), "variant": np.int32(variant)}
+
+    def keys_of(*variants):
+        return content_keys({k: np.stack([task(v)[k] for v in variants]) for k in layout}, bits=32)
+
+    one = Challenger(
+        lambda spec, key: task(int(jax.random.randint(key, (), 0, 3))),
+        lambda p: p,
+        lambda spec, report: spec,
+    )
+    vectorized = Challenger(
+        lambda spec, keys: {
+            "level": np.full(len(keys), 3.0, np.float32),
+            "variant": np.arange(len(keys), dtype=np.int32) % 3,
+        },
+        lambda p: (p, np.ones(len(p["level"]), bool)),
+        lambda spec, report: spec,
+        vectorized=True,
+    )
+    none = np.zeros(0, np.uint32)
+    for challenger in (one, vectorized):
+        free = run_challenge(challenger, {}, jax.random.key(0), 4, layout, none)
+        assert free.generated == 3  # 3 distinct tasks; a round's repeats are rejected
+        got = run_challenge(
+            challenger, {}, jax.random.key(0), 4, layout, none, on_frontier=keys_of(0, 2)
+        )
+        # Only variant 1 is new; the tries of variants 0 and 2 count as repeats instead.
+        assert got.generated == 1 and got.tasks["variant"][0] == 1 and got.valid.sum() == 1
+        assert got.duplicates == free.duplicates + 2 and got.collisions == 0
+
+
+def test_a_verdict_names_the_round_that_generated_its_task():
+    # One step of 2 frontier groups a round for 8 tasks of 2 attempts: tasks outlive their
+    # round and are judged in a later one, whose report says which round generated them.
+    result = curriculum_evolve(
+        capped_solver(initial_cap=0.0, learning_rate=0.0),
+        level_tasks(),
+        challenger=level_challenger(),
+        spec={"level": 2.0},
+        rounds=4,
+        steps_per_round=2,
+        generated_per_round=8,
+        batch_groups=4,
+        frontier_share=0.5,
+        max_attempts=2,
+    )
+    pairs = [(v.round, rep.round) for rep in result.curriculum for v in rep.judged]
+    assert pairs and all(0 <= made <= judged for made, judged in pairs)
+    assert any(made < judged for made, judged in pairs)
+
+
 def test_a_frontier_capacity_of_0_is_refused_by_its_name():
     """It once became the default capacity (``0 or 4 * generated_per_round``)."""
     with pytest.raises(ValueError, match="frontier_capacity must be >= 1, got 0"):
