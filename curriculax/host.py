@@ -46,7 +46,7 @@ class IncompatibleKeys(NamedTuple):
 
 def bucket(n: int) -> int:
     """The padded batch size for ``n`` groups: the next power of two, at least 8."""
-    return max(MIN_BUCKET, 1 << max(0, n - 1).bit_length())
+    return max(MIN_BUCKET, _pow2(n))
 
 
 def _pow2(n: int) -> int:
@@ -170,9 +170,9 @@ class HostCurriculum:
         return drawn, state, jax.random.key_data(key)
 
     def _observe_fn(self, state, ids, rewards, valid, advantages, token_mask, answers, count):
-        """Padded on the host: ``valid`` and ``token_mask`` are False in every padding rollout
-        and position (None: no such padding, all True); padding rows are masked by
-        ``count``."""
+        """Padded on the host: ``valid`` is False in every padding rollout and ``token_mask``
+        in every padding position (None: no such padding, all True); padding rows are masked
+        by ``count``."""
         self.trace_counts["observe"] += 1
         g = rewards.shape[0]
         if valid is None:  # every given rollout (padding rows are masked by `count` below)
@@ -330,7 +330,7 @@ class HostCurriculum:
         gp, kp, tp = bucket(g), _pow2(k), bucket(t) if per_token else 1
         if valid is None and kp != k:
             valid = np.ones((g, k), bool)
-        if token_mask is None and (kp, tp) != (k, t):
+        if token_mask is None and tp != t:  # padded rollouts are masked by `valid` already
             token_mask = np.ones((g, k, t), bool)
         with self._lock:
             admitted, self._state = self._observe(

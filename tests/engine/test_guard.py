@@ -73,22 +73,17 @@ def test_stall_message_says_when_the_votes_cover_only_the_groups_since_a_resume(
     the process: after a resume the rates once read as if over every group."""
     from curriculax.engine._guard import stall_message
 
-    text = stall_message(
-        windows=3,
-        batch_groups=4,
-        since_progress={"e": 12},
-        gate_votes={"e": {"g": (0, 4)}},
-        curriculum_metrics={},
-    )
-    assert "admit rate 0.00 (0/4) (votes over the last 4 of them: the run resumed" in text
-    whole = stall_message(
-        windows=3,
-        batch_groups=4,
-        since_progress={"e": 12},
-        gate_votes={"e": {"g": (0, 12)}},
-        curriculum_metrics={},
-    )
-    assert "resumed" not in whole
+    def text(voted):  # 12 groups since the last admission, gate "g" voted on `voted`
+        return stall_message(
+            windows=3,
+            batch_groups=4,
+            since_progress={"e": 12},
+            gate_votes={"e": {"g": (0, voted)}},
+            curriculum_metrics={},
+        )
+
+    assert "admit rate 0.00 (0/4) (votes over the last 4 of them: the run resumed" in text(4)
+    assert "resumed" not in text(12)
 
 
 def test_stall_message_names_every_gate_of_the_env(tmp_path):
