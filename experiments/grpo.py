@@ -26,6 +26,7 @@ import os
 
 import jax
 
+from curriculax._files import write_json_atomic
 from experiments import _cli, _plot
 from experiments._builders import MAIN_JOB, GRPOExperimentConfig, build, held_out_report
 from experiments._stats import fmt_ratio_interval
@@ -224,9 +225,7 @@ def main(argv=None) -> None:
         with open(path) as f:  # the engine wrote it (a resume writes it if it was lost)
             summary = json.load(f)
         summary["final_eval"] = final
-        with open(path + ".tmp", "w") as f:  # whole or not at all
-            json.dump(summary, f, indent=2, sort_keys=True)
-        os.replace(path + ".tmp", path)
+        write_json_atomic(path, summary, indent=2, sort_keys=True)
     _cli.exit_for(result.stopped)
 
 

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from curriculax._checks import int_at_least
+from curriculax._files import write_json_atomic
 from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
 from curriculax.engine import _restore, _rundir
 from curriculax.engine._engine import Engine, EngineState, Generation
@@ -412,12 +413,7 @@ def _still_reached(plan: _Plan, meta: dict, updates: int) -> bool:
 
 def _write_json_atomic(path: str, data: dict) -> None:
     """Writes ``path`` whole or not at all (a temporary file renamed over it)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=float)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_json_atomic(path, data, indent=2, sort_keys=True, default=float)
 
 
 class _Checkpoints:

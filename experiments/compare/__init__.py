@@ -27,8 +27,10 @@ arm is kept in ``DIR/arms/`` and reused when the study is run again with the sam
 for that arm (after a crash, or with arms added); delete the folder to run them again.
 Every arm is checked (its experiment, pool, sampler and gates built) before any runs. One
 study at a time uses a directory: it holds ``DIR/run.lock`` as a run directory does, and a
-second process is refused naming the first. Arm files are written to a temporary file and
-renamed into place; one that cannot be read (cut short, empty) is run again. While an arm
+second process is refused naming the first (``--report`` too, where the folder of the
+``compare.json`` it rewrites holds a lock file). Arm files, ``compare.json`` and ``compare.md``
+are written to a temporary file and renamed into place (a failure leaves the old file whole);
+an arm file that cannot be read (cut short, empty) is run again. While an arm
 runs, a progress line on stderr counts its seeds' evaluations (``--no-progress``: none); each
 arm records what it ran on (package versions, CPU; ``environment`` in ``compare.json``).
 

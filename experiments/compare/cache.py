@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from curriculax._config import expand_preset
+from curriculax._files import write_atomic
 from experiments._base import base_spec, spec_hash
 from experiments.compare.config import (
     MAIN_JOB_ONLY,
@@ -66,17 +67,8 @@ def save_arm(run_dir: str, config: CompareConfig, arm: Mapping, curves: dict) ->
     extra = {k: np.asarray(curves[k]) for k in ("seconds", "load", "category_names")}
     if curves.get("environment") is not None:  # as JSON text: npz holds no dicts
         extra["environment"] = np.asarray(json.dumps(curves["environment"], sort_keys=True))
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            rest = {k: v for k, v in curves.items() if k not in extra and k != "environment"}
-            np.savez(f, **rest, **extra)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    rest = {k: v for k, v in curves.items() if k not in extra and k != "environment"}
+    write_atomic(path, lambda f: np.savez(f, **rest, **extra), binary=True)
 
 
 # What numpy raises on an arm file cut short or emptied (a kill mid-write before writes were

@@ -3,6 +3,7 @@ its tables, numbers and figure."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -11,8 +12,9 @@ import sys
 
 import numpy as np
 
+from curriculax._files import write_json_atomic, write_text_atomic
 from curriculax.engine import RunDirError
-from curriculax.engine._rundir import RunLock
+from curriculax.engine._rundir import LOCK, RunLock
 from experiments import _cli
 from experiments.compare.cache import load_arm, save_arm
 from experiments.compare.config import (
@@ -150,13 +152,21 @@ def main(argv=None) -> None:
         raise SystemExit(f"error: --devices {args.devices} must divide the {config.seeds} seeds")
     check_arms(config)  # every arm it runs, before any runs
     os.makedirs(args.run_dir, exist_ok=True)
-    lock = RunLock(args.run_dir)
+    with _study_lock(args.run_dir):
+        _run_study(study, config, args, argv, mesh)
+
+
+@contextlib.contextmanager
+def _study_lock(run_dir: str):
+    """Holds ``run_dir``'s lock (:class:`RunLock`) for the block, or ends the process saying
+    which run holds it."""
+    lock = RunLock(run_dir)
     try:
         lock.acquire()
     except RunDirError as e:
         raise SystemExit(f"error: {e}") from None
     try:
-        _run_study(study, config, args, argv, mesh)
+        yield
     finally:
         lock.release()
 
@@ -227,10 +237,13 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
     table, data = summarize(shown, curves)
     print(table)
     command = command_line(argv)
-    with open(os.path.join(args.run_dir, "compare.md"), "w") as f:
-        f.write(f"Made by `{command}`.\n\n{table}")
-    with open(os.path.join(args.run_dir, "compare.json"), "w") as f:
-        json.dump(study_json(shown, data, command), f, indent=2, default=json_default)
+    write_text_atomic(os.path.join(args.run_dir, "compare.md"), f"Made by `{command}`.\n\n{table}")
+    write_json_atomic(
+        os.path.join(args.run_dir, "compare.json"),
+        study_json(shown, data, command),
+        indent=2,
+        default=json_default,
+    )
     plot(shown, curves, os.path.join(args.run_dir, "compare.png"))
 
 
@@ -337,15 +350,23 @@ def report_only(path: str, argv=None, replace: str | None = None) -> None:
     for p in (path, replace):
         if p is not None and (not p.endswith(".json") or not os.path.isfile(p)):
             raise SystemExit(f"--report and --replace-arms take a study's compare.json, got {p!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    # A folder a study ran in holds its lock file: while a study runs there, the rewrite is
+    # refused, as a second study would be. A stored copy (docs/compare) is given no lock file.
+    locked = os.path.exists(os.path.join(folder, LOCK))
+    with _study_lock(folder) if locked else contextlib.nullcontext():
+        _report(path, argv, replace)
+
+
+def _report(path: str, argv, replace: str | None) -> None:
     config, data, command = load_study(path)
     if replace is not None:
         data, command = _replace_arms(config, data, command, *load_study(replace))
     table = tables(config, data)
     print(table)
     this = command_line(argv)
-    with open(path[: -len(".json")] + ".md", "w") as f:
-        f.write(
-            f"Made by `{command}`; tables redone from its per-seed numbers by `{this}`.\n\n{table}"
-        )
-    with open(path, "w") as f:
-        json.dump(study_json(config, data, command), f, indent=2, default=json_default)
+    write_text_atomic(
+        path[: -len(".json")] + ".md",
+        f"Made by `{command}`; tables redone from its per-seed numbers by `{this}`.\n\n{table}",
+    )
+    write_json_atomic(path, study_json(config, data, command), indent=2, default=json_default)

@@ -208,3 +208,49 @@ def test_a_subset_of_a_study_with_best_of_groups_runs(tmp_path, fake_runs):
     assert select_arms(config, ["a", "b", "d"]).best_of == (("a", "b"), ("d",))
     assert select_arms(config, ["a", "b"]).best_of == ()  # one group left: no best against best
     assert [a["name"] for a in select_arms(config, ["d", "a"]).arms] == ["a", "d"]
+
+
+def test_report_is_refused_while_a_study_runs_in_its_folder(tmp_path, fake_runs):
+    """``--report`` took no lock: it rewrote compare.json under a study running there."""
+    from curriculax.engine._rundir import RunLock
+
+    compare.main(_study(tmp_path))
+    out = tmp_path / "out"
+    before = {name: (out / name).read_text() for name in ("compare.json", "compare.md")}
+    running = RunLock(str(out))
+    running.acquire()
+    try:
+        with pytest.raises(SystemExit, match="in use by another run"):
+            compare.main(["--report", str(out / "compare.json")])
+    finally:
+        running.release()
+    assert {name: (out / name).read_text() for name in before} == before
+    compare.main(["--report", str(out / "compare.json")])  # once the study is done
+    assert (out / "compare.md").read_text() != before["compare.md"]  # says it was redone
+
+
+def test_report_on_a_stored_copy_leaves_no_lock_file(tmp_path, fake_runs):
+    compare.main(_study(tmp_path))
+    stored = tmp_path / "docs"
+    stored.mkdir()
+    (stored / "study.json").write_text((tmp_path / "out" / "compare.json").read_text())
+    compare.main(["--report", str(stored / "study.json")])
+    assert sorted(os.listdir(stored)) == ["study.json", "study.md"]
+
+
+def test_summary_files_are_written_whole_or_not_at_all(tmp_path, fake_runs, monkeypatch):
+    """compare.json was written as it was serialized: a failure half-way (here a value JSON
+    cannot hold; a full disk alike) left a cut file in place of the study's numbers."""
+    from experiments.compare import cli
+
+    compare.main(_study(tmp_path))
+    out = tmp_path / "out"
+    path = out / "compare.json"
+    before = path.read_text()
+    study_json = cli.study_json
+    monkeypatch.setattr(cli, "study_json", lambda *a: {**study_json(*a), "zz": object()})
+    for argv in (_study(tmp_path), ["--report", str(path)]):
+        with pytest.raises(TypeError, match="not JSON-able"):
+            compare.main(argv)
+        assert path.read_text() == before
+    assert not [name for name in os.listdir(out) if name.endswith(".tmp")]
