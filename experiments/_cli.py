@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -27,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from curriculax._checks import int_at_least
+from curriculax._files import write_json_atomic
 
 T = TypeVar("T")
 
@@ -707,8 +707,7 @@ def finish_trainer_run(
         "wall_seconds": round(seconds, 1),
         "curriculum": curriculum,
     }
-    with open(os.path.join(run_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json_atomic(os.path.join(run_dir, "summary.json"), summary, indent=2)
     m, pool = curriculum, "sampler/pool/"
     bands = {k[len(pool) :]: v for k, v in m.items() if k.startswith(pool)}
     pools = (

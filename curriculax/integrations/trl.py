@@ -61,6 +61,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOTrainer
 
 from curriculax._checks import int_at_least
+from curriculax._files import write_json_atomic
 from curriculax.integrations._ledger import (
     GATES,
     DrawLedger,
@@ -371,8 +372,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         with self.curriculum_ledger.lock:
             self.curriculum.save(os.path.join(directory, "state"))
             draws = self.curriculum_ledger.state()
-        with open(os.path.join(directory, _DRAWS_FILE), "w") as f:
-            json.dump(draws, f)
+        write_json_atomic(os.path.join(directory, _DRAWS_FILE), draws)
 
     def load_curriculum(self, directory: str) -> None:
         """Restores what :meth:`save_curriculum` wrote."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -15,6 +14,7 @@ import numpy as np
 from curriculax._checks import check_unique_keys, int_at_least
 from curriculax._config import sampler_from_config
 from curriculax._curriculum import curriculum
+from curriculax._files import write_json_atomic
 from curriculax._types import AdmissionGate, TaskSampler
 from curriculax.engine._engine import Engine, EngineConfig, EngineState
 from curriculax.engine._env import Env, task_keys
@@ -442,9 +442,9 @@ def curriculum_evolve(
         for rep, h in zip(reports, held_out)
     ]
     if run_dir is not None and jax.process_index() == 0:
-        with open(os.path.join(run_dir, "summary.json"), "w") as f:
-            out = {**summary, "final_reward": held_out[-1], "history": history}
-            json.dump(out, f, indent=2, sort_keys=True, default=str)
+        out = {**summary, "final_reward": held_out[-1], "history": history}
+        path = os.path.join(run_dir, "summary.json")
+        write_json_atomic(path, out, indent=2, sort_keys=True, default=str)
     return EvolutionResult(
         final_reward=held_out[-1],
         history=history,

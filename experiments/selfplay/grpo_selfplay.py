@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 
 import jax
 
 from curriculax import tasks as T
+from curriculax._files import write_json_atomic
 from experiments import _cli
 from experiments._builders import GRPOExperimentConfig, TaskConfig, family_spec
 from experiments.selfplay._challengers import evolve_arm
@@ -105,13 +105,12 @@ def main(argv=None) -> None:
         f"{b:.3f} ({a - b:+.3f}) at {runs['self-play']['rounds'][-1]['rollouts']:,} rollouts"
     )
     os.makedirs(args.run_dir, exist_ok=True)
-    with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
-        json.dump(
-            {"config": dataclasses.asdict(config), "seed": args.seed, "runs": runs},
-            f,
-            indent=2,
-            default=str,
-        )
+    write_json_atomic(
+        os.path.join(args.run_dir, "summary.json"),
+        {"config": dataclasses.asdict(config), "seed": args.seed, "runs": runs},
+        indent=2,
+        default=str,
+    )
 
 
 if __name__ == "__main__":

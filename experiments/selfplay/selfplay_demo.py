@@ -21,6 +21,7 @@ import json
 import os
 import sys
 
+from curriculax._files import write_text_atomic
 from curriculax.selfplay import curriculum_evolve
 from curriculax.selfplay.toy import capped_solver, level_challenger, level_tasks
 from experiments import _cli
@@ -112,9 +113,8 @@ def main(argv=None) -> None:
     mesh = _cli.local_mesh(args.devices)
     summary = dry_run(args.seed, args.rounds, args.steps, mesh=mesh)
     os.makedirs(args.run_dir, exist_ok=True)
-    with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2, sort_keys=True)
-        f.write("\n")
+    text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
+    write_text_atomic(os.path.join(args.run_dir, "summary.json"), text)
 
 
 if __name__ == "__main__":

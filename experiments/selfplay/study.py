@@ -44,6 +44,7 @@ import time
 import jax
 import numpy as np
 
+from curriculax._files import write_json_atomic, write_text_atomic
 from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
@@ -553,15 +554,13 @@ def main(argv=None) -> None:
                     keep([run_one(config, arm, seed)])
     table, stats = summarize(config, runs)
     print(table)
-    with open(os.path.join(args.run_dir, "study.md"), "w") as f:
-        f.write(table)
-    with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
-        json.dump(
-            {"config": dataclasses.asdict(config), "runs": runs, "stats": stats},
-            f,
-            indent=2,
-            default=float,
-        )
+    write_text_atomic(os.path.join(args.run_dir, "study.md"), table)
+    write_json_atomic(
+        os.path.join(args.run_dir, "summary.json"),
+        {"config": dataclasses.asdict(config), "runs": runs, "stats": stats},
+        indent=2,
+        default=float,
+    )
 
 
 if __name__ == "__main__":

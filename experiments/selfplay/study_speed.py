@@ -13,7 +13,6 @@ path, the ratios, whether the seeds both paths ran have equal records, and the l
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -21,6 +20,7 @@ import time
 import jax
 import numpy as np
 
+from curriculax._files import write_json_atomic
 from experiments import _cli
 from experiments.selfplay import study
 
@@ -77,8 +77,9 @@ def main(argv=None) -> None:
     }
     same = not any(differ.values())
     os.makedirs(args.run_dir, exist_ok=True)
-    with open(os.path.join(args.run_dir, "records.json"), "w") as f:
-        json.dump({"host": host, "compiled": records}, f, indent=1)
+    write_json_atomic(
+        os.path.join(args.run_dir, "records.json"), {"host": host, "compiled": records}, indent=1
+    )
     updates = config.rounds * config.steps_per_round
     print(
         f"scenario {config.scenario!r}, arm {args.arm!r}: {config.rounds} rounds x "
