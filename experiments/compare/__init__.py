@@ -24,7 +24,9 @@ final held-out success, updates, the share of groups with a learning signal, whe
 went), ``compare.json`` (per-seed numbers and curves) and ``compare.png`` (share of seeds at
 the target against rollouts, Kaplan-Meier style, and the mean held-out curve). Each finished
 arm is kept in ``DIR/arms/`` and reused when the study is run again with the same settings
-for that arm (after a crash, or with arms added); delete the folder to run them again.
+and code for that arm (after a crash, or with arms added; ``code``: a change to a sampler
+reruns the arms that draw with it, to shared code every arm, not to comments or docstrings);
+delete the folder to run them again.
 Every arm is checked (its experiment, pool, sampler and gates built) before any runs. One
 study at a time uses a directory: it holds ``DIR/run.lock`` as a run directory does, and a
 second process is refused naming the first (``--report`` too, where the folder of the
@@ -39,9 +41,10 @@ policy's sampled answers stay on the target levels (a collapse onto a few answer
 
 The package, one concern per module: ``config`` (the study's TOML as a checked dataclass),
 ``run`` (one arm's seeds as one program, the random-key salts), ``cache`` (finished arms in
-``DIR/arms/``), ``noise`` (the noise diagnostic's flag rates at the end of the budget),
-``report`` (the tables, the JSON, and :func:`study_result` to read a study
-back), ``plot``, ``diversity`` and ``cli``.
+``DIR/arms/``), ``code`` (the digest of the code an arm runs, part of its cache key),
+``noise`` (the noise diagnostic's flag rates at the end of the budget), ``report`` (the
+tables, the JSON, and :func:`study_result` to read a study back), ``plot``, ``diversity`` and
+``cli``.
 """
 
 from experiments.compare.cache import arm_fingerprint, load_arm, save_arm

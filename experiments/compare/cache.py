@@ -15,6 +15,7 @@ import numpy as np
 from curriculax._config import expand_preset
 from curriculax._files import write_atomic
 from experiments._base import base_spec, spec_hash
+from experiments.compare.code import arm_code_digest
 from experiments.compare.config import (
     MAIN_JOB_ONLY,
     CompareConfig,
@@ -26,7 +27,8 @@ from experiments.compare.config import (
 
 def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
     """What an arm's curves depend on: its experiment, curriculum (a preset as its tables) or
-    oracle, the seeds and the schedule (not its name, nor the other arms)."""
+    oracle, the seeds, the schedule and the code it runs (:func:`arm_code_digest`: an arm kept
+    by other code is run again), not its name, nor the other arms."""
     exp = dataclasses.asdict(arm_experiment(config, arm))
     for key in MAIN_JOB_ONLY:
         exp.pop(key)
@@ -35,12 +37,16 @@ def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
         arm_spec["curriculum"] = expand_preset(arm["curriculum"] or {})
     if "oracle" in arm:  # the settings it runs with, defaults filled in, not only the table
         arm_spec["oracle"] = {**arm_oracle(arm), "gates": arm["oracle"].get("gates", {})}
+        code = arm_code_digest({"gates": arm_spec["oracle"]["gates"]}, oracle=True)
+    else:
+        code = arm_code_digest(arm_spec["curriculum"])
     spec = {
         "experiment": exp,
         "arm": arm_spec,
         "seeds": config.seeds,
         "generations": config.generations,
         "eval_every": config.eval_every,
+        "code": code,
     }
     if config.pass_rate_samples:
         spec["pass_rates"] = [config.pass_rate_samples, config.pass_rate_per_category]

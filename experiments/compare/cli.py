@@ -16,7 +16,7 @@ from curriculax._files import write_json_atomic, write_text_atomic
 from curriculax.engine import RunDirError
 from curriculax.engine._rundir import LOCK, RunLock
 from experiments import _cli
-from experiments.compare.cache import load_arm, save_arm
+from experiments.compare.cache import arm_fingerprint, load_arm, save_arm
 from experiments.compare.config import (
     CompareConfig,
     check_main_job_only,
@@ -53,7 +53,7 @@ def main(argv=None) -> None:
         nargs="+",
         default=None,
         help="run only these arms (by name; the baseline among them); the tables also hold the "
-        "study's other arms kept in RUN_DIR/arms for these settings",
+        "study's other arms kept in RUN_DIR/arms for these settings and code",
     )
     parser.add_argument(
         "--diversity",
@@ -118,8 +118,8 @@ def main(argv=None) -> None:
             "--wandb",
         ],
         "a study's budget is its TOML's generations, finished arms in RUN_DIR/arms are reused "
-        "(delete that folder to rerun them), and it writes compare.md, compare.json and "
-        "compare.png",
+        "by the same settings and code (delete that folder to rerun them), and it writes "
+        "compare.md, compare.json and compare.png",
     )
     config = _cli.load_config(CompareConfig, args)
     if args.seed is not None:
@@ -183,10 +183,12 @@ def _flags_except(parser, dests) -> list[str]:
 def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) -> None:
     """Runs the arms of ``config`` (the study's, or those ``--arms`` selects) not kept in
     ``RUN_DIR/arms`` yet, then writes the tables, numbers and figure over every arm of
-    ``study`` with a result kept there for these settings (under the study directory's lock):
-    a subset run leaves the other arms' numbers in place. It says which arms have none, and
-    refuses, before running anything, to drop or change an arm's numbers that
-    ``RUN_DIR/compare.json`` holds and the subset leaves out."""
+    ``study`` with a result kept there for these settings and code (under the study
+    directory's lock): a subset run leaves the other arms' numbers in place. It says which
+    arms have none, and refuses, before running anything, to drop or change an arm's numbers
+    that ``RUN_DIR/compare.json`` holds and the subset leaves out."""
+    for arm in study.arms:  # the code digests now: of the code imported, before edits
+        arm_fingerprint(study, arm)
     chosen = {a["name"] for a in config.arms}
     kept, missing = {}, []  # the study's other arms: their kept results, or none
     for arm in study.arms:
@@ -226,8 +228,8 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
     if missing:
         print(
             f"note: arms {missing} of the study have no result kept in {args.run_dir}/arms for "
-            "these settings; the tables leave them out (run them with --arms, or run the "
-            "whole study)",
+            "these settings and code; the tables leave them out (run them with --arms, or run "
+            "the whole study)",
             file=sys.stderr,
         )
     curves = {
@@ -249,7 +251,8 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
 
 def _kept_result(run_dir: str, study: CompareConfig, arm) -> dict | None:
     """The curves kept in ``RUN_DIR/arms`` for an arm a subset run leaves out, or None (none
-    kept for these settings, or the arm cannot even be fingerprinted: it is not checked)."""
+    kept for these settings and code, or the arm cannot even be fingerprinted: it is not
+    checked)."""
     try:
         return load_arm(run_dir, study, arm, again=False)
     except (ValueError, TypeError):
@@ -293,9 +296,9 @@ def _refuse_to_lose(run_dir: str, study: CompareConfig, chosen: set, kept: dict)
     if lost:
         raise SystemExit(
             f"error: {path} holds arms {lost} that this run of some arms (--arms) would drop "
-            f"from it or change: {run_dir}/arms keeps no result of them for these settings, or "
-            "another one than the table's. Name them in --arms too (what RUN_DIR/arms keeps "
-            "of them is reused, the rest runs), run the whole study, or give the subset "
+            f"from it or change: {run_dir}/arms keeps no result of them for these settings and "
+            "code, or another one than the table's. Name them in --arms too (what RUN_DIR/arms "
+            "keeps of them is reused, the rest runs), run the whole study, or give the subset "
             "another --run-dir (--report --replace-arms can then take its arms into this "
             "study's table)"
         )
