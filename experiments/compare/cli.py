@@ -263,6 +263,15 @@ def _kept_result(run_dir: str, study: CompareConfig, arm) -> dict | None:
 _SAME_RUN = ("rollouts_to_target", "final_held_out")
 
 
+def _same(a, b) -> bool:
+    """Per-seed numbers equal, a NaN (a seed with no held-out score) equal to a NaN, a miss
+    (None) to a miss."""
+    try:
+        return np.array_equal(np.asarray(a, float), np.asarray(b, float), equal_nan=True)
+    except (TypeError, ValueError):  # not numbers: as they are
+        return a == b
+
+
 def _refuse_to_lose(run_dir: str, study: CompareConfig, chosen: set, kept: dict) -> None:
     """Ends the process if ``RUN_DIR/compare.json`` holds an arm that a run of the arms
     ``chosen`` would drop from it or change (one it does not run whose kept result, if any,
@@ -284,7 +293,9 @@ def _refuse_to_lose(run_dir: str, study: CompareConfig, chosen: set, kept: dict)
     others = [n for n in stored if n not in chosen]
     now = seed_data(study, {n: kept[n] for n in others if n in kept})
     lost = [
-        n for n in others if n not in now or any(now[n][k] != stored[n].get(k) for k in _SAME_RUN)
+        n
+        for n in others
+        if n not in now or not all(_same(now[n][k], stored[n].get(k)) for k in _SAME_RUN)
     ]
     gone = [n for n in lost if n not in {a["name"] for a in study.arms}]
     if gone:

@@ -6,6 +6,7 @@ the study's tables. ``run_arm`` is replaced by a stand-in (``fake_runs``), so no
 import json
 import os
 
+import numpy as np
 import pytest
 
 from experiments import _cli, compare
@@ -254,3 +255,30 @@ def test_summary_files_are_written_whole_or_not_at_all(tmp_path, fake_runs, monk
             compare.main(argv)
         assert path.read_text() == before
     assert not [name for name in os.listdir(out) if name.endswith(".tmp")]
+
+
+def test_a_subset_run_takes_a_nan_in_the_tables_as_the_same_run(tmp_path, monkeypatch):
+    """A NaN in an arm's stored per-seed numbers never equalled itself: every subset run was
+    refused, though the kept result is the table's."""
+    from experiments.compare import cli
+
+    calls = []
+    fake = _fake_run_arm(calls)
+
+    def run_arm(config, arm, mesh=None, progress=None):
+        curves = fake(config, arm, mesh, progress)
+        if arm["name"] == ORACLE:
+            curves["held_out"][0, -1] = np.nan
+        return curves
+
+    monkeypatch.setattr(cli, "run_arm", run_arm)
+    text = STUDY.replace('best_of = [["sequential, unshuffled"], ["oracle"]]\n', "")
+    study, out = _study(tmp_path, text), tmp_path / "out"
+    compare.main(study)
+    assert np.isnan(_arms(out / "compare.json")[ORACLE]["final_held_out"][0])
+    config = _cli.load_config(
+        compare.CompareConfig, _cli.base_parser("", steps=0, run_dir="").parse_args(study)
+    )
+    os.remove(compare.cache.arm_path(str(out), config, config.arms[0]))
+    compare.main([*study, "--arms", BASE])
+    assert calls == [BASE, ORACLE, BASE]
