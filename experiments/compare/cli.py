@@ -147,6 +147,11 @@ def main(argv=None) -> None:
             )
         print(diversity(config, arm, args.seed_index))
         return
+    if args.num_processes > 1:  # each process would write the study's files; seeds not gathered
+        raise SystemExit(
+            "error: a study runs in one process; its seeds shard over that host's devices "
+            f"(--devices), not over {args.num_processes} processes (--num-processes)"
+        )
     mesh = _cli.setup_devices(args)
     if mesh is not None and config.seeds % args.devices:
         raise SystemExit(f"error: --devices {args.devices} must divide the {config.seeds} seeds")

@@ -282,3 +282,11 @@ def test_a_subset_run_takes_a_nan_in_the_tables_as_the_same_run(tmp_path, monkey
     os.remove(compare.cache.arm_path(str(out), config, config.arms[0]))
     compare.main([*study, "--arms", BASE])
     assert calls == [BASE, ORACLE, BASE]
+
+
+def test_a_study_is_refused_across_processes(tmp_path, fake_runs):
+    """Each process wrote the study's files, and the seeds' curves were never gathered."""
+    flags = ["--devices", "2", "--num-processes", "2", "--coordinator", "localhost:1"]
+    with pytest.raises(SystemExit, match=r"runs in one process.*--num-processes"):
+        compare.main([*_study(tmp_path), *flags])
+    assert fake_runs == [] and not (tmp_path / "out").exists()
