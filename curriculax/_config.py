@@ -293,8 +293,9 @@ def robust_curriculum(
     :func:`~curriculax.samplers.reward_consistency`, with the
     :func:`~curriculax.gates.reward_consistency` gate (named ``"consistency"``): a task whose
     reward is proven to ignore the answer is no longer drawn and none of its groups trains.
-    The gate and the wrapper need answer ids in the results (``GroupResults.answers``);
-    without them nothing is marked and this is the sampler alone. Measured for a policy that
+    The gate and the wrapper need answer ids in the results (``GroupResults.answers``):
+    ``observe`` raises ``ValueError`` on results without them (the GRPO solver reports them;
+    the host driver takes ``observe(..., answers=...)``). Measured for a policy that
     starts from a pretrained base (the GRPO studies, docs/noise.md): within 1.2x of the best
     arm in 15 of 23 cells; on the chain of levels skipping solved tasks did far better (9/10
     seeds against 0-2/10). From random weights prefer ``skip_zero_variance(uniform,

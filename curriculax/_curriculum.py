@@ -40,8 +40,14 @@ def check_results(results: GroupResults) -> None:
         raise ValueError(
             f"token_mask must match advantages {jnp.shape(adv)}, got shape {jnp.shape(mask)}"
         )
-    if not jnp.issubdtype(jnp.asarray(ids).dtype, jnp.integer):
-        raise TypeError(f"task_ids must be integers, got {jnp.asarray(ids).dtype}")
+    if not jnp.issubdtype(_dtype(ids), jnp.integer):
+        raise TypeError(f"task_ids must be integers, got {_dtype(ids)}")
+    for name, x in (("valid", valid), ("token_mask", mask)):
+        # A cast to bool would read 0.2 as valid; an empty array has no value to misread.
+        if jnp.size(x) and not (
+            jnp.issubdtype(_dtype(x), jnp.bool_) or jnp.issubdtype(_dtype(x), jnp.integer)
+        ):
+            raise TypeError(f"{name} must hold booleans or integers, got {_dtype(x)}")
     if results.answers is not None:
         answers = jnp.asarray(results.answers)
         if answers.shape != (g, k) or not jnp.issubdtype(answers.dtype, jnp.integer):
@@ -51,26 +57,40 @@ def check_results(results: GroupResults) -> None:
             )
 
 
-def check_task_ids(task_ids, num_tasks: int | None) -> None:
-    """Raises ``ValueError`` when concrete ``task_ids`` lie outside ``[0, num_tasks)``.
+def check_task_ids(task_ids, num_tasks: int | None, rows=None) -> None:
+    """Raises ``ValueError`` when concrete ``task_ids`` lie outside ``[0, num_tasks)``, or,
+    with no ``num_tasks``, outside int32 (where the cast to ``i32`` would change them).
 
-    Does nothing when ``num_tasks`` is None or the ids are traced (inside ``jit``/``vmap``,
-    where :func:`mask_out_of_range` makes such rows invalid instead).
+    The ids are checked as given, before any cast: an int64 id past int32 would otherwise wrap
+    onto a real task. Only the rows where ``rows: bool[G]`` is True are checked, when given.
+    Does nothing when the ids or ``rows`` are traced (inside ``jit``/``vmap``, where
+    :func:`mask_out_of_range` makes such rows invalid instead).
     """
-    if num_tasks is None or isinstance(task_ids, jax.core.Tracer):
-        return  # no declared range, or traced: mask_out_of_range handles them in the program
-    if not getattr(task_ids, "is_fully_addressable", True):
+    if any(isinstance(x, jax.core.Tracer) for x in (task_ids, rows)):
+        return  # traced: mask_out_of_range handles them in the program
+    if not all(getattr(x, "is_fully_addressable", True) for x in (task_ids, rows)):
         return  # spread over processes: the masking counts them
     ids = np.asarray(task_ids)
-    rows = np.flatnonzero((ids < 0) | (ids >= num_tasks))
-    if rows.size:
-        shown = ", ".join(f"{int(ids[r])} (row {int(r)})" for r in rows[:5])
-        more = f" and {rows.size - 5} more" if rows.size > 5 else ""
-        raise ValueError(
-            f"task_ids outside the sampler's range [0, {num_tasks}): {shown}{more}. "
-            f"Each group's task id must be the index of its task in the sampler's pool of "
+    if not np.issubdtype(ids.dtype, np.integer):
+        return  # check_results names the dtype
+    if num_tasks is None:
+        low, high, bound = -(2**31), 2**31, "int32 (the sampler declares no num_tasks)"
+    else:
+        low, high, bound = 0, num_tasks, f"the sampler's range [0, {num_tasks})"
+    bad = (ids < low) | (ids >= high)
+    if rows is not None:
+        bad &= np.asarray(rows, bool)
+    rows_bad = np.flatnonzero(bad)
+    if rows_bad.size:
+        shown = ", ".join(f"{int(ids[r])} (row {int(r)})" for r in rows_bad[:5])
+        more = f" and {rows_bad.size - 5} more" if rows_bad.size > 5 else ""
+        hint = (
+            "Task ids are int32."
+            if num_tasks is None
+            else f"Each group's task id must be the index of its task in the sampler's pool of "
             f"{num_tasks} tasks (the ids sample() handed out)."
         )
+        raise ValueError(f"task_ids outside {bound}: {shown}{more}. {hint}")
 
 
 def mask_out_of_range(
@@ -146,10 +166,7 @@ def mask_rows(results: GroupResults, rows: jax.Array, pad: int = PAD_ID) -> Grou
     power-of-two sizes this way so that varying batch sizes share one compiled program.
     """
     rows = jnp.asarray(rows, bool)
-    if jnp.shape(rows) != jnp.shape(results.task_ids):
-        raise ValueError(
-            f"rows must be bool[G={jnp.shape(results.task_ids)[0]}], got shape {jnp.shape(rows)}"
-        )
+    _check_rows(rows, results.task_ids)
     keep2 = rows[:, None]
     keep3 = rows[:, None, None]
     return GroupResults(
@@ -160,6 +177,30 @@ def mask_rows(results: GroupResults, rows: jax.Array, pad: int = PAD_ID) -> Grou
         token_mask=jnp.asarray(results.token_mask, bool) & keep3,
         answers=_answers(results),
     )
+
+
+def _check_rows(rows, task_ids) -> None:
+    """Raises ``ValueError`` unless ``rows`` has ``task_ids``' shape ``[G]``."""
+    if jnp.shape(rows) != jnp.shape(task_ids):
+        raise ValueError(
+            f"rows must be bool[G={jnp.shape(task_ids)[0]}], got shape {jnp.shape(rows)}"
+        )
+
+
+def _dtype(x) -> np.dtype:
+    """The dtype ``x`` holds as given (``jnp.asarray`` would turn int64 into int32 without
+    x64)."""
+    return x.dtype if hasattr(x, "dtype") else jnp.asarray(x).dtype
+
+
+def _as_array(x):
+    """``x`` as an array with its values as given: host data (a list, a scalar) becomes a NumPy
+    array, so int64 ids stay int64 until they are checked; JAX values become a JAX array."""
+    if isinstance(x, jax.Array | np.ndarray):
+        return x
+    if any(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(x)):
+        return jnp.asarray(x)
+    return np.asarray(x)
 
 
 def _answers(results: GroupResults) -> jax.Array | None:
@@ -234,7 +275,10 @@ def curriculum(
       (cumulative), ``out_of_range`` (cumulative), ``groups`` and ``admitted`` (cumulative).
 
     Raises:
-      ValueError: from ``observe``, for concrete task ids outside the sampler's range.
+      ValueError: from ``observe``, for concrete task ids outside the sampler's range (checked
+        as given, before the cast to ``i32``), or ``rows`` not of shape ``[G]``.
+      TypeError: from ``observe``, for ``valid`` or ``token_mask`` holding neither booleans
+        nor integers (also under ``jit``: a cast would read 0.2 as valid).
 
       ``observe(state, results, rows)`` takes an optional ``rows: bool[G]``: rows where it is
       False are padding (see :func:`mask_rows`), never admitted and kept out of every count;
@@ -282,19 +326,24 @@ def curriculum(
 
     def observe(state: CurriculumState, results: GroupResults, rows: jax.Array | None = None):
         if isinstance(results, GroupResults):  # else check_results says what it is
-            # Each field as an array (a list too: JAX deprecates lists in ndim and shape).
+            # Each field as an array (a list too: JAX deprecates lists in ndim and shape), with
+            # its values as given: the ids are checked before any cast to int32.
             results = results._replace(
-                **{f: jnp.asarray(v) for f, v in results._asdict().items() if v is not None}
+                **{f: _as_array(v) for f, v in results._asdict().items() if v is not None}
             )
         check_results(results)
         if rows is not None:
             rows = jnp.asarray(rows, bool)
-            # Only real rows are checked; then padding becomes rows to ignore (an id past the
-            # pool, nothing valid), kept out of every count.
-            check_task_ids(jnp.where(rows, results.task_ids, 0), num_tasks)
+            _check_rows(rows, results.task_ids)
+        check_task_ids(results.task_ids, num_tasks, rows)  # only real rows
+        # Checked: from here on JAX arrays, as the samplers and gates take them.
+        results = results._replace(
+            **{f: jnp.asarray(v) for f, v in results._asdict().items() if v is not None}
+        )
+        if rows is not None:
+            # Padding becomes rows to ignore (an id past the pool, nothing valid), kept out of
+            # every count.
             results = mask_rows(results, rows, padding)
-        else:
-            check_task_ids(results.task_ids, num_tasks)
         inside, out_of_range = mask_out_of_range(results, num_tasks, rows)
         clean, nonfinite = sanitize(inside)
         sampler_state = sampler.observe(state.sampler, clean)

@@ -476,6 +476,65 @@ def test_bad_results_types_raise():
         cur.observe(state, _results([0])._replace(task_ids=jnp.zeros((1,), jnp.float32)))
 
 
+@pytest.mark.parametrize("bad", [2**31 + 5, 2**32 + 3, 2**40])
+def test_int64_ids_past_int32_are_named_as_given_not_wrapped(bad):
+    """Without x64 a cast to int32 first turned ``2**32 + 3`` into task 3 (accepted) and
+    ``2**31 + 5`` into a negative id (the error named the wrong id)."""
+    ids = np.array([0, bad, 2], np.int64)
+    cur = cx.curriculum(ranged_sampler())
+    state = cur.init(jax.random.key(0))
+    named = rf"task_ids outside the sampler's range \[0, {R}\): {bad} \(row 1\)\."
+    with pytest.raises(ValueError, match=named):
+        cur.observe(state, _results([0, 1, 2])._replace(task_ids=ids))
+    with pytest.raises(ValueError, match=named):  # a real row among padding rows
+        cur.observe(state, _results([0, 1, 2])._replace(task_ids=ids), jnp.array([1, 1, 0], bool))
+    with pytest.raises(ValueError, match=named):  # a list of Python ints
+        cur.observe(state, _results([0, 1, 2])._replace(task_ids=ids.tolist()))
+    # With no declared range, an id that int32 cannot hold is refused too.
+    free = cx.curriculum(recording_sampler())
+    with pytest.raises(ValueError, match=rf"task_ids outside int32.*: {bad} \(row 1\)"):
+        free.observe(free.init(jax.random.key(0)), _results([0, 1, 2])._replace(task_ids=ids))
+    # A padding row may carry any id; in-range int64 ids are accepted.
+    admission, _ = cur.observe(
+        state, _results([0, 1, 2])._replace(task_ids=ids), jnp.array([1, 0, 1], bool)
+    )
+    assert admission.admitted.tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("field", ["valid", "token_mask"])
+def test_a_float_valid_or_token_mask_raises_type_error_eagerly_and_traced(field):
+    """A cast to bool read 0.2 as valid (or trainable)."""
+    cur = cx.curriculum(cx.samplers.difficulty_pools(4), {"z": cx.gates.advantage_range()})
+    state = cur.init(jax.random.key(0))
+    results = _results([0, 1], rewards=[[1.0, 0.0], [1.0, 0.0]])
+    bad = results._replace(**{field: getattr(results, field).astype(jnp.float32) * 0.2})
+    match = rf"{field} must hold booleans or integers, got float32"
+    with pytest.raises(TypeError, match=match):
+        cur.observe(state, bad)
+    with pytest.raises(TypeError, match=match):
+        jax.jit(cur.observe)(state, bad)
+    with pytest.raises(TypeError, match=match[:-2] + "64"):  # NumPy float64, named as given
+        cur.observe(state, results._replace(**{field: np.asarray(getattr(bad, field), float)}))
+    # Integer 0/1 masks stay accepted, eagerly and under jit, and mean what bool ones do.
+    ints = results._replace(**{field: getattr(results, field).astype(jnp.int32)})
+    for observe in (cur.observe, jax.jit(cur.observe)):
+        got, _ = observe(state, ints)
+        want, _ = observe(state, results)
+        assert got.admitted.tolist() == want.admitted.tolist()
+
+
+@pytest.mark.parametrize("length", [1, 3])
+def test_rows_of_the_wrong_length_raise_a_clear_error(length):
+    """A ``rows`` of length 3 for two groups gave a bare broadcasting error."""
+    cur = cx.curriculum(ranged_sampler())
+    state = cur.init(jax.random.key(0))
+    rows = jnp.ones((length,), bool)
+    with pytest.raises(ValueError, match=rf"rows must be bool\[G=2\], got shape \({length},\)"):
+        cur.observe(state, _results([0, 1]), rows)
+    with pytest.raises(ValueError, match=rf"rows must be bool\[G=2\], got shape \({length},\)"):
+        jax.eval_shape(cur.observe, state, _results([0, 1]), rows)
+
+
 def test_a_gate_vote_of_the_wrong_shape_raises():
     cur = cx.curriculum(
         cx.samplers.sequential(4), {"bad": vote_gate(lambda r: jnp.ones((2, 3), bool), "bad")}
