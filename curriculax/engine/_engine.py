@@ -12,6 +12,7 @@ exactly as the uninterrupted run would have.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -33,6 +34,9 @@ from curriculax.engine._pending import PendingBatch
 from curriculax.engine._solver import Rollouts, Solver, TrainBatch
 
 STALL_POLICIES = ("raise", "warn")
+# The engine's own ``batch/<name>`` metrics; ``batch/<env>`` holds each env's share of a batch,
+# so an env may not take one of these names.
+BATCH_METRICS = ("reward_mean", "admission_rate", "finalized_groups")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,10 +49,16 @@ class EngineConfig:
       pending_capacity: rows of the pending batch; default ``B + G``. Must hold
         ``B - 1 + G`` rows, the most that can wait after a generation batch.
       stall_windows: consecutive no-progress windows (a batch-equivalent, ``B`` finalized
-        groups, with no admitted group) before the guard fires.
+        groups, with no admitted group) before the guard fires. The guard also waits for at
+        least two generation batches in a row without an admitted group, so that with
+        ``G >= stall_windows * B`` one unlucky batch does not stop the run.
       stall_policy: ``"raise"`` stops with :class:`CurriculumStalled`; ``"warn"`` logs and
         keeps going.
-      seed: seed of the engine's key (mixing, sampling, rollouts, updates).
+      seed: seed of the engine's key (mixing, sampling, rollouts, updates); an int in
+        ``[-2**63, 2**63)``.
+
+    Integer settings are stored as Python ints (a numpy integer given is converted), so the
+    config saves as JSON with a checkpoint.
     """
 
     batch_groups: int = 16
@@ -63,7 +73,9 @@ class EngineConfig:
             value = getattr(self, name)
             if value is None and name in ("groups_per_generation", "pending_capacity"):
                 continue
-            int_at_least(value, name)
+            # The validated Python int: a numpy integer kept as it is would not save as JSON.
+            object.__setattr__(self, name, int_at_least(value, name))
+        object.__setattr__(self, "seed", _check_seed(self.seed))
         if self.stall_policy not in STALL_POLICIES:
             raise ValueError(
                 f"stall_policy must be one of {STALL_POLICIES}, got {self.stall_policy!r}"
@@ -90,6 +102,19 @@ class EngineConfig:
     def capacity(self) -> int:
         """Rows of the pending batch."""
         return self.pending_capacity or self.batch_groups + self.generation
+
+
+def _check_seed(seed: object) -> int:
+    """``seed`` as a Python int that ``jax.random.key`` takes, or a TypeError/ValueError."""
+    if isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got the bool {seed!r}")
+    try:
+        n = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"seed must be an int, got {seed!r}") from None
+    if not -(2**63) <= n < 2**63:
+        raise ValueError(f"seed must be in [-2**63, 2**63), got {n}")
+    return n
 
 
 class Counters(NamedTuple):
@@ -145,6 +170,9 @@ class Generation(NamedTuple):
       since_progress: ``i32[]`` groups finalized since the last admitted group.
       generation: ``i32[]`` index of this generation batch (0-based).
       updates: ``i32[]`` updates done before this batch.
+      dropped: ``i32[]`` admitted groups of this batch that found no room in the pending
+        batch and were lost; always 0 under :func:`~curriculax.engine.run` (see
+        :meth:`Engine.generate`).
     """
 
     env: jax.Array
@@ -158,6 +186,7 @@ class Generation(NamedTuple):
     since_progress: jax.Array
     generation: jax.Array
     updates: jax.Array
+    dropped: jax.Array
 
 
 class StepReport(NamedTuple):
@@ -184,6 +213,13 @@ def _check_envs(envs: Sequence[Env]) -> tuple[Env, ...]:
         if not isinstance(e, Env):
             raise TypeError(f"envs must be curriculax.engine.Env values, got {type(e).__name__}")
     check_unique([e.name for e in envs], "env names")
+    for e in envs:
+        if e.name in BATCH_METRICS:
+            raise ValueError(
+                f"env name {e.name!r} is taken by the engine's metric 'batch/{e.name}' (each "
+                f"env's batch share is logged as 'batch/<env>'); rename the env (reserved: "
+                f"{list(BATCH_METRICS)})"
+            )
     if not any(e.weight > 0 for e in envs):
         raise ValueError(
             f"at least one env needs a positive weight, got {[(e.name, e.weight) for e in envs]}"
@@ -211,9 +247,11 @@ class Engine:
 
     Raises:
       ValueError: at construction, for settings that cannot work, with what to change:
-        duplicate env names, no positive weight, a pending batch too small, rollouts whose
-        shapes differ between envs, or a group size of 1 with a gate that would then reject
-        every group (e.g. zero-advantage rejection under group-relative credit).
+        duplicate env names, an env named like an engine metric (``batch/<env>`` would
+        collide: :data:`BATCH_METRICS`), no positive weight, a pending batch too small,
+        rollouts whose shapes differ between envs, or a group size of 1 with a gate that
+        would then reject every group (e.g. zero-advantage rejection under group-relative
+        credit).
     """
 
     def __init__(
@@ -495,8 +533,10 @@ class Engine:
         else:
             out = jax.lax.switch(env_index, branches, state.curricula)
         curricula, rows, admitted, votes, raw_rewards, task_keys, rollouts = out
-        pending = _pending.append(state.pending, rows, admitted)
         num_admitted = jnp.sum(admitted, dtype=jnp.int32)
+        # Only a caller that generates again before training overfills the buffer (see generate).
+        dropped = jnp.maximum(state.pending.count + num_admitted - self.config.capacity, 0)
+        pending = _pending.append(state.pending, rows, admitted)
         progress = num_admitted > 0
         c = state.counters
         since = jnp.where(progress, 0, _counters.add(c.since_progress, g))
@@ -530,11 +570,20 @@ class Engine:
             since_progress=since,
             generation=c.generations,
             updates=c.updates,
+            dropped=dropped.astype(jnp.int32),
         )
         return new_state, report
 
     def generate(self, state: EngineState) -> tuple[EngineState, Generation]:
-        """Rolls out one generation batch and appends its admitted groups. ``state`` is donated."""
+        """Rolls out one generation batch and appends its admitted groups. ``state`` is donated.
+
+        The pending batch holds ``B - 1 + G`` rows or more (``EngineConfig.pending_capacity``):
+        room for one generation batch on top of what an update leaves. So call :meth:`train`
+        while ``state.pending.count >= batch_groups`` before generating again, as
+        :func:`~curriculax.engine.run` and :meth:`step` do. Admitted groups that find no room
+        are dropped (the latest first); ``Generation.dropped`` counts them (``counters.admitted``
+        still counts every group the gates admitted).
+        """
         return self._generate(state, self.pools, self.pool_keys)
 
     def _train_impl(self, state: EngineState):
@@ -559,9 +608,12 @@ class Engine:
             jnp.where(valid, batch.rollouts.rewards, 0.0)
         ) / jnp.maximum(jnp.sum(valid), 1)
         finalized = (c.groups - c.groups_at_update).astype(jnp.float32)
-        metrics["batch/admission_rate"] = (c.admitted - c.admitted_at_update).astype(
-            jnp.float32
-        ) / jnp.maximum(finalized, 1.0)
+        # No group finalized since the last update (a second update from one generation batch
+        # when G > B): the rate is undefined, NaN, not 0 (nothing was rejected).
+        admitted = (c.admitted - c.admitted_at_update).astype(jnp.float32)
+        metrics["batch/admission_rate"] = jnp.where(
+            finalized > 0, admitted / jnp.maximum(finalized, 1.0), jnp.nan
+        )
         metrics["batch/finalized_groups"] = finalized
         for i, name in enumerate(self.env_names):
             metrics[f"batch/{name}"] = jnp.mean((batch.env == i).astype(jnp.float32))
@@ -578,7 +630,14 @@ class Engine:
 
     def train(self, state: EngineState) -> tuple[EngineState, dict[str, jax.Array]]:
         """One update on exactly ``batch_groups`` pending groups (the caller checked there are
-        enough). ``state`` is donated. Returns the metrics of this update."""
+        enough). ``state`` is donated. Returns the metrics of this update.
+
+        Beside the solver's (``solver/<name>``) and the curricula's: ``batch/reward_mean``;
+        ``batch/finalized_groups``, the groups finalized since the previous update;
+        ``batch/admission_rate``, the share of those admitted, NaN when there were none (the
+        further updates one generation batch allows when ``G > B``); ``batch/<env>``, each
+        env's share of the batch.
+        """
         return self._train(state)
 
     def step(self, state: EngineState) -> tuple[EngineState, StepReport]:

@@ -128,7 +128,8 @@ class Env:
       curriculum: a :class:`~curriculax.Curriculum` built for ``N`` tasks; default: the
         epoch-shuffled :func:`~curriculax.samplers.sequential` sampler with no gates.
       group_size: rollouts per task (``K``).
-      weight: mixing weight (relative share of generation batches; 0: never sampled).
+      weight: mixing weight (relative share of generation batches; 0: never sampled); a
+        numpy scalar is stored as the Python number.
       keys: stable task keys, unique within the pool, held as ``u64[N]`` (given keys: any
         non-negative integers below 2**64, kept as they are); default: the pool's own ``key``
         field when it has one (a NamedTuple attribute or dict entry), else a 64-bit content
@@ -170,6 +171,9 @@ class Env:
             raise ValueError(f"env {self.name!r}: the task pool is empty")
         k = int_at_least(self.group_size, f"env {self.name!r}: group_size")
         w = self.weight
+        if isinstance(w, np.integer | np.floating):  # a numpy scalar as the Python number
+            w = w.item()
+            object.__setattr__(self, "weight", w)
         if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w):
             raise ValueError(f"env {self.name!r}: weight must be a finite number, got {w!r}")
         if w < 0:

@@ -126,7 +126,11 @@ class JsonlWriter:
 
 
 class ProgressBar:
-    """A one-line progress bar on stderr: step, mean reward, admission rate, groups/s."""
+    """A one-line progress bar on stderr: step, mean reward, admission rate, groups/s.
+
+    An update that finalized no group reports a NaN admission rate; the bar then shows the
+    last known one (``--`` before there is one).
+    """
 
     def __init__(self, total: int, start: int = 0, stream=None, width: int = 24):
         self.total, self.start = total, start
@@ -135,8 +139,11 @@ class ProgressBar:
         self.t0 = time.perf_counter()
         self.interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
         self._last = 0.0
+        self._admission = float("nan")
 
     def update(self, step: int, reward: float, admission: float, groups_done: int) -> None:
+        if math.isfinite(admission):
+            self._admission = admission
         now = time.perf_counter()
         if not self.interactive and now - self._last < 5.0 and step < self.total:
             return
@@ -144,9 +151,10 @@ class ProgressBar:
         frac = min(1.0, step / max(self.total, 1))
         filled = round(frac * self.width)
         rate = groups_done / max(now - self.t0, 1e-9)
+        admit = f"{self._admission:.2f}" if math.isfinite(self._admission) else "--"
         line = (
             f"[{'#' * filled}{'.' * (self.width - filled)}] step {step}/{self.total} "
-            f"| reward {reward:.3f} | admit {admission:.2f} | {rate:,.0f} groups/s"
+            f"| reward {reward:.3f} | admit {admit} | {rate:,.0f} groups/s"
         )
         end = "\r" if self.interactive and step < self.total else "\n"
         self.stream.write(line + end)

@@ -26,6 +26,7 @@ from curriculax.engine._guard import CurriculumStalled, stall_message
 from curriculax.engine._logging import (
     JsonlWriter,
     ProgressBar,
+    _clean,
     last_record,
     truncate_at,
     truncate_jsonl,
@@ -73,11 +74,13 @@ def _trace_rate(traces: bool | float | str) -> float:
         return 1.0
     if traces is False or traces is None or traces == "off":
         return 0.0
-    rate = float(traces)
+    what = f"traces must be True/False, 'all'/'off' or a rate in [0, 1], got {traces!r}"
+    try:
+        rate = float(traces)
+    except (TypeError, ValueError):
+        raise (ValueError if isinstance(traces, str) else TypeError)(what) from None
     if not 0.0 <= rate <= 1.0:
-        raise ValueError(
-            f"traces must be True/False, 'all'/'off' or a rate in [0, 1], got {traces!r}"
-        )
+        raise ValueError(what)
     return rate
 
 
@@ -211,8 +214,12 @@ def run(
       engine: the :class:`Engine`.
       steps: total updates of the run (a resumed run continues up to this number).
       run_dir: where ``metrics.jsonl``, ``traces.jsonl``, ``checkpoints/`` and
-        ``summary.json`` go; ``None`` writes nothing and never checkpoints.
-      resume: continue from the latest checkpoint in ``run_dir``. Without one, a directory
+        ``summary.json`` go; ``None`` writes nothing and never checkpoints. A run that
+        continues an earlier one (a resume, or ``state``) and ends in an exception rewrites
+        ``summary.json`` to say where it stopped: ``stopped`` is the exception's class name
+        (e.g. ``"CurriculumStalled"``) and ``error`` its first line.
+      resume: continue from the latest checkpoint in ``run_dir`` (``run_dir=None`` is
+        refused with a ValueError). Without one, a directory
         an earlier run left files in is refused (:class:`RunDirError`) unless ``overwrite``;
         an empty one starts fresh.
       overwrite: a fresh run (or a resume with nothing to resume) may delete what an earlier
@@ -262,6 +269,11 @@ def run(
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
     int_at_least(checkpoint_every, "checkpoint_every", 0)
     int_at_least(keep_checkpoints, "keep_checkpoints", 1)
+    if resume and run_dir is None:
+        raise ValueError(
+            "resume=True needs the run_dir to resume from, got run_dir=None (a run without a "
+            "run_dir saves no checkpoint); pass run_dir, or state= to continue from a state"
+        )
     # On several hosts every process runs the loop and saves checkpoints (Orbax needs all of
     # them); only process 0 takes the run directory's lock and writes the logs.
     process_zero = jax.process_index() == 0
@@ -342,7 +354,7 @@ def _summary(
         "groups": int(counters.groups),
         "admitted": int(counters.admitted),
         "generations": int(counters.generations),
-        "final_metrics": last,
+        "final_metrics": _clean(last),  # NaN (e.g. an undefined admission rate) as null
         "config": config or {},
     }
     if wall_seconds is not None:
@@ -379,6 +391,7 @@ def _already_complete(
     except (OSError, json.JSONDecodeError):  # killed between the last save and the summary
         summary = None
     matches = isinstance(summary, dict) and summary.get("steps") == updates
+    matches = matches and "error" not in summary  # a failed run's, past the checkpoint
     if not (matches and summary.get("generations") == int(c.generations)):
         summary = _summary(
             c,
@@ -578,7 +591,13 @@ class _Outputs:
 class _StallGuard:
     """The no-progress guard on the host: raises :class:`CurriculumStalled` (or warns, once
     per new window count) when ``stall_windows`` batch-equivalents in a row admitted nothing,
-    with each gate's votes since the last admitted group."""
+    with each gate's votes since the last admitted group.
+
+    It also waits for a second generation batch in a row without an admitted group: with
+    ``G >= stall_windows * B`` one batch alone reaches the windows, and one batch says little
+    about a curriculum (a gate warming up, one unlucky draw); a second one, drawn after the
+    curriculum observed the first, does.
+    """
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -589,8 +608,10 @@ class _StallGuard:
         """After a generation batch (``gen`` already on the host)."""
         cfg = self.engine.config
         _count_votes(self.votes, self.engine, gen)
-        windows = int(gen.since_progress) // cfg.batch_groups
-        if windows >= cfg.stall_windows:
+        since = int(gen.since_progress)
+        windows = since // cfg.batch_groups
+        # `since` grows by G per generation batch without an admitted group.
+        if windows >= cfg.stall_windows and since >= 2 * cfg.generation:
             if cfg.stall_policy == "raise":
                 raise CurriculumStalled(_stall_text(self.engine, state, windows, self.votes))
             if windows > self.warned_windows:
@@ -610,6 +631,7 @@ class _Progress:
     started: float  # perf_counter when the loop started
     last: dict[str, float] = dataclasses.field(default_factory=dict)
     stopped: Stopped = "completed"
+    counters: Any = None  # host counters at the last update (or the start)
 
 
 def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
@@ -647,15 +669,20 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
             checkpoints.store.check_writable()  # fail now, not at the first save
         logs = checkpoints.meta.get("logs") or {}
         outputs.open(plan, counters, fresh=fresh, logs_at_checkpoint=logs)
-        progress = _Progress(state, updates, started=time.perf_counter())
-        with _Signals(plan.handle_signals) as sig:
-            try:
-                _loop(engine, plan, progress, checkpoints, outputs, sig)
-            finally:
-                updates = progress.updates  # for the message of a failed save
-            reached = progress.stopped == "until"
-            checkpoints.save(engine, progress.state, updates, outputs, reached=reached)
-        checkpoints.close()  # waits for the last save; raises if it failed
+        progress = _Progress(state, updates, started=time.perf_counter(), counters=counters)
+        try:
+            with _Signals(plan.handle_signals) as sig:
+                try:
+                    _loop(engine, plan, progress, checkpoints, outputs, sig)
+                finally:
+                    updates = progress.updates  # for the message of a failed save
+                reached = progress.stopped == "until"
+                checkpoints.save(engine, progress.state, updates, outputs, reached=reached)
+            checkpoints.close()  # waits for the last save; raises if it failed
+        except BaseException as e:
+            if not fresh:  # else an earlier run's summary.json would outlive this run's logs
+                _failure_summary(plan, progress, checkpoints.history, e)
+            raise
         ended = True
     except CheckpointSaveError as e:
         checkpoints.settle()
@@ -689,6 +716,31 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         except OSError as e:
             raise _rundir.write_failure(e, progress.updates, plan.run_dir) from None
     return RunResult(progress.state, progress.last, summary, progress.stopped)
+
+
+def _failure_summary(plan: _Plan, progress: _Progress, history: list, error: BaseException):
+    """Writes ``summary.json`` for a continued run that ends in ``error``: ``stopped`` is the
+    exception's class name and ``error`` its first line, the counts where the run stopped.
+    Best effort: the error in flight is what the caller sees."""
+    if plan.run_dir is None or not plan.process_zero:
+        return
+    try:
+        counters = jax.device_get(progress.state.counters)
+    except Exception:  # the state was donated to a compiled call that failed
+        counters = progress.counters
+    lines = str(error).strip().splitlines()
+    summary = _summary(
+        counters,
+        stopped=type(error).__name__,
+        updates=progress.updates,
+        last=progress.last,
+        config=plan.config,
+        wall_seconds=time.perf_counter() - progress.started,
+        history=history,
+    )
+    summary["error"] = lines[0] if lines else type(error).__name__
+    with contextlib.suppress(Exception):
+        _write_json_atomic(os.path.join(plan.run_dir, "summary.json"), summary)
 
 
 def _loop(
@@ -748,6 +800,7 @@ def _update(
         if extra:
             record.update({k: float(v) for k, v in extra.items()})
     progress.last = record
+    progress.counters = c
     outputs.write(record, c)
     checkpoints.check()  # a failed background save stops the run here
     if plan.checkpoint_every and progress.updates % plan.checkpoint_every == 0:

@@ -31,7 +31,8 @@ def empty(example: TrainBatch, capacity: int) -> PendingBatch:
 def append(pending: PendingBatch, rows: TrainBatch, admitted: jax.Array) -> PendingBatch:
     """Appends the admitted rows (``bool[G]``) after the live ones, keeping their order. O(G).
 
-    The caller guarantees room (capacity >= live rows + G); see ``EngineConfig``.
+    The caller makes room (capacity >= live rows + G; see ``EngineConfig``): admitted rows
+    past the capacity are dropped, and the count stays at the capacity.
     """
     capacity = jax.tree.leaves(pending.groups)[0].shape[0]
     admitted = admitted.astype(bool)

@@ -58,6 +58,8 @@ def engine_meta(engine: Engine, state: EngineState, extra: dict | None = None) -
             }
             for e in engine.envs
         },
+        # The engine indexes envs by position (mixer, pending rows, no-progress counts).
+        "env_order": list(engine.env_names),
         "batch_groups": engine.config.batch_groups,
         "groups_per_generation": engine.config.generation,
         "layout": {p: [list(shape), dtype] for p, (shape, dtype) in layout.items()},
@@ -108,6 +110,21 @@ def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str], bo
     lines, fresh_envs, changed_gates, resized = [], set(), set(), False
     saved = meta.get("envs", {})
     now = {e.name: e for e in engine.envs}
+    sizes = (
+        ("batch_groups", engine.config.batch_groups),
+        ("groups_per_generation", engine.config.generation),
+    )
+    for key, value in sizes:
+        if key in meta and meta[key] != value:
+            lines.append(f"{key}: {meta[key]} in the checkpoint, {value} in this run")
+    order = _saved_order(engine, meta)
+    if order is not None:
+        lines.append(
+            f"envs in the order {order} in the checkpoint, {list(engine.env_names)} in this "
+            "run: list them in the checkpoint's order (the engine keeps per-env state by "
+            "position; with allow_partial it is moved to the new order by name, but a solver "
+            "state that indexes envs by position is not)"
+        )
     removed = sorted(set(saved) - set(now))
     added = sorted(set(now) - set(saved))
     if removed:
@@ -149,6 +166,31 @@ def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str], bo
         if gone or new:
             changed_gates.add(name)
     return lines, fresh_envs, changed_gates, resized
+
+
+def _saved_order(engine: Engine, meta: dict) -> list[str] | None:
+    """The checkpoint's env order when it holds this run's envs in another order, else
+    ``None`` (also for checkpoints written before the order was saved)."""
+    order = meta.get("env_order")
+    if order is None or set(order) != set(engine.env_names):
+        return None
+    return None if list(order) == list(engine.env_names) else list(order)
+
+
+def _reorder_envs(leaves: dict, order: list[str], names: tuple[str, ...]) -> None:
+    """Moves the engine's per-env leaves from the checkpoint's env ``order`` to ``names``: the
+    ``[E]`` counts by name, the env index of each waiting group to its env's new index."""
+    take = np.array([order.index(n) for n in names])  # new position -> saved position
+    new_index = np.array([names.index(n) for n in order])  # saved position -> new position
+    for path in ("mixer/batches", "mixer/groups", "since_progress_by_env"):
+        if path in leaves:
+            leaves[path] = np.asarray(leaves[path])[take]
+    env_path = "pending/groups/env"
+    if env_path in leaves and "pending/count" in leaves:
+        env = np.asarray(leaves[env_path]).copy()
+        live = np.arange(env.shape[0]) < int(np.asarray(leaves["pending/count"]))
+        env[live] = new_index[np.clip(env[live], 0, len(names) - 1)]
+        leaves[env_path] = env
 
 
 # Keys of a run's config that may change on resume: how long it runs and how often it saves.
@@ -262,11 +304,15 @@ def restore(
 ) -> EngineState:
     """Restores an engine state saved by :func:`save`.
 
-    Strict by default: a changed env set, a renamed/added/removed gate, a changed pool size,
-    group size or env weight, a changed state layout, or a run ``config`` that differs from
+    Strict by default: a changed env set or env order, a renamed/added/removed gate, a
+    changed pool size, group size or env weight, a changed ``batch_groups`` or
+    ``groups_per_generation``, a changed state layout, or a run ``config`` that differs from
     the one saved (but for :data:`RESUMABLE_KEYS`) raises :class:`CheckpointMismatch` saying
     exactly what differs, config keys as ``key: old -> new``. With ``allow_partial=True`` new
-    components start fresh and removed ones are dropped, with a warning. A pool holding the
+    components start fresh and removed ones are dropped, with a warning; envs listed in
+    another order have the engine's per-env state (mixer counts, no-progress counts, the env
+    of each waiting group) moved to the new order by name. Checkpoints written before the env
+    order was saved are not checked for it. A pool holding the
     same task keys in a different order is always fine: the per-task curriculum state follows
     the keys (a sampler given ``entry_task``, which keeps a repeated task's state at its first
     entry, finds it at the task's new first entry). With an
@@ -377,6 +423,9 @@ def restore(
     leaves = {p[len("engine/") :]: v for p, v in saved.items() if p.startswith("engine/")}
     for old, new in renamed.items():
         leaves[new] = leaves.pop(old)
+    order = _saved_order(engine, meta)
+    if order is not None:  # before the pool remap, which finds an env's rows by its index
+        _reorder_envs(leaves, order, engine.env_names)
     for name, perm in perms.items():
         entry_task = engine.envs[engine.env_names.index(name)].curriculum.sampler.entry_task
         at_first = perm if entry_task is None else first_entries_follow(perm, entry_task)

@@ -1,0 +1,66 @@
+"""Values of the engine's settings: numpy numbers are taken as the Python numbers they hold,
+anything else that cannot work is refused with the argument's name."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from engine_test_helpers import id_pool, id_solver
+
+from curriculax.engine import Engine, EngineConfig, Env, run
+
+
+def test_numpy_ints_are_stored_as_python_ints():
+    config = EngineConfig(
+        batch_groups=np.int64(4),
+        groups_per_generation=np.int32(2),
+        pending_capacity=np.int64(8),
+        stall_windows=np.int16(3),
+        seed=np.uint32(5),
+    )
+    values = dataclasses.asdict(config)
+    assert all(type(v) is int for k, v in values.items() if k != "stall_policy")
+    assert values["batch_groups"] == 4 and values["seed"] == 5
+    json.dumps(values)  # what a checkpoint saves
+
+
+@pytest.mark.parametrize(
+    ("seed", "error", "message"),
+    [
+        (1.5, TypeError, "seed must be an int, got 1.5"),
+        ("x", TypeError, "seed must be an int, got 'x'"),
+        (True, TypeError, "seed must be an int, got the bool True"),
+        (2**63, ValueError, "seed must be in"),
+    ],
+)
+def test_bad_seeds_are_refused(seed, error, message):
+    with pytest.raises(error, match=message):
+        EngineConfig(batch_groups=4, seed=seed)
+
+
+def test_numpy_weights_are_taken_as_python_numbers():
+    half = Env("a", id_pool(4), weight=np.float32(0.5))
+    two = Env("a", id_pool(4), weight=np.int64(2))
+    assert (half.weight, type(half.weight)) == (0.5, float)
+    assert (two.weight, type(two.weight)) == (2, int)
+    with pytest.raises(ValueError, match="weight must be a finite number"):
+        Env("a", id_pool(4), weight=np.float32("nan"))
+    with pytest.raises(ValueError, match="weight must be a finite number"):
+        Env("a", id_pool(4), weight=np.bool_(True))
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(id_solver(), [Env("a", id_pool(8), group_size=2)], EngineConfig(batch_groups=2))
+
+
+@pytest.mark.parametrize(("traces", "error"), [("yes", ValueError), ([0.5], TypeError)])
+def test_bad_traces_name_the_argument(engine, traces, error):
+    with pytest.raises(error, match=r"traces must be True/False, 'all'/'off' or a rate"):
+        run(engine, steps=1, progress=False, traces=traces)
+
+
+def test_resume_without_a_run_dir_is_refused(engine):
+    with pytest.raises(ValueError, match="resume=True needs the run_dir"):
+        run(engine, steps=1, resume=True, progress=False)
