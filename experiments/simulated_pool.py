@@ -48,6 +48,9 @@ NOISY_MAX = round(1.0 - NOISY_TRIVIAL - NOISY_LEARNING, 6)
 # Defaults of the sized flags, and --quick's (a flag given on the command line wins over both).
 FULL = {"tasks": 4096, "num": 64, "steps": 400, "switch": 150, "seeds": 8}
 QUICK = {"tasks": 512, "num": 16, "steps": 80, "switch": 40, "seeds": 2}
+# --quick beside --noisy: a pool small enough that its learning tasks get the visits learning
+# takes within the quick run (at 512 tasks no sampler learned any).
+QUICK_NOISY = {**QUICK, "tasks": 128}
 # The smallest pool whose 5% shares round to an informative and an emerging task.
 MIN_TASKS = 11
 
@@ -56,7 +59,10 @@ def _parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 
     def sized(name: str, text: str) -> None:
-        line = f"{text} (default {FULL[name]}; {QUICK[name]} with --quick)"
+        line = f"{text} (default {FULL[name]}; {QUICK[name]} with --quick"
+        if QUICK_NOISY[name] != QUICK[name]:
+            line += f", {QUICK_NOISY[name]} with --quick --noisy"
+        line += ")"
         p.add_argument(f"--{name}", type=int, default=None, help=line)
 
     sized("tasks", "pool size N")
@@ -81,7 +87,8 @@ def _parse(argv=None) -> argparse.Namespace:
             f"--switch is not used with --noisy (the noisy pool has no emerging tasks), got "
             f"--switch {args.switch}"
         )
-    for name, value in (QUICK if args.quick else FULL).items():
+    sizes = (QUICK_NOISY if args.noisy is not None else QUICK) if args.quick else FULL
+    for name, value in sizes.items():
         if getattr(args, name) is None:  # --quick once overrode flags given beside it
             setattr(args, name, value)
     _check(args)

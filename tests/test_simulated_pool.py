@@ -268,3 +268,11 @@ def test_the_noisy_table_without_coin_flips_prints_no_coin_flip_flags(capsys):
     cells = _row(capsys.readouterr().out, "learning_progress")
     assert cells[5] == "-", cells  # was nan: the mean over no coin flips
     assert re.fullmatch(r"\d\.\d{3}", cells[6]), cells
+
+
+def test_quick_beside_noisy_sizes_a_pool_whose_learning_tasks_get_visits():
+    """At --quick's 512 tasks the noisy pool's learning tasks got about 2 draws each in the
+    run, and every sampler learned none of them."""
+    assert script._parse(["--noisy", "0.5", "--quick"]).tasks == script.QUICK_NOISY["tasks"]
+    assert script._parse(["--quick"]).tasks == script.QUICK["tasks"]
+    assert script._parse(["--noisy", "0.5", "--quick", "--tasks", "300"]).tasks == 300
