@@ -21,6 +21,15 @@ def int_at_least(value: object, name: str, minimum: int = 1) -> int:
     return n
 
 
+def check_seed(seed: object, name: str = "seed") -> int:
+    """``seed`` as a Python int that ``jax.random.key`` takes (a signed 64-bit int); a
+    TypeError or ValueError naming ``name`` otherwise (bools are not ints here)."""
+    n = int_at_least(seed, name, -(2**63))
+    if n >= 2**63:
+        raise ValueError(f"{name} must fit in a signed 64-bit int, got {n}")
+    return n
+
+
 def check_num_tasks(num_tasks: object, name: str = "num_tasks") -> int:
     """Returns ``num_tasks`` as an int >= 1 below the int32 id range, or raises."""
     n = int_at_least(num_tasks, name)

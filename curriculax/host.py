@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax._checks import int_at_least
+from curriculax._checks import check_seed, int_at_least
 from curriculax._types import Curriculum, GroupResults, TaskSampler
 from curriculax.checkpoint import CheckpointStore, layout_diff, leaf_layout, path_str
 from curriculax.credit import grpo_advantages
@@ -132,9 +132,7 @@ class HostCurriculum:
                 f"HostCurriculum takes a curriculax.Curriculum (from cx.curriculum(...)), "
                 f"got {type(curriculum).__name__}"
             )
-        seed = int_at_least(seed, "seed", -(2**63))
-        if seed >= 2**63:
-            raise ValueError(f"seed must fit in a signed 64-bit int, got {seed}")
+        seed = check_seed(seed)
         self.curriculum = curriculum
         # Held by every call that reads or replaces _state, _key or _kept (sample donates the
         # state: a read beside it could find the buffer deleted).

@@ -12,7 +12,6 @@ exactly as the uninterrupted run would have.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -23,7 +22,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from curriculax import _counters
-from curriculax._checks import check_unique, int_at_least
+from curriculax._checks import check_seed, check_unique, int_at_least
 from curriculax._curriculum import sanitize
 from curriculax._types import CurriculumState, GroupResults, TaskDraw
 from curriculax.credit import finite_rewards
@@ -75,7 +74,7 @@ class EngineConfig:
                 continue
             # The validated Python int: a numpy integer kept as it is would not save as JSON.
             object.__setattr__(self, name, int_at_least(value, name))
-        object.__setattr__(self, "seed", _check_seed(self.seed))
+        object.__setattr__(self, "seed", check_seed(self.seed))
         if self.stall_policy not in STALL_POLICIES:
             raise ValueError(
                 f"stall_policy must be one of {STALL_POLICIES}, got {self.stall_policy!r}"
@@ -102,19 +101,6 @@ class EngineConfig:
     def capacity(self) -> int:
         """Rows of the pending batch."""
         return self.pending_capacity or self.batch_groups + self.generation
-
-
-def _check_seed(seed: object) -> int:
-    """``seed`` as a Python int that ``jax.random.key`` takes, or a TypeError/ValueError."""
-    if isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got the bool {seed!r}")
-    try:
-        n = operator.index(seed)
-    except TypeError:
-        raise TypeError(f"seed must be an int, got {seed!r}") from None
-    if not -(2**63) <= n < 2**63:
-        raise ValueError(f"seed must be in [-2**63, 2**63), got {n}")
-    return n
 
 
 class Counters(NamedTuple):

@@ -28,10 +28,10 @@ def test_numpy_ints_are_stored_as_python_ints():
 @pytest.mark.parametrize(
     ("seed", "error", "message"),
     [
-        (1.5, TypeError, "seed must be an int, got 1.5"),
-        ("x", TypeError, "seed must be an int, got 'x'"),
-        (True, TypeError, "seed must be an int, got the bool True"),
-        (2**63, ValueError, "seed must be in"),
+        (1.5, TypeError, "seed must be an int >= -9223372036854775808, got 1.5"),
+        ("x", TypeError, "seed must be an int >= -9223372036854775808, got 'x'"),
+        (True, TypeError, "seed must be an int >= -9223372036854775808, got the bool True"),
+        (2**63, ValueError, "seed must fit in a signed 64-bit int"),
     ],
 )
 def test_bad_seeds_are_refused(seed, error, message):
