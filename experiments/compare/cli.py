@@ -193,7 +193,8 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
     arms have none, and refuses, before running anything, to drop or change an arm's numbers
     that ``RUN_DIR/compare.json`` holds and the subset leaves out."""
     for arm in study.arms:  # the code digests now: of the code imported, before edits
-        arm_fingerprint(study, arm)
+        with contextlib.suppress(ValueError, TypeError):  # an arm not run: see _kept_result
+            arm_fingerprint(study, arm)
     chosen = {a["name"] for a in config.arms}
     kept, missing = {}, []  # the study's other arms: their kept results, or none
     for arm in study.arms:
