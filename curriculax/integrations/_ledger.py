@@ -11,6 +11,7 @@ flight, handed out again first after :meth:`~DrawLedger.set_state`.
 
 from __future__ import annotations
 
+import re
 import threading
 import zlib
 from collections import deque
@@ -179,6 +180,15 @@ class DrawLedger:
             if entry[1] == entry[0].size:
                 self._in_flight.popleft()
 
+    def requeue(self) -> None:
+        """Hands the draws in flight out again first, as after a restore (:meth:`set_state` of
+        :meth:`state`): for a trainer that starts a new loop without finishing its old one
+        (a second ``train()``), whose groups in flight will never be observed. Each is handed
+        out whole and not counted again in ``draws``."""
+        with self.lock:
+            self._replay = deque([d for d, _ in self._in_flight] + list(self._replay))
+            self._in_flight.clear()
+
     def state(self) -> dict[str, Any]:
         """JSON-able: ``{"draws": int, "in_flight": [[task ids], ...]}`` (draws not yet fully
         observed, oldest first, handed out again first after :meth:`set_state`).
@@ -230,6 +240,20 @@ class DrawLedger:
     def _outside(self, ids: np.ndarray) -> np.ndarray:
         """The ids of ``ids`` outside ``[0, num_records)``."""
         return ids[(ids < 0) | (ids >= self.num_records)]
+
+
+_PER_BATCH = re.compile(
+    r"curriculum/(admission_rate|gate/.+/admit_rate|sampler/(inner/)*zero_variance_share)"
+)
+"""The built-in metrics that describe the last batch (docs/metrics.md); every other one is a
+running total or a snapshot of the current state."""
+
+
+def per_batch(key: str) -> bool:
+    """Whether the logged ``curriculum/<name>`` key is a per-batch metric: an adapter logs its
+    mean over the batches a trainer aggregates, and every other metric (running totals,
+    snapshots) at its value after the last of them."""
+    return _PER_BATCH.fullmatch(key) is not None
 
 
 def check_pool(curriculum: Any, num_records: int) -> int:

@@ -25,8 +25,11 @@ reward functions with every dataset column, so:
   which would draw from the curriculum without feedback, so the trainer sets
   ``ignore_data_skip=True``: the restored curriculum continues where the run stopped. A resumed
   run draws what the uninterrupted one would have when checkpoints fall at generation
-  boundaries (``save_steps`` a multiple of the optimisation steps one generation serves); TRL
-  itself regenerates a batch whose generations were not saved.
+  boundaries (``save_steps`` a multiple of the optimisation steps one generation serves; TRL
+  itself regenerates a batch whose generations were not saved) and ``max_steps`` is set: the
+  sampler's one epoch then covers the run, as an epoch's end (where the loader stops drawing
+  ahead) would fall at different steps in a resumed run, which starts a new epoch. Training by
+  ``num_train_epochs``, a resumed run is exact up to the end of the epoch it resumed in.
 
 One process only: a reward function sees its own process's rows, so with several processes
 each curriculum would observe a different part of the batch (the trainer refuses to start).
@@ -50,7 +53,6 @@ import inspect
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,6 +70,7 @@ from curriculax.integrations._ledger import (
     answers_of,
     check_answer_key,
     check_gates,
+    per_batch,
     rows_to_keep,
     split_groups,
 )
@@ -86,7 +89,8 @@ class CurriculumSampler(Sampler[int]):
       prompts_per_generation: prompts per generation batch (one draw).
       repeat_count: times each generation batch's block is repeated
         (``num_iterations * steps_per_generation``).
-      num_draws: draws per pass (an "epoch": ``len(dataset) // prompts_per_generation``).
+      num_draws: draws per pass (an "epoch"; the trainer makes it cover the whole run when
+        ``max_steps`` is set, else ``len(dataset) // prompts_per_generation``).
 
     Example:
       >>> ledger = DrawLedger(cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(6))), 6)
@@ -200,8 +204,10 @@ class CurriculumReward:
             ids = kwargs.get(self.task_field)
             if ids is None:
                 raise KeyError(
-                    f"the reward function got no {self.task_field!r} column; the dataset needs "
-                    "one holding each row's index"
+                    f"the reward function got no {self.task_field!r} column: the dataset needs "
+                    "one holding each row's index (CurriculumGRPOTrainer adds it), and the "
+                    "trainer must pass it on (Trainer's remove_unused_columns=True drops every "
+                    "column outside its signature; CurriculumGRPOTrainer keeps this one)"
                 )
             answers = answers_of(self.answer_key, completions)
             ids, rewards, answers = split_groups(ids, self.num_generations, total, answers)
@@ -229,6 +235,9 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     in one :class:`CurriculumReward` (with ``args.reward_weights``), the train sampler is a
     :class:`CurriculumSampler`, rejected groups' advantages are zeroed (or only logged), and
     checkpoints carry the curriculum.
+
+    A second ``train()`` (not resumed) hands out first the draws the last one's loader made
+    ahead and never trained. ``remove_unused_columns=True`` keeps the ``task_field`` column.
 
     Args:
       curriculum: a :class:`curriculax.HostCurriculum` over ``len(train_dataset)`` tasks (task
@@ -316,12 +325,23 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         per_draw = self.args.generation_batch_size // self.num_generations
         if len(dataset) < per_draw:
             raise ValueError(f"{len(dataset)} rows cannot fill a draw of {per_draw} prompts")
+        repeat_count = self.num_iterations * self.args.steps_per_generation
+        num_draws = len(dataset) // per_draw
+        if self.args.max_steps > 0:
+            # One epoch for the whole run. The loader draws a batch ahead, except across the end
+            # of an epoch, and a resumed run starts a new epoch at its first step: an epoch end
+            # inside the run would fall at different steps in a resumed and an uninterrupted
+            # run, and the curriculum would observe and draw in a different order. Each draw
+            # serves ``repeat_count`` loader batches; one more draw than the run trains keeps
+            # the epoch's end past the last step.
+            micro_steps = self.args.max_steps * self.args.gradient_accumulation_steps
+            num_draws = -(-micro_steps // repeat_count) + 1
         return CurriculumSampler(
             self.curriculum_ledger,
             num_generations=self.num_generations,
             prompts_per_generation=per_draw,
-            repeat_count=self.num_iterations * self.args.steps_per_generation,
-            num_draws=len(dataset) // per_draw,
+            repeat_count=repeat_count,
+            num_draws=num_draws,
         )
 
     def _generate_and_score_completions(self, inputs):
@@ -356,7 +376,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         if self.model.training:  # TRL's own test for the "train" metrics
             metrics = self._metrics["train"]
             for key, values in metrics.items():
-                if key.startswith("curriculum/") and values and not _per_batch(key):
+                if key.startswith("curriculum/") and values and not per_batch(key):
                     metrics[key] = values[-1:]
         super().log(logs, start_time)
 
@@ -395,19 +415,19 @@ class CurriculumGRPOTrainer(GRPOTrainer):
                 raise ValueError(f"no checkpoint found in {self.args.output_dir}")
         if resume_from_checkpoint:
             self.load_curriculum(os.path.join(resume_from_checkpoint, "curriculum"))
+        else:
+            # A second train(): the loader's look-ahead draws from the last one were never
+            # trained nor observed; hand them out first, so groups still arrive in draw order.
+            self.curriculum_ledger.requeue()
         return super().train(resume_from_checkpoint or None, *args, **kwargs)
 
-
-_PER_BATCH = re.compile(
-    r"curriculum/(admission_rate|gate/.+/admit_rate|sampler/(inner/)*zero_variance_share)"
-)
-"""The built-in metrics that describe the last batch (docs/metrics.md); every other one is a
-running total or a snapshot of the current state."""
-
-
-def _per_batch(key: str) -> bool:
-    """Whether the logged ``curriculum/...`` key is a per-batch metric (averaged per window)."""
-    return _PER_BATCH.fullmatch(key) is not None
+    def _set_signature_columns_if_needed(self) -> None:
+        # With remove_unused_columns=True, Trainer keeps only these columns; the reward needs
+        # the task ids too.
+        super()._set_signature_columns_if_needed()
+        field = self.curriculum_reward.task_field
+        if field not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, field]
 
 
 def _with_task_ids(dataset: Any, field: str) -> Any:

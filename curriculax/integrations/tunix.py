@@ -22,7 +22,11 @@ fields reach the reward and metric functions. So:
   ``<root>/curriculum``: grain iterator state plus the curriculum's Orbax item) and restores it
   with tunix's restore. tunix resumes by fast-forwarding the data iterator past the batches
   already trained, which would draw from the curriculum without feedback; the learner turns
-  that off, since the restored iterator continues where the run stopped.
+  that off, since the restored iterator continues where the run stopped. The resumed run
+  draws and trains what the uninterrupted one would have when the checkpoint falls between
+  two draws: tunix trains ``(batch_size // mini_batch_size) * num_iterations`` optimiser steps
+  on each draw, so save every multiple of that (1 by default). The learner warns when it saves
+  or restores a step inside a draw.
 
 Example (tunix's usual set-up for ``rl_cluster``; see docs/integrations.md):
   >>> import curriculax as cx
@@ -42,6 +46,8 @@ alone (gates logged only, no curriculum checkpoints):
 from __future__ import annotations
 
 import os
+import threading
+import warnings
 from typing import Any
 
 import jax.numpy as jnp
@@ -55,6 +61,7 @@ from curriculax.integrations._ledger import (
     answers_of,
     check_answer_key,
     check_gates,
+    per_batch,
     rows_to_keep,
     split_groups,
 )
@@ -83,10 +90,17 @@ class CurriculumObserver:
         reads), or None. Given, each rollout's answer id (from the answer's text) goes to the
         curriculum with its reward, for the ``reward_consistency`` sampler and gate.
 
+    The metrics go to tunix with their aggregation over a step's batches: the mean for a
+    per-batch metric (``admission_rate``, a gate's ``admit_rate``, ``zero_variance_share``),
+    the value after the step's last batch for every other one (running totals, snapshots).
+
     Attributes:
       enabled: observe at all (a learner turns it off during evaluation).
       last_admitted: ``np.bool_[B]`` the admission of the last batch observed (None if the
         last call observed nothing).
+
+    Both attributes are per thread: tunix may score a training batch in its data thread while
+    the main thread evaluates, and each sees only its own.
     """
 
     def __init__(
@@ -100,9 +114,24 @@ class CurriculumObserver:
         self.iterator = iterator
         self.num_generations = int_at_least(num_generations, "num_generations", 2)
         self.answer_key = check_answer_key(answer_key)
-        self.enabled = True
-        self.last_admitted: np.ndarray | None = None
+        self._local = threading.local()
         self.__name__ = "curriculum"
+
+    @property
+    def enabled(self) -> bool:
+        return getattr(self._local, "enabled", True)
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        self._local.enabled = bool(value)
+
+    @property
+    def last_admitted(self) -> np.ndarray | None:
+        return getattr(self._local, "last_admitted", None)
+
+    @last_admitted.setter
+    def last_admitted(self, value: np.ndarray | None) -> None:
+        self._local.last_admitted = value
 
     def __call__(self, prompts, completions, advantages, rewards, **fields) -> dict[str, Any]:
         self.last_admitted = None
@@ -120,10 +149,11 @@ class CurriculumObserver:
             ids, rewards, advantages=advantages.astype(np.float32), answers=answers
         )
         self.last_admitted = admitted
-        return {
-            f"curriculum/{name}": (value, np.mean)
-            for name, value in self.iterator.curriculum.metrics().items()
-        }
+        out = {}
+        for name, value in self.iterator.curriculum.metrics().items():
+            key = f"curriculum/{name}"
+            out[key] = (value, np.mean if per_batch(key) else _last)
+        return out
 
 
 class CurriculumLearner:
@@ -151,6 +181,11 @@ class CurriculumLearner:
     Raises:
       FileNotFoundError: tunix restored a checkpoint at a step the curriculum has none for.
       ValueError: the curriculum directory holds checkpoints but tunix restored none.
+
+    Warns:
+      UserWarning: tunix saved (first time only) or restored a checkpoint inside a draw, at a
+        step that is not a multiple of ``(batch_size // mini_batch_size) * num_iterations``:
+        a run resumed there trains part of a draw twice or skips passes over it.
     """
 
     def __init__(
@@ -190,6 +225,7 @@ class CurriculumLearner:
         step = trainer.train_steps
         if step > 0:
             ckpt.restore(self.curriculum_iterator, step=step)
+            self._warn_inside_draw(step, "restored", stacklevel=4)  # the learner's caller
         elif ckpt.steps():
             raise ValueError(
                 f"{ckpt.directory} holds curriculum checkpoints (steps {ckpt.steps()}) but tunix "
@@ -199,14 +235,55 @@ class CurriculumLearner:
         tunix_save = manager.save
         iterator = self.curriculum_iterator
 
+        warned = False  # once per learner
+
         def save(step, *args, **kwargs):
+            nonlocal warned
             saved = tunix_save(step, *args, **kwargs)
             if saved:
                 ckpt.save(step, iterator)
+                warned = warned or self._warn_inside_draw(step, "saved", stacklevel=3)
             return saved
 
         manager.save = save
         return ckpt
+
+    def _steps_per_draw(self) -> int:
+        """Optimiser steps tunix trains on one draw: ``(batch_size // mini_batch_size) *
+        num_iterations``. A checkpoint is exact at a multiple of it."""
+        config = self.rl_cluster.cluster_config.training_config
+        batch = self.curriculum_iterator.dataset.batch_size
+        mini = config.mini_batch_size or batch
+        return max(batch // mini, 1) * self._num_iterations()
+
+    def _warn_inside_draw(self, step: int, done: str, stacklevel: int) -> bool:
+        """Warns (and returns True) when ``step`` falls inside a draw: resuming there is not
+        exact (docs/integrations.md, "Exact resume" for tunix)."""
+        every = self._steps_per_draw()
+        if step % every == 0:
+            return False
+        batch = self.curriculum_iterator.dataset.batch_size
+        mini = self.rl_cluster.cluster_config.training_config.mini_batch_size or batch
+        passes = self._num_iterations()
+        effects = []
+        if batch // mini > 1:
+            effects.append(
+                "trains the draw in flight again from its start (the groups trained before the "
+                "save are trained and observed twice)"
+            )
+        if passes > 1:
+            effects.append(
+                "skips the passes left over the last generations (tunix does not save them)"
+            )
+        warnings.warn(
+            f"tunix {done} a checkpoint at step {step}, inside a draw: each batch of {batch} "
+            f"prompts trains {every} optimiser steps (batch_size {batch} // mini_batch_size "
+            f"{mini} x num_iterations {passes}), so a run resumed there is not the "
+            f"uninterrupted one: it {', or '.join(effects)}. Checkpoint every multiple of "
+            f"{every} steps (checkpointing_options save_interval_steps) for an exact resume",
+            stacklevel=stacklevel,
+        )
+        return True
 
     def _generate_and_compute_advantage(
         self, training_input, mode: rl_cluster_lib.Mode = rl_cluster_lib.Mode.TRAIN
@@ -241,3 +318,9 @@ class CurriculumGRPOLearner(CurriculumLearner, GRPOLearner):
     """tunix's ``GRPOLearner`` with a curriculum choosing its prompts (see
     :class:`CurriculumLearner`): ``CurriculumGRPOLearner(rl_cluster=..., algo_config=...,
     reward_fns=..., prompts=CurriculumDataset(...), gates="zero_advantages")``."""
+
+
+def _last(values: np.ndarray) -> Any:
+    """tunix's aggregation for a running total or snapshot: its value after the step's last
+    batch (tunix hands the step's values in the order they were logged)."""
+    return values[-1]

@@ -68,19 +68,22 @@ def check_gated_advantages(batches, group_size, zeroed):
 
 
 class Spy:
-    """Records a HostCurriculum's draws and the task ids it observed."""
+    """Records a HostCurriculum's draws, the task ids it observed, and both in the order they
+    happened (``events``: ``("draw", ids)`` and ``("observe", ids)``)."""
 
     def __init__(self, cur):
-        self.drawn, self.observed = [], []
+        self.drawn, self.observed, self.events = [], [], []
         sample, observe = cur.sample, cur.observe
 
         def spy_sample(n, **kwargs):
             ids = sample(n, **kwargs)
             self.drawn.append(np.asarray(ids).tolist())
+            self.events.append(("draw", self.drawn[-1]))
             return ids
 
         def spy_observe(ids, *args, **kwargs):
             self.observed.extend(np.asarray(ids).tolist())
+            self.events.append(("observe", np.asarray(ids).tolist()))
             return observe(ids, *args, **kwargs)
 
         cur.sample, cur.observe = spy_sample, spy_observe

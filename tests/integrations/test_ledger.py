@@ -134,3 +134,34 @@ def test_a_draw_is_one_exact_call_of_the_sampler():
         assert cur.num_kept == 0
         ledger.observe(ids, np.ones((5, 3), np.float32), answers=np.zeros((5, 3), int))
     assert cur.trace_counts["sample"] == 1
+
+
+def test_requeue_hands_the_draws_in_flight_out_again_first_and_counts_them_once():
+    """A trainer that starts a new loop (a second ``train()``) never observes the groups of
+    its old loop's look-ahead draws: they are handed out again, before a restored replay."""
+    cur, ledger = _ledger()
+    first, ahead = ledger.draw(4), ledger.draw(4)
+    ledger.observe(first[:2], np.ones((2, 3), np.float32), answers=np.zeros((2, 3), int))
+    ledger.requeue()
+    assert ledger.in_flight == [] and ledger.replaying and ledger.draws == 2
+    assert ledger.draw(4).tolist() == first.tolist()  # whole, as after a restore
+    assert ledger.draw(4).tolist() == ahead.tolist()
+    assert not ledger.replaying and ledger.draws == 2
+    ledger.observe(first, np.ones((4, 3), np.float32), answers=np.zeros((4, 3), int))
+    assert cur.observe_calls == 2
+
+    ledger.set_state({"draws": 2, "in_flight": [[1, 2, 3, 4], [5, 6, 7, 8]]})
+    assert ledger.draw(4).tolist() == [1, 2, 3, 4]
+    ledger.requeue()
+    assert [ledger.draw(4).tolist() for _ in range(2)] == [[1, 2, 3, 4], [5, 6, 7, 8]]
+
+
+def test_per_batch_names_the_metrics_that_describe_the_last_batch():
+    from curriculax.integrations._ledger import per_batch
+
+    assert per_batch("curriculum/admission_rate")
+    assert per_batch("curriculum/gate/zero_advantage/admit_rate")
+    assert per_batch("curriculum/sampler/inner/inner/zero_variance_share")
+    assert not per_batch("curriculum/groups")
+    assert not per_batch("curriculum/gate/zero_advantage/rejected")
+    assert not per_batch("admission_rate")  # a logged key carries the prefix

@@ -12,8 +12,8 @@ from datasets import Dataset
 from trl import GRPOConfig
 
 import curriculax as cx
-from curriculax.integrations._ledger import DrawLedger
-from curriculax.integrations.trl import CurriculumGRPOTrainer, CurriculumSampler, _per_batch
+from curriculax.integrations._ledger import DrawLedger, per_batch
+from curriculax.integrations.trl import CurriculumGRPOTrainer, CurriculumSampler
 from experiments import trl_curriculum
 from tests.integrations._common import (
     Spy,
@@ -42,21 +42,20 @@ def _reward(trained):
     return solved_part
 
 
-def _args(out, max_steps, logging_steps=1):
+def _args(out, max_steps, logging_steps=1, **extra):
     return GRPOConfig(
         output_dir=str(out),
         per_device_train_batch_size=P * G,
         num_generations=G,
         max_completion_length=4,
         max_steps=max_steps,
-        save_strategy="steps",
-        save_steps=3,
         report_to=[],
         use_cpu=True,
         logging_steps=logging_steps,
         seed=0,
         bf16=False,
         disable_tqdm=True,
+        **{"save_strategy": "steps", "save_steps": 3, **extra},
     )
 
 
@@ -75,14 +74,14 @@ def _spy_advantages(trainer, batches):
     trainer._generate_and_score_completions = spy
 
 
-def _trainer(out, max_steps, seed=0, gates="zero_advantages", logging_steps=1):
+def _trainer(out, max_steps, seed=0, gates="zero_advantages", logging_steps=1, **extra):
     cur = host_curriculum(N, seed)
     spy = Spy(cur)
     trained, batches = [], []
     trainer = CurriculumGRPOTrainer(
         model=trl_curriculum.model(0),
         reward_funcs=_reward(trained),
-        args=_args(out, max_steps, logging_steps),
+        args=_args(out, max_steps, logging_steps, **extra),
         train_dataset=_dataset(),
         processing_class=trl_curriculum.tokenizer(),
         curriculum=cur,
@@ -133,9 +132,9 @@ def test_grpo_trainer_trains_on_the_curriculums_choices_and_resumes(tmp_path):
     resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-3"))
     assert resumed.state.global_step == 6
     assert [ids for ids, _ in trained2] == [ids for ids, _ in trained[3:6]]
-    # Then one more look-ahead draw, which the first run did not make (its epoch ended at step
-    # 6); it is drawn, never trained nor observed.
-    assert spy2.drawn[:2] == spy.drawn[4:6] and len(spy2.drawn) == 3
+    # Both runs end with one look-ahead draw, drawn, never trained nor observed (the sampler's
+    # epoch holds one draw more than the run trains).
+    assert spy2.drawn == spy.drawn[4:] and len(spy.drawn) == 7
     assert cur2.metrics() == cur.metrics()
 
 
@@ -192,8 +191,8 @@ def test_the_per_batch_metrics_are_the_ones_docs_metrics_md_calls_per_batch():
     cur = cx.HostCurriculum(
         cx.curriculum(s.floor(N, inner), gates={"g": cx.gates.advantage_range()}), seed=0
     )
-    per_batch = {k for k in cur.metrics() if _per_batch(f"curriculum/{k}")}
-    assert per_batch == {"admission_rate", "gate/g/admit_rate", "sampler/inner/zero_variance_share"}
+    got = {k for k in cur.metrics() if per_batch(f"curriculum/{k}")}
+    assert got == {"admission_rate", "gate/g/admit_rate", "sampler/inner/zero_variance_share"}
 
 
 def test_gates_log_only_leaves_trls_advantages(tmp_path):
@@ -285,3 +284,40 @@ def test_the_sampler_docstring_example_holds():
     for test in doctest.DocTestFinder().find(CurriculumSampler, globs=globs):
         runner.run(test)
     assert runner.tries == 2 and runner.failures == 0
+
+
+def test_a_resumed_run_draws_and_observes_as_the_whole_one_past_the_datasets_length(tmp_path):
+    """12 rows and 2 prompts per draw: a pass over the dataset is 6 draws. Hugging Face's
+    Trainer starts a new epoch at a resumed run's first step, and its loader does not draw ahead
+    across an epoch's end; with ``max_steps`` set, one epoch of the sampler covers the run, so
+    the resumed run meets no epoch end the uninterrupted one does not, and the curriculum draws
+    and observes in the same order in both."""
+    steps = 8
+    trainer, cur, spy, trained, _ = _trainer(tmp_path, max_steps=steps)
+    trainer.train()
+    resumed, cur2, spy2, trained2, _ = _trainer(tmp_path, max_steps=steps, seed=99)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-3"))
+    assert resumed.state.global_step == steps
+    assert trained2 == trained[3:]
+    # checkpoint-3 holds the curriculum after its third observation (and step 4's draw, in
+    # flight, which the resumed run replays without drawing it again).
+    third = [i for i, (kind, _) in enumerate(spy.events) if kind == "observe"][2]
+    assert spy2.events == spy.events[third + 1 :]
+    assert cur2.metrics() == cur.metrics()
+
+
+def test_a_second_train_starts_with_the_first_ones_look_ahead_draw(tmp_path):
+    trainer, _, spy, trained, _ = _trainer(tmp_path, max_steps=2, save_strategy="no")
+    trainer.train()
+    (ahead,) = trainer.curriculum_ledger.in_flight  # drawn by the loader, never trained
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert trained[2][0] == ahead.tolist()
+    assert [ids for ids, _ in trained] == spy.drawn[:4]
+    assert spy.observed == [i for ids in spy.drawn[:4] for i in ids]
+
+
+def test_remove_unused_columns_keeps_the_task_ids(tmp_path):
+    trainer, cur, spy, trained, _ = _trainer(tmp_path, max_steps=1, remove_unused_columns=True)
+    trainer.train()
+    assert [ids for ids, _ in trained] == spy.drawn[:1] and cur.observe_calls == 1

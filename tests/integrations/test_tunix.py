@@ -4,6 +4,7 @@ and tokenizer the tunix wheel ships (nothing is downloaded)."""
 import json
 import os
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from curriculax.integrations.tunix import CurriculumGRPOLearner, CurriculumObser
 from experiments import tunix_curriculum
 from tests.integrations._common import (
     Spy,
+    admitted,
     check_gated_advantages,
     host_curriculum,
     readme_block,
@@ -49,6 +51,43 @@ def _cluster(root, max_steps):
         max_steps,
         optimizer=optax.sgd(1e-3),
         checkpointing=ocp.CheckpointManagerOptions(save_interval_steps=3, max_to_keep=4),
+    )
+
+
+def _batched_cluster(root, max_steps, **training):
+    """:func:`tunix_curriculum.toy_cluster` with tunix's batch settings (``mini_batch_size``,
+    ``train_micro_batch_size``, ``eval_every_n_steps``) and a checkpoint at every step."""
+    import jax
+    from flax import nnx
+    from tunix.rl.rollout import base_rollout
+    from tunix.tests import test_common as toy
+
+    vocab = toy.MockVocab()
+    config = toy.ModelConfig(vocab_size=vocab.GetPieceSize())
+    auto = (jax.sharding.AxisType.Auto,) * 2
+    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=auto, devices=jax.devices()[:1])
+    roles = (rl_cluster_lib.Role.ACTOR, rl_cluster_lib.Role.REFERENCE, rl_cluster_lib.Role.ROLLOUT)
+    return rl_cluster_lib.RLCluster(
+        actor=toy.ToyTransformer(config=config, rngs=nnx.Rngs(0)),
+        reference=toy.ToyTransformer(config=config, rngs=nnx.Rngs(0)),
+        tokenizer=vocab,
+        cluster_config=rl_cluster_lib.ClusterConfig(
+            role_to_mesh=dict.fromkeys(roles, mesh),
+            rollout_engine="vanilla",
+            offload_to_cpu=False,
+            training_config=rl_cluster_lib.RLTrainingConfig(
+                actor_optimizer=optax.sgd(1e-3),
+                max_steps=max_steps,
+                checkpoint_root_directory=None if root is None else str(root),
+                checkpointing_options=ocp.CheckpointManagerOptions(
+                    save_interval_steps=1, max_to_keep=4
+                ),
+                **{"eval_every_n_steps": 10**9, **training},
+            ),
+            rollout_config=base_rollout.RolloutConfig(
+                max_tokens_to_generate=4, max_prompt_length=8, kv_cache_size=32
+            ),
+        ),
     )
 
 
@@ -202,3 +241,90 @@ def test_the_example_script_runs_and_resumes(tmp_path):
     assert rows[-1]["curriculum/groups"] == 2 * tunix_curriculum.BATCH
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["resumed_from"] == 1 and summary["draws"] == 2
+
+
+def test_an_evaluation_in_the_main_thread_leaves_the_data_threads_batches_observed():
+    """With async rollout tunix scores training batches in its data thread while the main thread
+    evaluates; the observer's switch and admission are per thread, so the training batch scored
+    during the evaluation is observed (and gated) all the same."""
+    cur = host_curriculum(N)
+    spy = Spy(cur)
+    evaluating, observed_meanwhile = threading.Event(), threading.Event()
+    observe = cur.observe
+
+    def observe_and_tell(*args, **kwargs):
+        if evaluating.is_set():
+            observed_meanwhile.set()
+        return observe(*args, **kwargs)
+
+    cur.observe = observe_and_tell
+    calls = {"train": 0, "eval": 0}
+
+    def reward(prompts, completions, task_id=None, **kwargs):
+        # The second training batch waits for the evaluation to start; the first evaluation
+        # waits (with a timeout) until a training batch has been observed meanwhile.
+        if task_id is None:
+            calls["eval"] += 1
+            if calls["eval"] == 1:
+                evaluating.set()
+                observed_meanwhile.wait(timeout=15)
+        else:
+            calls["train"] += 1
+            if calls["train"] == 2:
+                evaluating.wait(timeout=15)
+        return [float(len(str(c)) % 2) for c in completions]
+
+    learner = CurriculumGRPOLearner(
+        rl_cluster=_batched_cluster(
+            None, max_steps=2, mini_batch_size=B, train_micro_batch_size=1, eval_every_n_steps=1
+        ),
+        algo_config=GRPOConfig(num_generations=G, num_iterations=1),
+        reward_fns=reward,
+        prompts=CurriculumDataset(cur, RECORDS, batch_size=B),
+    )
+    learner.can_enable_async_rollout = True  # one CPU device: tunix would not overlap otherwise
+    learner.train(eval_ds=[{"prompts": np.array(["hello there", "world name"])}])
+    assert observed_meanwhile.is_set()
+    assert spy.observed == [i for ids in spy.drawn[:2] for i in ids]
+
+
+def test_mini_batches_log_totals_at_their_latest_and_warn_on_a_checkpoint_inside_a_draw(tmp_path):
+    """A draw of 4 prompts trained in mini-batches of 2: two observed batches and two optimiser
+    steps per draw (tunix logs once per draw). Running totals are logged at their value after
+    the last batch, per-batch metrics as the mean; a checkpoint between the two mini-batches is
+    not an exact resume point, and saving or restoring one warns."""
+    root, batch = tmp_path / "ckpt", 4
+
+    def learner(seed):
+        cur = host_curriculum(N, seed)
+        spy = Spy(cur)
+        return (
+            cur,
+            spy,
+            CurriculumGRPOLearner(
+                rl_cluster=_batched_cluster(
+                    root, max_steps=2, mini_batch_size=2, train_micro_batch_size=2
+                ),
+                algo_config=GRPOConfig(num_generations=G, num_iterations=1),
+                reward_fns=_reward([]),
+                prompts=CurriculumDataset(cur, RECORDS, batch_size=batch),
+            ),
+        )
+
+    cur, spy, first = learner(0)
+    with pytest.warns(UserWarning, match="step 1, inside a draw.*every multiple of 2 steps"):
+        first.train()
+    assert first.rl_cluster.actor_trainer.train_steps == 2 and cur.observe_calls == 2
+
+    history = first.rl_cluster._rl_metrics_logger.get_metric_history
+    assert list(history("curriculum", "groups", "train")) == [batch]  # not the mean, 3
+    (drawn,) = spy.drawn
+    halves = [drawn[:2], drawn[2:]]
+    rates = [np.mean([admitted(i, G) for i in half]) for half in halves]
+    assert rates[0] != rates[1]
+    assert list(history("curriculum", "admission_rate", "train")) == [pytest.approx(np.mean(rates))]
+
+    shutil.rmtree(root / "actor" / "2")
+    shutil.rmtree(root / "curriculum" / "2")
+    with pytest.warns(UserWarning, match="restored a checkpoint at step 1, inside a draw"):
+        learner(99)
