@@ -12,6 +12,7 @@ Host callables keep the host path (a live run can call a model there).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -24,8 +25,8 @@ from curriculax._curriculum import curriculum
 from curriculax.engine._engine import Engine, EngineConfig
 from curriculax.engine._env import Env, check_unique_keys, task_keys
 from curriculax.selfplay._challenger import Challenger, InvalidTask
-from curriculax.selfplay._evolve import _build_sampler
-from curriculax.selfplay._frontier import EMPTY, frontier_sampler
+from curriculax.selfplay._evolve import _build_sampler, _num_rows
+from curriculax.selfplay._frontier import EMPTY, check_frontier_draws, frontier_sampler
 
 
 class Judged(NamedTuple):
@@ -59,7 +60,9 @@ class PureChallenger(NamedTuple):
 
     Attributes:
       generate: ``(spec, keys[P]) -> payloads`` (leaves ``[P, ...]``, the pool's layout).
-      validate: ``(payloads) -> (tasks, valid bool[P])``.
+      validate: ``(payloads) -> (tasks, valid bool[P])``; the tasks are cast to the pool's
+        dtypes before they are keyed, as the host path casts each payload (a layout that does
+        not cast ``same_kind`` makes every payload invalid, with a warning).
       propose: ``(spec, Judged) -> spec`` (the same pytree structure and shapes).
       retry: draw like a one-task-per-key host challenger (``Challenger(vectorized=False)``,
         e.g. the study's reversal challengers): up to ``4 * count`` tries with keys
@@ -91,6 +94,8 @@ def row_keys(tasks: Any) -> jax.Array:
         tag = f"{np.dtype(leaf.dtype).newbyteorder('<').str}{leaf.shape[1:]}".encode()
         for byte in tag:
             h = (h ^ jnp.uint32(byte)) * prime
+        if leaf.dtype == jnp.bool_:  # one byte, 0 or 1, as numpy stores it (no bool bitcast)
+            leaf = leaf.astype(jnp.uint8)
         rows = jax.lax.bitcast_convert_type(leaf.reshape(n, -1), jnp.uint8).reshape(n, -1)
         for j in range(rows.shape[1]):  # bytes per task: static, vectorized over tasks
             h = (h ^ rows[:, j].astype(jnp.uint32)) * prime
@@ -107,26 +112,78 @@ def _compact(mask: jax.Array, tree: Any) -> Any:
     )
 
 
+def _to_layout(tasks: Any, ok: Any, layout: Any, tries: int) -> tuple[Any, jax.Array]:
+    """``validate``'s ``(tasks, ok)`` in the pool's layout, as the host path's ``_conform``
+    makes each payload before keying it: leaves cast to the pool's dtypes (a task is keyed as
+    the frontier stores it, so an ``i32`` copy of an ``f32`` held-out task is recognised).
+    What ``_conform`` rejects as invalid (another structure, a row shape or a dtype that does
+    not cast ``same_kind``) is static here, so every payload is invalid: counted so, with a
+    warning at trace time. A wrong leading axis or ``ok`` shape raises (a bug, not a task)."""
+    ok = jnp.asarray(ok)
+    if ok.shape != (tries,):
+        raise ValueError(
+            f"the pure challenger's validate returned valid of shape {ok.shape}; expected "
+            f"({tries},), one flag per payload"
+        )
+    ok = ok.astype(bool)
+    leaves, tree = jax.tree.flatten(tasks)
+    want_leaves, want_tree = jax.tree.flatten(layout)
+    problem = None
+    if tree != want_tree:
+        problem = f"task structure {tree} differs from the pool's {want_tree}"
+    else:
+        out = []
+        for leaf, want in zip(leaves, want_leaves):
+            leaf = jnp.asarray(leaf)
+            dtype = jax.dtypes.canonicalize_dtype(want.dtype)
+            if leaf.ndim < 1 or leaf.shape[0] != tries:
+                raise ValueError(
+                    f"the pure challenger's validate returned a task leaf of shape "
+                    f"{leaf.shape}; expected a leading axis of {tries}, one row per payload"
+                )
+            if leaf.shape[1:] != tuple(want.shape):
+                problem = f"task leaf of shape {leaf.shape[1:]}, expected {tuple(want.shape)}"
+                break
+            if not np.can_cast(leaf.dtype, dtype, casting="same_kind"):
+                problem = f"task leaf of dtype {leaf.dtype}, expected {dtype}"
+                break
+            out.append(leaf.astype(dtype))  # a no-op where the dtypes already match
+        if problem is None:
+            return jax.tree.unflatten(want_tree, out), ok
+    warnings.warn(
+        f"the pure challenger's validate returns tasks outside the pool's layout ({problem}): "
+        "every payload is counted invalid, as the host path counts each one",
+        stacklevel=2,
+    )
+    zeros = jax.tree.map(
+        lambda s: jnp.zeros((tries, *s.shape), jax.dtypes.canonicalize_dtype(s.dtype)), layout
+    )
+    return zeros, jnp.zeros((tries,), bool)
+
+
 def _challenge(
     challenger: PureChallenger,
     spec,
     key,
     count: int,
+    layout: Any,
     forbidden: jax.Array,
     front_keys: jax.Array,
     front_live: jax.Array,
 ):
     """What :func:`~curriculax.selfplay.run_challenge` does for a pure challenger: ``(tasks,
     valid, keys, gen_seeds, invalid, collisions, generated)``, the accepted tasks first.
-    ``front_keys: u32[F]`` and ``front_live: bool[F]`` are the frontier's slots (a task whose
-    key a live slot holds is rejected as a repeat, as ``run_challenge``'s ``on_frontier``)."""
+    ``layout``: one task's layout (the pool's row shapes and dtypes; payloads are cast to it
+    before they are keyed). ``front_keys: u32[F]`` and ``front_live: bool[F]`` are the
+    frontier's slots (a task whose key a live slot holds is rejected as a repeat, as
+    ``run_challenge``'s ``on_frontier``)."""
     tries = 4 * count if challenger.retry else count
     if challenger.retry:  # the host loop's keys: fold_in(key, i) for try i
         subkeys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(tries))
     else:
         subkeys = jax.random.split(key, count)
     tasks, ok = challenger.validate(challenger.generate(spec, subkeys))
-    ok = jnp.asarray(ok, bool)
+    tasks, ok = _to_layout(tasks, ok, layout, tries)
     keys = row_keys(tasks)
     collide = ok & jnp.isin(keys, forbidden)
     on_front = jnp.any((keys[:, None] == front_keys[None, :]) & front_live[None, :], axis=1)
@@ -274,16 +331,30 @@ def compiled_evolve(
         the program runs; its return value is ignored and no number of the run depends on it.
         None: no callback.
     """
-    held_keys = task_keys(held_out_tasks)
-    keys_np = task_keys(seed_tasks)
-    check_unique_keys(keys_np, "seed_tasks")
-    if np.intersect1d(keys_np, held_keys).size:
-        raise ValueError("held_out_tasks share keys with seed_tasks; they must be disjoint")
+    # The host path's argument checks (curriculum_evolve), so neither path runs what the
+    # other refuses.
+    for name, value in (("rounds", rounds), ("steps_per_round", steps_per_round)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     if challenger is not None and not isinstance(challenger, PureChallenger):
         raise TypeError(
             f"challenger must be a selfplay.PureChallenger (pure JAX), got "
             f"{type(challenger).__name__}; host callables run on curriculum_evolve"
         )
+    if challenger is not None and (
+        isinstance(generated_per_round, bool)
+        or not isinstance(generated_per_round, int)
+        or generated_per_round < 1
+    ):
+        raise ValueError(f"generated_per_round must be an int >= 1, got {generated_per_round!r}")
+    if _num_rows(held_out_tasks) == 0:  # before keying: an empty pool has no rows to hash
+        raise ValueError("held_out_tasks is empty")
+    held_keys = task_keys(held_out_tasks)
+    check_unique_keys(held_keys, "held_out_tasks")
+    keys_np = task_keys(seed_tasks)
+    check_unique_keys(keys_np, "seed_tasks")
+    if np.intersect1d(keys_np, held_keys).size:
+        raise ValueError("held_out_tasks share keys with seed_tasks; they must be disjoint")
     n = len(keys_np)
     layout = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), seed_tasks)
     capacity = (
@@ -305,6 +376,7 @@ def compiled_evolve(
             pass_rate=pass_rate,
             z=z,
         )
+        check_frontier_draws(frontier_share, batch_groups, "batch_groups")
         inner = frontier.sampler
     env = Env("train", seed_tasks, curriculum(inner), group_size, keys=keys_np)
     engine = Engine(solver, [env], EngineConfig(batch_groups=batch_groups))
@@ -353,6 +425,7 @@ def compiled_evolve(
                 spec,
                 jax.random.fold_in(k_rounds, r),
                 generated_per_round,
+                layout,
                 forbidden,
                 fstate.keys,
                 fstate.status != EMPTY,

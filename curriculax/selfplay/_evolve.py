@@ -22,7 +22,7 @@ from curriculax.engine._logging import JsonlWriter
 from curriculax.engine._loop import run
 from curriculax.engine._solver import Solver
 from curriculax.selfplay._challenger import Challenger, run_challenge
-from curriculax.selfplay._frontier import EMPTY, frontier_sampler
+from curriculax.selfplay._frontier import EMPTY, check_frontier_draws, frontier_sampler
 from curriculax.tasks._keys import held_out_mask
 
 
@@ -100,7 +100,8 @@ class EvolutionResult:
       held_out: the mean held-out score after each round (what ``propose`` never saw).
       state: the final engine state.
       engine: the engine (one instance for the whole run).
-      spec: the challenger's spec after the last ``propose`` (``None`` without a challenger).
+      spec: the challenger's spec after the last ``propose``; without a challenger, the
+        ``spec`` passed in, unchanged (``None`` by default).
     """
 
     final_reward: float
@@ -110,6 +111,12 @@ class EvolutionResult:
     state: EngineState
     engine: Engine
     spec: Any = None
+
+
+def _num_rows(tasks: Any) -> int:
+    """Rows of a task pytree (its first leaf's leading axis; 0 without a leaf)."""
+    leaves = jax.tree.leaves(tasks)
+    return int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 0
 
 
 def _take(tasks: Any, idx: np.ndarray) -> Any:
@@ -206,12 +213,16 @@ def curriculum_evolve(
       rounds: rounds to run.
       steps_per_round: updates per round.
       generated_per_round: valid tasks to generate per round.
-      frontier_share: share of each generation batch drawn from the frontier.
+      frontier_share: share of each generation batch drawn from the frontier
+        (``round(frontier_share * groups_per_generation)`` groups; a positive share that
+        rounds to 0 is refused).
       frontier_capacity: frontier buffer size, >= 1 (default ``4 * generated_per_round``).
       max_attempts: measured attempts after which a frontier task is judged (learned or
         stuck), >= 2.
       held_out_frac: share of seed tasks held out for evaluation, in [0, 1) (default 0.2; 0
-        when ``held_out_tasks`` is given), split by :func:`curriculax.tasks.held_out_mask`.
+        when ``held_out_tasks`` is given), split by :func:`curriculax.tasks.held_out_mask`
+        of the run's keys; a held-out task whose content a training task also holds (two
+        copies under distinct ``seed_keys``) is refused.
       held_out_tasks: an explicit evaluation set (same layout as ``seed_tasks``; none of its
         keys may be a seed task's); then every seed task trains.
       key: PRNG key or int seed of the run.
@@ -272,6 +283,8 @@ def curriculum_evolve(
                 f"pass either held_out_tasks or held_out_frac (got held_out_frac="
                 f"{held_out_frac}): with an explicit held-out set every seed task trains"
             )
+        if _num_rows(held_out_tasks) == 0:  # before keying: an empty pool has no rows to hash
+            raise ValueError("held_out_tasks is empty")
         held_keys = task_keys(held_out_tasks)
         check_unique_keys(held_keys, "held_out_tasks")
         # Compared by what the tasks hold (given seed_keys are another key space).
@@ -284,8 +297,6 @@ def curriculum_evolve(
         train_tasks, train_keys = seed_tasks, keys
         held_tasks = held_out_tasks
         num_held, forbidden = len(held_keys), held_keys
-        if num_held == 0:
-            raise ValueError("held_out_tasks is empty")
     else:
         frac = 0.2 if held_out_frac is None else held_out_frac
         # The tasks' split (a function of the key alone): the same with and without a
@@ -298,6 +309,21 @@ def curriculum_evolve(
             raise ValueError(
                 f"no seed task fell in the held-out split ({len(keys)} tasks, "
                 f"held_out_frac={frac}); add tasks or raise held_out_frac"
+            )
+        # The split goes by the run's keys; given seed_keys can put two copies of one task
+        # on both sides, so what the tasks hold is compared too (as for held_out_tasks).
+        shared = np.intersect1d(content[train_idx], content[held_idx])
+        if shared.size:
+            rows = [
+                f"held-out rows {held_idx[content[held_idx] == k][:4].tolist()} and training "
+                f"rows {train_idx[content[train_idx] == k][:4].tolist()}"
+                for k in shared[:3]
+            ]
+            raise ValueError(
+                f"{shared.size} held-out task(s) have a copy in the training split (same "
+                f"content, distinct seed_keys): {'; '.join(rows)}; the held-out set must be "
+                "disjoint from the training pool: remove the duplicate rows or pass "
+                "held_out_tasks"
             )
         train_tasks, train_keys = _take(seed_tasks, train_idx), keys[train_idx]
         held_tasks = _take(seed_tasks, held_idx)
@@ -321,6 +347,10 @@ def curriculum_evolve(
             pass_rate=pass_rate,
             z=z,
         )
+        if groups_per_generation is None:
+            check_frontier_draws(frontier_share, batch_groups, "batch_groups")
+        else:
+            check_frontier_draws(frontier_share, groups_per_generation, "groups_per_generation")
         cur = curriculum(frontier.sampler, gates)
     else:
         cur = curriculum(inner, gates)

@@ -127,6 +127,22 @@ class Frontier(NamedTuple):
     capacity: int
 
 
+def check_frontier_draws(frontier_share: float, num: Any, where: str) -> None:
+    """Raises a ValueError when a positive ``frontier_share`` of a generation batch of ``num``
+    groups rounds to 0 frontier draws (generated tasks would never be attempted). The
+    self-play runners call it with their batch size before building anything; a ``num`` that
+    is not an int >= 1 is left to the engine's own checks. ``where`` names the batch size's
+    argument for the message."""
+    if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+        return
+    if frontier_share > 0 and round(frontier_share * num) == 0:
+        raise ValueError(
+            f"frontier_share={frontier_share} of a generation batch of {num} groups ({where}) "
+            "rounds to 0 frontier groups, so generated tasks would never be attempted; raise "
+            f"frontier_share above {0.5 / num:g} or {where}"
+        )
+
+
 def frontier_sampler(
     seed_sampler: TaskSampler,
     num_seed: int,
@@ -147,12 +163,13 @@ def frontier_sampler(
     module docstring says why that is unbiased.
 
     ``sample(num)`` draws ``round(frontier_share * num)`` distinct active frontier tasks (as
-    payloads, ids ``num_seed + slot``) and the rest from the seed sampler. When fewer frontier
-    tasks are active, the missing frontier slots are filled with seed tasks drawn uniformly at
-    random, so the seed sampler always advances by the same count. ``observe`` passes seed
-    results to the seed sampler (frontier rows arrive there with id -1 and no valid rollout)
-    and updates the frontier counts (group size ``K >= 2``: the first attempt is split into a
-    filter half and a baseline half, see the module docstring).
+    payloads, ids ``num_seed + slot``) and the rest from the seed sampler (a positive share
+    that rounds to 0 draws none; the self-play runners refuse such a batch size). When
+    fewer frontier tasks are active, the missing frontier slots are filled with seed tasks
+    drawn uniformly at random, so the seed sampler always advances by the same count.
+    ``observe`` passes seed results to the seed sampler (frontier rows arrive there with id -1
+    and no valid rollout) and updates the frontier counts (group size ``K >= 2``: the first
+    attempt is split into a filter half and a baseline half, see the module docstring).
 
     Args:
       seed_sampler: sampler over the ``num_seed`` seed tasks.

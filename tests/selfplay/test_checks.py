@@ -1,0 +1,194 @@
+"""Isolation and argument checks shared by the host and the compiled self-play paths."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from curriculax.engine import content_keys
+from curriculax.selfplay import (
+    PureChallenger,
+    compiled_evolve,
+    curriculum_evolve,
+    host_challenger,
+    row_keys,
+)
+from curriculax.selfplay.toy import capped_solver, level_challenger, level_tasks
+from curriculax.tasks import held_out_mask
+
+SPEC = {"unused": jnp.int32(0)}
+
+
+def _pools():
+    """Seed tasks (levels 0-3, variants 0-5) and a disjoint held-out set (variants 6-7)."""
+    held = level_tasks(levels=4, per_level=8)
+    held = jax.tree.map(lambda x: x[np.asarray(held["variant"]) >= 6], held)
+    return level_tasks(levels=4, per_level=6), held
+
+
+def _copies_of_held_out(level_dtype, variant_dtype=jnp.int32):
+    """A pure challenger whose every payload is a held-out task (variant 6 or 7), its leaves
+    of the given dtypes."""
+
+    def generate(spec, keys):
+        level = jax.vmap(lambda k: jax.random.randint(k, (), 0, 4))(keys)
+        variant = jax.vmap(lambda k: jax.random.randint(jax.random.fold_in(k, 1), (), 6, 8))(keys)
+        return {"level": level.astype(level_dtype), "variant": variant.astype(variant_dtype)}
+
+    def validate(payloads):
+        return payloads, jnp.ones(payloads["level"].shape, bool)
+
+    return PureChallenger(generate, validate, lambda spec, judged: spec)
+
+
+KW = dict(rounds=1, steps_per_round=1, generated_per_round=6, frontier_share=0.5, batch_groups=4)
+
+
+def _both_paths(pure, tasks, held):
+    compiled = compiled_evolve(
+        capped_solver(),
+        tasks,
+        challenger=pure,
+        spec=SPEC,
+        held_out_tasks=held,
+        keys=jax.random.key(0)[None],
+        **KW,
+    )
+    host = curriculum_evolve(
+        capped_solver(),
+        tasks,
+        challenger=host_challenger(pure, tasks, 4 * 6),
+        spec=SPEC,
+        held_out_tasks=held,
+        key=0,
+        **KW,
+    )
+    return compiled, host.curriculum[0]
+
+
+def test_a_held_out_task_generated_with_another_dtype_is_a_collision_on_both_paths():
+    # i32 levels for an f32 pool: cast to the pool's layout before keying, as the host does.
+    # (Before: the compiled path keyed the i32 rows, missed every copy and put them on the
+    # frontier.)
+    tasks, held = _pools()
+    compiled, host = _both_paths(_copies_of_held_out(jnp.int32), tasks, held)
+    assert (host.generated, host.collisions) == (0, 6)
+    assert int(compiled.generated[0, 0]) == 0
+    assert int(compiled.collisions[0, 0]) == 6
+    assert int(compiled.state.curricula["train"].sampler.inserted[0]) == 0
+
+
+def test_payloads_that_do_not_cast_to_the_pool_are_invalid_on_both_paths():
+    # f32 variants for an i32 pool leaf: the host counts each payload invalid; the compiled
+    # path (whose layout is static) counts all of them so, and warns at trace time.
+    tasks, held = _pools()
+    with pytest.warns(UserWarning, match="outside the pool's layout"):
+        compiled, host = _both_paths(_copies_of_held_out(jnp.float32, jnp.float32), tasks, held)
+    assert (host.generated, host.invalid, host.collisions) == (0, 6, 0)
+    assert np.asarray(compiled.invalid)[0].tolist() == [6]
+    assert np.asarray(compiled.generated)[0].tolist() == [0]
+
+
+def test_row_keys_hash_a_bool_leaf_as_the_host_does():
+    # (Before: bitcast bool -> uint8 raised inside row_keys, so a pool with a bool leaf could
+    # not run on the compiled path.)
+    tasks = {"flag": np.array([[True, False], [False, True]]), "level": np.float32([1, 2])}
+    want = content_keys(tasks, bits=32)
+    np.testing.assert_array_equal(np.asarray(row_keys(tasks)), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(row_keys)(tasks)), want)
+
+
+def test_content_duplicated_across_the_held_out_frac_split_is_refused():
+    # Task 0 again under another seed key that falls on the other side of the split: the
+    # solver would train on a copy of a held-out task. (Before: no error.)
+    tasks = level_tasks(levels=4, per_level=10)
+    ids = np.arange(40, dtype=np.uint32)
+    held0 = bool(np.asarray(held_out_mask(ids[:1], 0.2))[0])
+    cand = np.arange(1000, 5000, dtype=np.uint32)
+    dup_id = cand[np.flatnonzero(np.asarray(held_out_mask(cand, 0.2)) != held0)[0]]
+    pool = jax.tree.map(lambda x: np.concatenate([np.asarray(x), np.asarray(x)[:1]]), tasks)
+    seed_keys = np.concatenate([ids, [dup_id]]).astype(np.uint32)
+    held_row, train_row = (0, 40) if held0 else (40, 0)
+    match = rf"held-out rows \[{held_row}\] and training rows \[{train_row}\]"
+    with pytest.raises(ValueError, match=match):
+        curriculum_evolve(
+            capped_solver(),
+            pool,
+            seed_keys=seed_keys,
+            held_out_frac=0.2,
+            challenger=level_challenger(),
+            spec={"level": 1.0},
+            rounds=1,
+            steps_per_round=1,
+            generated_per_round=2,
+            batch_groups=4,
+            key=0,
+        )
+
+
+def test_a_positive_frontier_share_that_rounds_to_no_group_is_refused_on_both_paths():
+    # round(0.25 * 2) == 0: generated tasks would never be attempted. (Before: silently.)
+    tasks, held = _pools()
+    kw = dict(rounds=1, steps_per_round=1, generated_per_round=4, frontier_share=0.25)
+    with pytest.raises(ValueError, match=r"frontier_share=0.25 .* 2 groups \(batch_groups\)"):
+        curriculum_evolve(
+            capped_solver(),
+            tasks,
+            challenger=level_challenger(),
+            spec={"level": 1.0},
+            held_out_tasks=held,
+            batch_groups=2,
+            **kw,
+        )
+    with pytest.raises(ValueError, match=r"2 groups \(groups_per_generation\)"):
+        curriculum_evolve(
+            capped_solver(),
+            tasks,
+            challenger=level_challenger(),
+            spec={"level": 1.0},
+            held_out_tasks=held,
+            batch_groups=4,
+            groups_per_generation=2,
+            **kw,
+        )
+    with pytest.raises(ValueError, match=r"frontier_share=0.25 .* \(batch_groups\)"):
+        compiled_evolve(
+            capped_solver(),
+            tasks,
+            challenger=_copies_of_held_out(jnp.float32),
+            spec=SPEC,
+            held_out_tasks=held,
+            keys=jax.random.key(0)[None],
+            batch_groups=2,
+            **kw,
+        )
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(rounds=0), r"rounds must be an int >= 1, got 0"),
+        (dict(steps_per_round=-3), r"steps_per_round must be an int >= 1, got -3"),
+        (dict(rounds=2.0), r"rounds must be an int >= 1, got 2.0"),
+        (dict(generated_per_round=0), r"generated_per_round must be an int >= 1, got 0"),
+        (dict(held_out_tasks="empty"), r"held_out_tasks is empty"),
+        (dict(held_out_tasks="duplicated"), r"held_out_tasks"),
+    ],
+)
+def test_compiled_evolve_refuses_what_the_host_path_refuses(bad, match):
+    # (Before: every one of these ran, e.g. rounds=0 returned empty records.)
+    tasks, held = _pools()
+    held_out = {
+        "empty": jax.tree.map(lambda x: x[:0], held),
+        "duplicated": jax.tree.map(lambda x: jnp.concatenate([x, x[:1]]), held),
+    }
+    kw = {**dict(rounds=1, steps_per_round=1, batch_groups=4), **bad}
+    kw["held_out_tasks"] = held_out.get(kw.get("held_out_tasks"), held)
+    pure = _copies_of_held_out(jnp.float32)
+    with pytest.raises(ValueError, match=match):
+        compiled_evolve(
+            capped_solver(), tasks, challenger=pure, spec=SPEC, keys=jax.random.key(0)[None], **kw
+        )
+    if "generated_per_round" not in bad:  # the host path refuses the same (no challenger)
+        with pytest.raises(ValueError, match=match):
+            curriculum_evolve(capped_solver(), tasks, key=0, **kw)
