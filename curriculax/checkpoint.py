@@ -90,6 +90,78 @@ _PROBE = ".write-probe-"
 _STEP_FILES = ("meta/metadata", "state/_METADATA", "state/manifest.ocdbt")
 
 
+def is_step_name(name: str) -> bool:
+    """Whether ``name`` is what Orbax names a committed step: a number written without
+    leading zeros (``7``, not ``007``)."""
+    return name.isascii() and name.isdigit() and str(int(name)) == name
+
+
+def staging_dir(directory: str | os.PathLike) -> str:
+    """Where a store of ``directory`` writes the replacement of an existing step before it
+    swaps it in: a hidden folder beside the directory's real path (``checkpoints/`` may be a
+    link to another file system; a rename does not cross one)."""
+    real = os.path.realpath(os.path.abspath(os.fspath(directory)))
+    parent, name = os.path.split(real)
+    return os.path.join(parent, f".{name}.replacing")
+
+
+def recover_replacement(directory: str | os.PathLike) -> bool:
+    """Finishes a replacement a crash interrupted between its two renames: each committed new
+    copy in :func:`staging_dir` whose step is missing from ``directory`` moves in (nothing is
+    deleted). Returns whether a step moved in. Process 0 only; others return ``False``."""
+    staging = staging_dir(directory)
+    if jax.process_index() != 0 or not os.path.isdir(staging):
+        return False
+    directory = os.path.abspath(os.fspath(directory))
+    moved = False
+    for name in os.listdir(staging):
+        target = os.path.join(directory, name)
+        if is_step_name(name) and not os.path.lexists(target):
+            # A live run between its renames (a reader opened beside it) does the same.
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(os.path.join(staging, name), target)
+                moved = True
+    return moved
+
+
+# What glob (which Orbax finds a step's files with) does not take literally in a path.
+_PATTERN_CHARS = "[*?\\"
+
+
+def unsafe_path(directory: str | os.PathLike) -> str | None:
+    """Why Orbax cannot write checkpoints in ``directory`` (or in its :func:`staging_dir`), in
+    a sentence, or ``None``. Orbax finds a step's data files with ``glob``, the path taken as a
+    pattern: where the path holds a pattern character (``[``, ``*``, ``?``) or a backslash, it
+    finds none (or another folder's) and commits the step without its data."""
+    directory = os.path.abspath(os.fspath(directory))
+    for path in (directory, staging_dir(directory)):
+        chars = sorted({c for c in path if c in _PATTERN_CHARS})
+        if chars:
+            where = "its path" if path == directory else f"the folder of its replacements {path}"
+            return (
+                f"cannot keep checkpoints in {directory}: {where} holds "
+                f"{' '.join(repr(c) for c in chars)}, which Orbax takes for a file name "
+                "pattern (its checkpoints would be saved without their data). Choose a path "
+                "without [ * ? or \\"
+            )
+    return None
+
+
+def _required_files(items: Mapping[str, Any]) -> tuple[str, ...]:
+    """The files a committed step of these save args must hold (relative to its folder)."""
+    files = []
+    for name, args in items.items():
+        if isinstance(args, ocp.args.StandardSave | ocp.args.PyTreeSave):
+            files.append(f"{name}/_METADATA")
+            if jax.tree.leaves(args.item):  # a tree of only None writes no data
+                files.append(f"{name}/manifest.ocdbt")
+        elif isinstance(args, ocp.args.JsonSave):
+            files.append(f"{name}/metadata")
+        else:
+            files.append(name)
+    return tuple(files)
+
+
 def unreadable_reason(error: BaseException, step_dir: str | None = None) -> str:
     """Why a checkpoint could not be read, in words: a file of ``step_dir`` that is missing,
     which array and data file cannot be read and what is wrong with it (TensorStore's status,
@@ -297,8 +369,13 @@ class CheckpointStore:
     probe) is removed by the next store that saves there, before its save and after it; a store
     that only reads deletes nothing, so opening one beside a live run is safe.
 
+    A committed step is checked for the files its items write (Orbax can commit a step
+    without its data, as where the path holds glob characters; such paths are refused when
+    the store opens, see :func:`unsafe_path`): one that lacks any fails the save.
+
     Args:
-      directory: where checkpoints live (made absolute; created on first save).
+      directory: where checkpoints live (made absolute; created on first save). A path
+        holding ``[``, ``*``, ``?`` or ``\\`` is refused (ValueError).
       max_to_keep: how many recent checkpoints to keep (None: all).
       item_names: the items of each checkpoint (subfolders of its step folder);
         :meth:`save` writes ``("state", "meta")``, :meth:`save_items` any.
@@ -314,11 +391,14 @@ class CheckpointStore:
         if max_to_keep is not None and max_to_keep < 1:
             raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
         self.directory = os.path.abspath(os.fspath(directory))
+        problem = unsafe_path(self.directory)
+        if problem is not None:
+            raise ValueError(problem)
         self._max_to_keep = max_to_keep
         self._item_names = tuple(item_names)
-        parent, name = os.path.split(self.directory)
         # Replacements of an existing step are written here first (outside Orbax's directory).
-        self._staging = os.path.join(parent, f".{name}.replacing")
+        self._staging = staging_dir(self.directory)
+        self._required: tuple[str, ...] = ()  # the files the save in flight must commit
         self._recover_replacement()
         self._filter = _NoTracebacks()
         logging.getLogger("absl").addFilter(self._filter)
@@ -404,6 +484,7 @@ class CheckpointStore:
         self.check_writable()
         self._remove_leftovers()
         args = ocp.args.Composite(**items)
+        self._required = _required_files(items)
         if step in self._manager.all_steps():
             self._replace(step, args)
             return
@@ -430,15 +511,19 @@ class CheckpointStore:
         new = os.path.join(self._staging, str(step))
         if not os.path.isdir(new):
             raise self._failed(step, "the replacement was not committed")
+        self._check_committed(step, new)  # else the good copy stays
         if primary:
             old, target = os.path.join(self._staging, f"old-{step}"), self._step_dir(step)
-            os.rename(target, old)  # from here to the next rename, recovery moves `new` in
             try:
-                os.rename(new, target)
-            except FileNotFoundError:  # a store opened meanwhile moved it in
-                if not os.path.isdir(target):
-                    raise
-            shutil.rmtree(self._staging)
+                os.rename(target, old)  # from here to the next rename, recovery moves `new` in
+                try:
+                    os.rename(new, target)
+                except FileNotFoundError:  # a store opened meanwhile moved it in
+                    if not os.path.isdir(target):
+                        raise
+                shutil.rmtree(self._staging)
+            except OSError as e:
+                raise self._failed(step, e) from e
         _sync("curriculax-replace-done")
         self._manager.reload()
 
@@ -470,19 +555,20 @@ class CheckpointStore:
         return os.path.join(self.directory, str(step))
 
     def _recover_replacement(self) -> bool:
-        """Finishes a replacement a crash interrupted between its two renames (the committed
-        new copy moves in where its step is missing); the rest of the staging folder is left
-        to the next save (:meth:`_remove_leftovers`). Returns whether a step moved in."""
-        if jax.process_index() != 0 or not os.path.isdir(self._staging):
-            return False
-        moved = False
-        for name in os.listdir(self._staging):
-            if name.isdigit() and not os.path.exists(self._step_dir(int(name))):
-                # A live run between its renames (a reader opened beside it) does the same.
-                with contextlib.suppress(FileNotFoundError):
-                    os.rename(os.path.join(self._staging, name), self._step_dir(int(name)))
-                    moved = True
-        return moved
+        """:func:`recover_replacement` of this directory; the rest of the staging folder is
+        left to the next save (:meth:`_remove_leftovers`). Returns whether a step moved in."""
+        return recover_replacement(self.directory)
+
+    def _check_committed(self, step: int, folder: str) -> None:
+        """Raises :class:`CheckpointSaveError` if committed step ``folder`` lacks a file its
+        items write (Orbax commits a step whose data it could not find without a word)."""
+        missing = [f for f in self._required if not os.path.exists(os.path.join(folder, f))]
+        if missing:
+            raise self._failed(
+                step,
+                f"it was committed without {', '.join(os.path.join(folder, f) for f in missing)}"
+                " (its data is missing)",
+            )
 
     def check(self) -> None:
         """Raises :class:`CheckpointSaveError` if the last save has finished and failed; returns
@@ -500,6 +586,7 @@ class CheckpointStore:
         if step is not None:
             if not os.path.isdir(self._step_dir(step)):
                 raise self._failed(step, "it was not committed")
+            self._check_committed(step, self._step_dir(step))
             self._remove_leftovers()
 
     def meta(self, step: int) -> dict:

@@ -53,7 +53,8 @@ def truncate_jsonl(path: str, field: str, limit: int) -> None:
 
     For logs whose checkpoint recorded no byte offset (:func:`truncate_at`): a resumed run
     replays everything after its checkpoint; dropping the lines written after that point keeps
-    every record exactly once.
+    every record exactly once. A whole record that lost its newline (a crash between the two)
+    is kept with one, so the next record starts on a line of its own.
     """
     if not os.path.exists(path):
         return
@@ -62,7 +63,7 @@ def truncate_jsonl(path: str, field: str, limit: int) -> None:
         for line in f:
             try:
                 if json.loads(line).get(field, -1) < limit:
-                    kept.append(line)
+                    kept.append(line if line.endswith("\n") else line + "\n")
             except json.JSONDecodeError:
                 break  # a torn last line from a crash
     with open(path, "w") as f:

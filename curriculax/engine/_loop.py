@@ -18,7 +18,7 @@ import numpy as np
 
 from curriculax._checks import int_at_least
 from curriculax._files import write_json_atomic
-from curriculax.checkpoint import CheckpointSaveError, CheckpointStore
+from curriculax.checkpoint import CheckpointSaveError, CheckpointStore, unsafe_path
 from curriculax.engine import _restore, _rundir
 from curriculax.engine._engine import Engine, EngineState, Generation
 from curriculax.engine._env import key_ints
@@ -223,13 +223,14 @@ def run(
         an earlier run left files in is refused (:class:`RunDirError`) unless ``overwrite``;
         an empty one starts fresh.
       overwrite: a fresh run (or a resume with nothing to resume) may delete what an earlier
-        run left in ``run_dir``; without it such a directory is refused.
+        run left in ``run_dir`` (its logs, summary and TensorBoard files, and in
+        ``checkpoints/`` only what runs write there); without it such a directory is refused.
       allow_partial: on resume, start new envs/gates fresh, drop removed ones and accept a
         changed ``config`` (with a warning) instead of raising :class:`CheckpointMismatch`.
       state: continue from this state instead of a fresh one (ignored when resuming from a
-        checkpoint); files in ``run_dir`` are kept up to this state's step. Checkpoints past
-        it (an earlier run's) are refused (:class:`RunDirError`), or deleted with
-        ``overwrite``.
+        checkpoint); files in ``run_dir`` are kept up to this state's step. Checkpoints and
+        ``metrics.jsonl`` lines past it (an earlier run's) are refused (:class:`RunDirError`),
+        or deleted with ``overwrite``.
       checkpoint_every: save every this many updates (0: only at the end and on SIGTERM/SIGINT).
       keep_checkpoints: how many checkpoints to keep.
       traces: trace every finalized group (``True``), none (``False``), or a sampled share.
@@ -262,7 +263,9 @@ def run(
       CheckpointUnreadable: a resume found checkpoints but none reads back (a damaged one
         is skipped for the next older one, with a warning).
       RunDirError: another run holds ``run_dir``, or it holds an earlier run that this one
-        would delete (see ``resume`` and ``overwrite``).
+        would delete (see ``resume`` and ``overwrite``); its path holds a character Orbax
+        takes for a pattern (``[ * ? \\``); ``checkpoints/`` is a file or holds a numbered
+        folder that is not a checkpoint.
       CheckpointSaveError: a checkpoint could not be written; the run stopped at once.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
@@ -279,6 +282,10 @@ def run(
     process_zero = jax.process_index() == 0
     if run_dir is not None:
         run_dir = os.path.abspath(os.fspath(run_dir))
+        ckpt = os.path.join(run_dir, _rundir.CHECKPOINTS)
+        problem = unsafe_path(ckpt)
+        if problem is not None:  # before anything is made there
+            raise _rundir.RunDirError(f"{problem} (another run directory, --run-dir).")
     plan = _Plan(
         steps=steps,
         run_dir=run_dir,
@@ -437,7 +444,7 @@ class _Checkpoints:
         self.plan = plan
         self.store = None
         if plan.run_dir is not None:
-            directory = os.path.join(plan.run_dir, "checkpoints")
+            directory = os.path.join(plan.run_dir, _rundir.CHECKPOINTS)
             self.store = CheckpointStore(directory, max_to_keep=plan.keep_checkpoints)
         self.saved_step: int | None = None
         self.meta: dict = {}  # the restored checkpoint's JSON item
@@ -446,7 +453,21 @@ class _Checkpoints:
     def restore(self, engine: Engine) -> EngineState | None:
         """The latest checkpoint's state when resuming one, else ``None``."""
         plan = self.plan
-        if self.store is None or not plan.resume or not self.store.steps():
+        if self.store is None or not plan.resume:
+            return None
+        if not self.store.steps():
+            # The run directory's rules let this resume through (they saw a step Orbax does
+            # not list): starting fresh would cut the earlier run's logs.
+            found = _rundir.contents(plan.run_dir) if plan.process_zero else None
+            left = found is not None and (found.steps or found.unfinished or found.logs)
+            if _rundir.agree(bool(left)):
+                raise _rundir.RunDirError(
+                    f"nothing to resume in {plan.run_dir}: Orbax finds no checkpoint in "
+                    f"{self.store.directory}, but an earlier run left "
+                    f"{found.describe() if found else 'files'}. Pass overwrite=True "
+                    "(--overwrite) to delete them and start fresh, or choose another run "
+                    "directory (--run-dir)."
+                )
             return None
         state, self.saved_step, self.meta = _restore.restore_latest(
             self.store, engine, allow_partial=plan.allow_partial, config=plan.config
@@ -667,6 +688,7 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
             )
         if checkpoints.store is not None:
             checkpoints.store.check_writable()  # fail now, not at the first save
+            _refuse_foreign_steps(checkpoints.store)
         logs = checkpoints.meta.get("logs") or {}
         outputs.open(plan, counters, fresh=fresh, logs_at_checkpoint=logs)
         progress = _Progress(state, updates, started=time.perf_counter(), counters=counters)
@@ -716,6 +738,19 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         except OSError as e:
             raise _rundir.write_failure(e, progress.updates, plan.run_dir) from None
     return RunResult(progress.state, progress.last, summary, progress.stopped)
+
+
+def _refuse_foreign_steps(store: CheckpointStore) -> None:
+    """Raises :class:`RunDirError` before training if a numbered folder of the checkpoint
+    directory is not a checkpoint (the first save would refuse it, after the training)."""
+    foreign = store.foreign_steps()
+    if foreign:
+        raise _rundir.RunDirError(
+            f"{store.directory} holds numbered folder(s) that are not checkpoints of this run "
+            f"({', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}); Orbax takes "
+            "them for old steps and would delete them. Move them out of the folder, or "
+            "choose another run directory (--run-dir)."
+        )
 
 
 def _failure_summary(plan: _Plan, progress: _Progress, history: list, error: BaseException):

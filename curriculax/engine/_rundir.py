@@ -21,11 +21,20 @@ import sys
 import jax
 import numpy as np
 
-from curriculax.checkpoint import unfinished_save
+from curriculax.checkpoint import (
+    _DELETING,
+    _PROBE,
+    is_step_name,
+    recover_replacement,
+    staging_dir,
+    unfinished_save,
+)
 
 LOGS = ("metrics.jsonl", "traces.jsonl", "summary.json")
 LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
+# What a step folder Orbax wrote holds (one of them is enough: a removal cut short).
+_STEP_MARKS = ("_CHECKPOINT_METADATA", "commit_success.txt", "state", "meta")
 
 try:
     import fcntl
@@ -58,14 +67,19 @@ def os_error_text(e: OSError) -> str:
     return f"{e.filename}: {reason}" if e.filename else reason
 
 
-def committed_steps(run_dir: str | None) -> list[int]:
-    """The checkpoints committed in ``run_dir`` (Orbax renames a step's directory to its bare
-    number only once the step is complete), oldest first."""
+def _step_folders(ckpt: str) -> list[int]:
+    """The steps Orbax lists in ``ckpt``: folders named by a number without leading zeros
+    (Orbax renames a step's folder so only once the step is complete), oldest first."""
     try:
-        names = os.listdir(os.path.join(run_dir, CHECKPOINTS)) if run_dir else []
+        names = os.listdir(ckpt)
     except OSError:
         return []
-    return sorted(int(n) for n in names if n.isdigit())
+    return sorted(int(n) for n in names if is_step_name(n) and os.path.isdir(os.path.join(ckpt, n)))
+
+
+def committed_steps(run_dir: str | None) -> list[int]:
+    """The checkpoints committed in ``run_dir``, oldest first."""
+    return _step_folders(os.path.join(run_dir, CHECKPOINTS)) if run_dir else []
 
 
 def saved_text(run_dir: str | None) -> str:
@@ -120,7 +134,7 @@ class Contents:
 def contents(run_dir: str) -> Contents:
     ckpt = os.path.join(run_dir, CHECKPOINTS)
     names = os.listdir(ckpt) if os.path.isdir(ckpt) else []
-    steps = tuple(sorted(int(n) for n in names if n.isdigit()))
+    steps = tuple(_step_folders(ckpt))
     unfinished = tuple(sorted(n for n in names if unfinished_save(n)))
     logs = [n for n in LOGS if os.path.isfile(p := os.path.join(run_dir, n)) and os.path.getsize(p)]
     tb = os.path.join(run_dir, "tensorboard")
@@ -129,12 +143,36 @@ def contents(run_dir: str) -> Contents:
     return Contents(steps, unfinished, tuple(logs))
 
 
+def _written_by_a_run(ckpt: str, name: str) -> bool:
+    """Whether entry ``name`` of ``ckpt`` is one a run writes: a checkpoint step (a numbered
+    folder holding Orbax's files), an unfinished or deleted step, a write probe."""
+    path = os.path.join(ckpt, name)
+    if not os.path.isdir(path) or os.path.islink(path):
+        return False
+    if unfinished_save(name) or name == _DELETING or name.startswith(_PROBE):
+        return True
+    return is_step_name(name) and any(os.path.lexists(os.path.join(path, n)) for n in _STEP_MARKS)
+
+
 def clear(run_dir: str) -> None:
-    """Deletes what a run writes in ``run_dir`` (checkpoints, logs, summary), nothing else."""
-    for name in (CHECKPOINTS, f".{CHECKPOINTS}.replacing", "tensorboard"):
-        path = os.path.join(run_dir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
+    """Deletes what a run writes in ``run_dir`` (checkpoints, logs, summary), nothing else.
+
+    In ``checkpoints/`` only what runs write goes (:func:`_written_by_a_run`); the folder
+    itself goes if nothing else is left in it. A ``checkpoints/`` that links elsewhere keeps
+    its link and the target folder, emptied of the run's steps."""
+    ckpt = os.path.join(run_dir, CHECKPOINTS)
+    if os.path.isdir(ckpt):
+        for name in os.listdir(ckpt):
+            if _written_by_a_run(ckpt, name):
+                shutil.rmtree(os.path.join(ckpt, name))
+        if not os.path.islink(ckpt) and not os.listdir(ckpt):
+            os.rmdir(ckpt)
+    staging = staging_dir(ckpt)
+    if os.path.isdir(staging) and not os.path.islink(staging):
+        shutil.rmtree(staging)
+    tb = os.path.join(run_dir, "tensorboard")
+    if os.path.isdir(tb):
+        shutil.rmtree(tb)
     for name in LOGS:
         path = os.path.join(run_dir, name)
         if os.path.isfile(path):
@@ -157,7 +195,14 @@ class RunLock:
         f = open(self.path, "a+")  # noqa: SIM115 (held open for the run)
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                f.close()
+                raise RunDirError(
+                    f"cannot lock {self.path}: {e.strerror or e} (the file system may not "
+                    "support file locks, as some network mounts do not); choose a run "
+                    "directory on a local disk (--run-dir)"
+                ) from None
             f.seek(0)
             holder = _holder(f.read())
             f.close()
@@ -252,30 +297,37 @@ def prepare(
     return lock
 
 
+def last_logged_step(path: str) -> int | None:
+    """The highest ``step`` of the readable records of a JSON-lines log (``None``: none)."""
+    last = None
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                step = json.loads(line).get("step")
+            except (ValueError, AttributeError):
+                break  # a torn last line from a crash
+            if isinstance(step, int) and (last is None or step > last):
+                last = step
+    return last
+
+
 def _apply_rules(run_dir: str, *, resume: bool, overwrite: bool, given_step: int | None) -> None:
+    ckpt = os.path.join(run_dir, CHECKPOINTS)
+    if os.path.lexists(ckpt) and not os.path.isdir(ckpt):
+        what = "a broken symbolic link" if os.path.islink(ckpt) else "a file"
+        raise RunDirError(
+            f"{ckpt} is {what}, not a folder: a run keeps its checkpoints there. Move it "
+            "away, or choose another run directory (--run-dir)."
+        )
+    recover_replacement(ckpt)  # a save killed mid-replacement: its committed copy moves in
     found = contents(run_dir)
     if resume and found.steps:
         return  # resuming a checkpoint (it wins over a given state)
     if given_step is not None:  # continuing a given state: files are kept up to its step
-        later = [s for s in found.steps if s > given_step]
-        if not later:
-            return
-        ckpt = os.path.join(run_dir, CHECKPOINTS)
-        if overwrite:
-            print(
-                f"note: overwrite: deleting the checkpoints past the given state's update "
-                f"{given_step} in {ckpt} (steps {later})",
-                file=sys.stderr,
-            )
-            for s in later:
-                shutil.rmtree(os.path.join(ckpt, str(s)))
-            return
-        raise RunDirError(
-            f"{ckpt} holds checkpoints past the given state's update {given_step} (steps "
-            f"{later}), from an earlier run; a resume would restore them over this run. Pass "
-            "overwrite=True (--overwrite) to delete them, resume=True (--resume) to continue "
-            "the latest instead, or choose another run directory (--run-dir)."
-        )
+        _keep_up_to(run_dir, found, given_step, overwrite=overwrite)
+        return
     if not (found.steps or found.unfinished or found.logs):
         return
     if overwrite:
@@ -302,4 +354,51 @@ def _apply_rules(run_dir: str, *, resume: bool, overwrite: bool, given_step: int
         f"{run_dir} already holds a run ({found.describe()}). Pass resume=True (--resume) to "
         "continue it, overwrite=True (--overwrite) to delete it and start fresh, or choose "
         "another run directory (--run-dir)."
+    )
+
+
+def _keep_up_to(run_dir: str, found: Contents, given_step: int, *, overwrite: bool) -> None:
+    """A run given a state at update ``given_step`` keeps the directory's files up to it: an
+    earlier run's checkpoints past it (a resume would restore them over this run) and log
+    lines past it (the run cuts them) are refused, or deleted with ``overwrite``."""
+    ckpt = os.path.join(run_dir, CHECKPOINTS)
+    metrics = os.path.join(run_dir, "metrics.jsonl")
+    # A numbered folder that is no checkpoint is refused before training, not deleted here.
+    later = [s for s in found.steps if s > given_step and _written_by_a_run(ckpt, str(s))]
+    logged = last_logged_step(metrics)
+    logged = logged if logged is not None and logged > given_step else None
+    if not later and logged is None:
+        return
+    if overwrite:
+        if later:
+            print(
+                f"note: overwrite: deleting the checkpoints past the given state's update "
+                f"{given_step} in {ckpt} (steps {later})",
+                file=sys.stderr,
+            )
+            for s in later:
+                shutil.rmtree(os.path.join(ckpt, str(s)))
+        if logged is not None:
+            print(
+                f"note: overwrite: cutting the log lines past the given state's update "
+                f"{given_step} in {run_dir} (metrics.jsonl reaches update {logged})",
+                file=sys.stderr,
+            )
+        return
+    past = []
+    if later:
+        past.append(
+            f"{ckpt} holds checkpoints past the given state's update {given_step} "
+            f"(steps {later}), from an earlier run; a resume would restore them over "
+            "this run"
+        )
+    if logged is not None:
+        past.append(
+            f"{metrics} holds updates past the given state's update {given_step} (to "
+            f"update {logged}), from an earlier run; this run would cut them"
+        )
+    instead = ", resume=True (--resume) to continue the latest checkpoint instead" if later else ""
+    raise RunDirError(
+        f"{'; '.join(past)}. Pass overwrite=True (--overwrite) to delete them{instead}, or "
+        "choose another run directory (--run-dir)."
     )

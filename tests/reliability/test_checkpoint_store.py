@@ -223,7 +223,7 @@ def test_a_replacement_that_failed_between_its_renames_is_finished_by_the_next_s
         rename(src, dst)
 
     monkeypatch.setattr(os, "rename", refuse_the_swap)
-    with pytest.raises(PermissionError):
+    with pytest.raises(CheckpointSaveError, match=r"step 5 .*Permission denied"):
         store.save(5, tree(2.0), {})
     monkeypatch.undo()
     store.save(6, tree(3.0), {})

@@ -1,6 +1,7 @@
 """A checkpoint that cannot be written stops the run at once with a clear message, and the
 process exits: a ``checkpoints`` path that is a file or read-only, before or during the run, or
-a save whose background commit fails."""
+a save whose background commit fails. A ``checkpoints`` file there before the run is refused
+by the run directory's rules, naming it."""
 
 import subprocess
 import threading
@@ -10,7 +11,7 @@ import orbax.checkpoint._src.path.async_path as orbax_async_path
 import pytest
 
 from curriculax.checkpoint import CheckpointSaveError
-from curriculax.engine import run
+from curriculax.engine import RunDirError, run
 
 
 def _lines(path) -> int:
@@ -46,7 +47,11 @@ def how(request):
 
 def test_an_unwritable_checkpoint_directory_stops_the_run_before_training(engine, tmp_path, how):
     _make_unwritable(tmp_path / "checkpoints", how)
-    with pytest.raises(CheckpointSaveError, match=r"could not save checkpoint in .*checkpoints"):
+    if how == "a file":
+        refused = pytest.raises(RunDirError, match=r"checkpoints is a file, not a folder")
+    else:
+        refused = pytest.raises(CheckpointSaveError, match=r"could not save checkpoint in .*ts")
+    with refused:
         run(engine, steps=6, run_dir=tmp_path, checkpoint_every=2, progress=False)
     assert _lines(tmp_path / "metrics.jsonl") == 0
     (tmp_path / "checkpoints").chmod(0o755)
@@ -112,6 +117,6 @@ def test_the_cli_exits_with_the_message_and_no_traceback(tmp_path, quickstart):
     except subprocess.TimeoutExpired:
         pytest.fail("the quick start hung after a failed checkpoint save")
     assert out.returncode != 0
-    assert "error: could not save checkpoint in " in out.stderr
+    assert f"error: {tmp_path / 'checkpoints'} is a file, not a folder" in out.stderr
     assert "Traceback" not in out.stderr, out.stderr
     assert len(out.stderr.splitlines()) <= 4, out.stderr
