@@ -72,7 +72,8 @@ def truncate_jsonl(path: str, field: str, limit: int) -> None:
 
 def last_record(path: str, field: str, limit: int) -> dict:
     """The last whole record of a JSON-lines file whose ``field`` is at most ``limit`` (``{}``
-    if there is none)."""
+    if there is none), as the run held it: a ``null`` (a non-finite value, see ``_clean``)
+    read back as NaN."""
     last: dict = {}
     if os.path.exists(path):
         with open(path) as f:
@@ -83,7 +84,7 @@ def last_record(path: str, field: str, limit: int) -> dict:
                     break  # a torn last line from a crash
                 if record.get(field, limit + 1) <= limit:
                     last = record
-    return last
+    return {k: float("nan") if v is None else v for k, v in last.items()}
 
 
 class JsonlWriter:

@@ -154,6 +154,29 @@ def _written_by_a_run(ckpt: str, name: str) -> bool:
     return is_step_name(name) and any(os.path.lexists(os.path.join(path, n)) for n in _STEP_MARKS)
 
 
+def _refuse_foreign(ckpt: str) -> None:
+    """Raises :class:`RunDirError` if ``ckpt`` holds a numbered folder no run wrote: Orbax
+    would take it for a step, and ``clear`` keeps it (a run would then be refused after the
+    earlier run's files were deleted)."""
+    try:
+        names = sorted(os.listdir(ckpt))
+    except OSError:
+        return
+    foreign = [
+        n
+        for n in names
+        if is_step_name(n) and os.path.isdir(os.path.join(ckpt, n))
+        if not _written_by_a_run(ckpt, n)
+    ]
+    if foreign:
+        raise RunDirError(
+            f"{ckpt} holds numbered folder(s) that are not checkpoints ({', '.join(foreign[:5])}"
+            f"{' ...' if len(foreign) > 5 else ''}): Orbax would take them for steps, and "
+            "--overwrite deletes only what runs write. Nothing was deleted; move them out of "
+            "the folder, or choose another run directory (--run-dir)."
+        )
+
+
 def clear(run_dir: str) -> None:
     """Deletes what a run writes in ``run_dir`` (checkpoints, logs, summary), nothing else.
 
@@ -331,6 +354,7 @@ def _apply_rules(run_dir: str, *, resume: bool, overwrite: bool, given_step: int
     if not (found.steps or found.unfinished or found.logs):
         return
     if overwrite:
+        _refuse_foreign(ckpt)  # before anything is deleted: the run could not start after it
         print(
             f"note: overwrite: deleting the earlier run in {run_dir} ({found.describe()})",
             file=sys.stderr,
@@ -370,6 +394,7 @@ def _keep_up_to(run_dir: str, found: Contents, given_step: int, *, overwrite: bo
     if not later and logged is None:
         return
     if overwrite:
+        _refuse_foreign(ckpt)  # before anything is deleted, as for a fresh run
         if later:
             print(
                 f"note: overwrite: deleting the checkpoints past the given state's update "

@@ -82,12 +82,15 @@ def _closure(names: set[str]) -> set[str]:
     return seen
 
 
-def _imports(name: str) -> set[str]:
+@functools.cache
+def _imports(name: str) -> frozenset[str]:
     """The modules ``name``'s source imports anywhere (also inside functions), ``from
-    package import module`` read as that module where it is one."""
+    package import module`` read as that module where it is one (none where the source does
+    not parse: its text counts, see :func:`_file_digest`)."""
     path = _source(name)
-    with open(path) as f:
-        tree = ast.parse(f.read(), path)
+    tree = _parse(path)
+    if tree is None:
+        return frozenset()
     package = name if os.path.basename(path) == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
@@ -100,7 +103,7 @@ def _imports(name: str) -> set[str]:
                 base = f"{parent}.{base}" if base else parent
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)
-    return {n for n in found if _source(n) is not None}
+    return frozenset(n for n in found if _source(n) is not None)
 
 
 @functools.cache
@@ -122,7 +125,7 @@ def _shared_digest() -> str:
         top = os.path.dirname(root)
         for folder, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for file in sorted(f for f in files if f.endswith(".py")):
+            for file in sorted(f for f in files if _module_file(folder, f)):
                 path = os.path.join(folder, file)
                 module = os.path.relpath(path, top)[: -len(".py")].replace(os.sep, ".")
                 if module.startswith(PER_ARM):
@@ -131,11 +134,32 @@ def _shared_digest() -> str:
     return h.hexdigest()
 
 
+def _module_file(folder: str, name: str) -> bool:
+    """Whether ``name`` in ``folder`` is a module Python would import: a ``.py`` file with an
+    identifier for a name (not an editor's lock or backup file, a link to nowhere)."""
+    stem = name[: -len(".py")]
+    return (
+        name.endswith(".py") and stem.isidentifier() and os.path.isfile(os.path.join(folder, name))
+    )
+
+
+def _parse(path: str) -> ast.Module | None:
+    """The file's syntax tree, or None where it does not parse (a file being edited)."""
+    with open(path, "rb") as f:
+        try:
+            return ast.parse(f.read(), path)
+        except (SyntaxError, ValueError):
+            return None
+
+
 @functools.cache
 def _file_digest(path: str) -> str:
-    """The digest of the file's syntax tree without docstrings (read once per process)."""
-    with open(path) as f:
-        tree = ast.parse(f.read(), path)
+    """The digest of the file's syntax tree without docstrings (read once per process); of its
+    bytes where it does not parse."""
+    tree = _parse(path)
+    if tree is None:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (

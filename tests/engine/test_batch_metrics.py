@@ -41,6 +41,12 @@ def test_an_update_that_finalized_no_group_has_no_admission_rate(tmp_path):
     assert summary["final_metrics"]["batch/admission_rate"] is None
     assert result.summary["final_metrics"]["batch/admission_rate"] is None
 
+    # A resume that finds the run complete reads the metrics back from the log: NaN again,
+    # not None (the main job formats it as a number).
+    again = run(_engine(8), steps=4, run_dir=tmp_path, resume=True, progress=False)
+    assert again.stopped == "already_complete"
+    assert math.isnan(again.metrics["batch/admission_rate"])
+
 
 def test_the_progress_bar_shows_the_last_known_admission_rate():
     stream = io.StringIO()

@@ -102,3 +102,25 @@ def test_an_arm_kept_by_other_code_runs_again(tmp_path, fake_runs, monkeypatch):
 def test_an_unknown_type_is_refused_as_building_it_would_be():
     with pytest.raises(ValueError, match="unknown sampler type 'nope'"):
         code.arm_code_digest({"sampler": {"type": "nope"}})
+
+
+def test_files_python_would_not_import_do_not_stop_the_digest(tmp_path, monkeypatch):
+    """An editor's lock file (a link to nowhere, '.#x.py') or a half-written module in the
+    tree stopped every study run at its first digest."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("x = 1\n")
+    os.symlink(tmp_path / "nowhere", package / ".#a.py")
+    (package / "wip.py").write_text("def f(:\n")
+    fake = type("M", (), {"__file__": str(package / "__init__.py")})
+    monkeypatch.setattr(code, "PACKAGES", (fake,))
+    code._shared_digest.cache_clear()
+    try:
+        first = code._shared_digest.__wrapped__()
+        (package / "wip.py").write_text("def f(:\n    pass\n")
+        code._file_digest.cache_clear()
+        assert code._shared_digest.__wrapped__() != first  # the unparsed text still counts
+    finally:
+        code._shared_digest.cache_clear()
+        code._file_digest.cache_clear()

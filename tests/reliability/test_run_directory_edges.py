@@ -168,3 +168,17 @@ def test_a_run_directory_orbax_reads_as_a_pattern_is_refused_before_anything(eng
     with pytest.raises(RunDirError, match=r"its path holds '\['.*--run-dir"):
         run(engine, steps=1, run_dir=tmp_path / "exp[1]", progress=False)
     assert not (tmp_path / "exp[1]").exists()
+
+
+def test_overwrite_beside_a_numbered_folder_no_run_wrote_deletes_nothing(engine, used):
+    """--overwrite deleted the earlier run, kept the folder (not a run's), and then the run
+    was refused for it: the earlier run was lost and nothing ran."""
+    (used / "checkpoints" / "9").mkdir()
+    (used / "checkpoints" / "9" / "notes.txt").write_text("mine")
+    before = snapshot(used)
+    with pytest.raises(RunDirError, match=r"checkpoints holds numbered folder\(s\) that are not"):
+        run(engine, steps=1, run_dir=used, overwrite=True, progress=False)
+    assert snapshot(used) == before
+    with pytest.raises(RunDirError, match="Nothing was deleted"):
+        run(engine, steps=1, run_dir=used, state=engine.init(), overwrite=True, progress=False)
+    assert snapshot(used) == before
