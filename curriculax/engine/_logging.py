@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from curriculax._files import write_text_atomic
+
 
 def _clean(value: Any) -> Any:
     """JSON-safe: numpy scalars to Python, non-finite floats to None."""
@@ -66,8 +68,7 @@ def truncate_jsonl(path: str, field: str, limit: int) -> None:
                     kept.append(line if line.endswith("\n") else line + "\n")
             except json.JSONDecodeError:
                 break  # a torn last line from a crash
-    with open(path, "w") as f:
-        f.writelines(kept)
+    write_text_atomic(path, "".join(kept))  # a kill mid-rewrite leaves the log whole
 
 
 def last_record(path: str, field: str, limit: int) -> dict:
