@@ -44,9 +44,13 @@ def contains_target(prompts, completions, target, **kwargs) -> list[float]:
     return [float(str(t) in str(c).split()) for c, t in zip(completions, target)]
 
 
-def toy_cluster(checkpoint_root, max_steps, *, seed=0, optimizer=None, checkpointing=None):
+def toy_cluster(
+    checkpoint_root, max_steps, *, seed=0, optimizer=None, checkpointing=None, **training
+):
     """tunix's ``RLCluster`` over the toy transformer and vocabulary its wheel ships, on one
-    device (checkpoints in ``checkpoint_root``, None: none)."""
+    device (checkpoints in ``checkpoint_root``, None: none). ``training``: more of tunix's
+    ``RLTrainingConfig`` (``mini_batch_size``, ``train_micro_batch_size``,
+    ``eval_every_n_steps``, ...)."""
     import jax
     import optax
     from flax import nnx
@@ -69,10 +73,10 @@ def toy_cluster(checkpoint_root, max_steps, *, seed=0, optimizer=None, checkpoin
             offload_to_cpu=False,
             training_config=rl_cluster_lib.RLTrainingConfig(
                 actor_optimizer=optimizer or optax.adam(1e-3),
-                eval_every_n_steps=10**9,
                 max_steps=max_steps,
                 checkpoint_root_directory=None if checkpoint_root is None else str(checkpoint_root),
                 checkpointing_options=checkpointing,
+                **{"eval_every_n_steps": 10**9, **training},
             ),
             rollout_config=base_rollout.RolloutConfig(
                 max_tokens_to_generate=4, max_prompt_length=8, kv_cache_size=32

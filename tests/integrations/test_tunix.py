@@ -45,49 +45,15 @@ def _reward(trained):
     return reward
 
 
-def _cluster(root, max_steps):
+def _cluster(root, max_steps, every=3, **training):
+    """:func:`tunix_curriculum.toy_cluster` saving every ``every`` steps, with more of tunix's
+    training settings (``mini_batch_size``, ``train_micro_batch_size``, ...)."""
     return tunix_curriculum.toy_cluster(
         root,
         max_steps,
         optimizer=optax.sgd(1e-3),
-        checkpointing=ocp.CheckpointManagerOptions(save_interval_steps=3, max_to_keep=4),
-    )
-
-
-def _batched_cluster(root, max_steps, **training):
-    """:func:`tunix_curriculum.toy_cluster` with tunix's batch settings (``mini_batch_size``,
-    ``train_micro_batch_size``, ``eval_every_n_steps``) and a checkpoint at every step."""
-    import jax
-    from flax import nnx
-    from tunix.rl.rollout import base_rollout
-    from tunix.tests import test_common as toy
-
-    vocab = toy.MockVocab()
-    config = toy.ModelConfig(vocab_size=vocab.GetPieceSize())
-    auto = (jax.sharding.AxisType.Auto,) * 2
-    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=auto, devices=jax.devices()[:1])
-    roles = (rl_cluster_lib.Role.ACTOR, rl_cluster_lib.Role.REFERENCE, rl_cluster_lib.Role.ROLLOUT)
-    return rl_cluster_lib.RLCluster(
-        actor=toy.ToyTransformer(config=config, rngs=nnx.Rngs(0)),
-        reference=toy.ToyTransformer(config=config, rngs=nnx.Rngs(0)),
-        tokenizer=vocab,
-        cluster_config=rl_cluster_lib.ClusterConfig(
-            role_to_mesh=dict.fromkeys(roles, mesh),
-            rollout_engine="vanilla",
-            offload_to_cpu=False,
-            training_config=rl_cluster_lib.RLTrainingConfig(
-                actor_optimizer=optax.sgd(1e-3),
-                max_steps=max_steps,
-                checkpoint_root_directory=None if root is None else str(root),
-                checkpointing_options=ocp.CheckpointManagerOptions(
-                    save_interval_steps=1, max_to_keep=4
-                ),
-                **{"eval_every_n_steps": 10**9, **training},
-            ),
-            rollout_config=base_rollout.RolloutConfig(
-                max_tokens_to_generate=4, max_prompt_length=8, kv_cache_size=32
-            ),
-        ),
+        checkpointing=ocp.CheckpointManagerOptions(save_interval_steps=every, max_to_keep=4),
+        **training,
     )
 
 
@@ -275,8 +241,13 @@ def test_an_evaluation_in_the_main_thread_leaves_the_data_threads_batches_observ
         return [float(len(str(c)) % 2) for c in completions]
 
     learner = CurriculumGRPOLearner(
-        rl_cluster=_batched_cluster(
-            None, max_steps=2, mini_batch_size=B, train_micro_batch_size=1, eval_every_n_steps=1
+        rl_cluster=_cluster(
+            None,
+            max_steps=2,
+            every=1,
+            mini_batch_size=B,
+            train_micro_batch_size=1,
+            eval_every_n_steps=1,
         ),
         algo_config=GRPOConfig(num_generations=G, num_iterations=1),
         reward_fns=reward,
@@ -302,8 +273,8 @@ def test_mini_batches_log_totals_at_their_latest_and_warn_on_a_checkpoint_inside
             cur,
             spy,
             CurriculumGRPOLearner(
-                rl_cluster=_batched_cluster(
-                    root, max_steps=2, mini_batch_size=2, train_micro_batch_size=2
+                rl_cluster=_cluster(
+                    root, max_steps=2, every=1, mini_batch_size=2, train_micro_batch_size=2
                 ),
                 algo_config=GRPOConfig(num_generations=G, num_iterations=1),
                 reward_fns=_reward([]),
