@@ -25,7 +25,7 @@ from curriculax._curriculum import curriculum
 from curriculax.engine._engine import Engine, EngineConfig
 from curriculax.engine._env import Env, check_unique_keys, task_keys
 from curriculax.selfplay._challenger import Challenger, InvalidTask
-from curriculax.selfplay._evolve import _build_sampler, _num_rows
+from curriculax.selfplay._evolve import _build_sampler, _num_rows, check_round_counts
 from curriculax.selfplay._frontier import EMPTY, check_frontier_draws, frontier_sampler
 
 
@@ -333,20 +333,12 @@ def compiled_evolve(
     """
     # The host path's argument checks (curriculum_evolve), so neither path runs what the
     # other refuses.
-    for name, value in (("rounds", rounds), ("steps_per_round", steps_per_round)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    check_round_counts(rounds, steps_per_round, generated_per_round, challenger)
     if challenger is not None and not isinstance(challenger, PureChallenger):
         raise TypeError(
             f"challenger must be a selfplay.PureChallenger (pure JAX), got "
             f"{type(challenger).__name__}; host callables run on curriculum_evolve"
         )
-    if challenger is not None and (
-        isinstance(generated_per_round, bool)
-        or not isinstance(generated_per_round, int)
-        or generated_per_round < 1
-    ):
-        raise ValueError(f"generated_per_round must be an int >= 1, got {generated_per_round!r}")
     if _num_rows(held_out_tasks) == 0:  # before keying: an empty pool has no rows to hash
         raise ValueError("held_out_tasks is empty")
     held_keys = task_keys(held_out_tasks)

@@ -113,6 +113,17 @@ class EvolutionResult:
     spec: Any = None
 
 
+def check_round_counts(rounds, steps_per_round, generated_per_round, challenger) -> None:
+    """Raises a ValueError naming the count that is not an int >= 1 (``generated_per_round``
+    only with a challenger): the host and compiled runners' shared argument check."""
+    counts = [("rounds", rounds), ("steps_per_round", steps_per_round)]
+    if challenger is not None:
+        counts.append(("generated_per_round", generated_per_round))
+    for name, value in counts:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
 def _num_rows(tasks: Any) -> int:
     """Rows of a task pytree (its first leaf's leading axis; 0 without a leaf)."""
     leaves = jax.tree.leaves(tasks)
@@ -253,22 +264,11 @@ def curriculum_evolve(
     Returns:
       An :class:`EvolutionResult`.
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-    if (
-        isinstance(steps_per_round, bool)
-        or not isinstance(steps_per_round, int)
-        or steps_per_round < 1
-    ):
-        raise ValueError(f"steps_per_round must be an int >= 1, got {steps_per_round!r}")
+    check_round_counts(rounds, steps_per_round, generated_per_round, challenger)
     if challenger is not None and not isinstance(challenger, Challenger):
         raise TypeError(
             f"challenger must be a selfplay.Challenger, got {type(challenger).__name__}"
         )
-    if challenger is not None and (
-        isinstance(generated_per_round, bool) or generated_per_round < 1
-    ):
-        raise ValueError(f"generated_per_round must be >= 1, got {generated_per_round}")
     if isinstance(key, int):
         key = jax.random.key(key)
 
