@@ -43,8 +43,10 @@ class SelfPlayConfig:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dry-run", action="store_true")
     p.add_argument("--run-dir", default="runs/selfplay_grpo")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace RUN_DIR/summary.json of an earlier run"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--config", default=None)
     p.add_argument("--set", action="append", default=[])
@@ -62,6 +64,13 @@ def main(argv=None) -> None:
     if args.steps_override is not None:
         _cli.check_key("steps_per_round", args.steps_override, "--steps")
         config = dataclasses.replace(config, steps_per_round=args.steps_override)
+    summary_path = os.path.join(args.run_dir, "summary.json")
+    if os.path.exists(summary_path) and not args.overwrite:
+        # Before training: both arms take minutes, and the earlier run's results are kept.
+        raise SystemExit(
+            f"error: {summary_path} holds an earlier run's results; pass another --run-dir, or "
+            "--overwrite to replace them"
+        )
     exp = config.experiment
     mesh = _cli.local_mesh(args.devices)
     spec = family_spec(exp.task)
@@ -106,7 +115,7 @@ def main(argv=None) -> None:
     )
     os.makedirs(args.run_dir, exist_ok=True)
     write_json_atomic(
-        os.path.join(args.run_dir, "summary.json"),
+        summary_path,
         {"config": dataclasses.asdict(config), "seed": args.seed, "runs": runs},
         indent=2,
         default=str,

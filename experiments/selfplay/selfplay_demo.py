@@ -89,6 +89,9 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dry-run", action="store_true", help="the offline, deterministic toy")
     p.add_argument("--run-dir", default="runs/selfplay_demo")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace RUN_DIR/summary.json of an earlier run"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--steps", type=int, default=15, help="updates per round")
@@ -104,17 +107,23 @@ def main(argv=None) -> None:
         return
     if unknown:  # --resume, say: ignoring it would rerun from scratch
         p.error(
-            f"unrecognized arguments: {' '.join(unknown)} (--dry-run takes --run-dir, --seed, "
-            "--rounds, --steps and --devices; --config and --set are the GRPO mode's)"
+            f"unrecognized arguments: {' '.join(unknown)} (--dry-run takes --run-dir, --overwrite, "
+            "--seed, --rounds, --steps and --devices; --config and --set are the GRPO mode's)"
         )
     _cli.check_seed(args.seed, "--seed")
     _cli.check_key("rounds", args.rounds, "--rounds")
     _cli.check_key("steps_per_round", args.steps, "--steps")
+    path = os.path.join(args.run_dir, "summary.json")
+    if os.path.exists(path) and not args.overwrite:
+        raise SystemExit(
+            f"error: {path} holds an earlier run's results; pass another --run-dir, or "
+            "--overwrite to replace them"
+        )
     mesh = _cli.local_mesh(args.devices)
     summary = dry_run(args.seed, args.rounds, args.steps, mesh=mesh)
     os.makedirs(args.run_dir, exist_ok=True)
     text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
-    write_text_atomic(os.path.join(args.run_dir, "summary.json"), text)
+    write_text_atomic(path, text)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ path, the ratios, whether the seeds both paths ran have equal records, and the l
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import time
 
@@ -51,7 +53,14 @@ def main(argv=None) -> None:
         "with --set), and writes only RUN_DIR/records.json",
     )
     config = _cli.load_config(study.StudyConfig, args)
+    out = os.path.join(args.run_dir, "records.json")
+    if os.path.exists(out) and not args.overwrite:
+        raise SystemExit(
+            f"error: {out} holds an earlier timing's records; pass another --run-dir, or "
+            "--overwrite to replace them"
+        )
     cache = tempfile.mkdtemp(prefix="study_speed_cache_")
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     load0 = os.getloadavg()
@@ -77,9 +86,7 @@ def main(argv=None) -> None:
     }
     same = not any(differ.values())
     os.makedirs(args.run_dir, exist_ok=True)
-    write_json_atomic(
-        os.path.join(args.run_dir, "records.json"), {"host": host, "compiled": records}, indent=1
-    )
+    write_json_atomic(out, {"host": host, "compiled": records}, indent=1)
     updates = config.rounds * config.steps_per_round
     print(
         f"scenario {config.scenario!r}, arm {args.arm!r}: {config.rounds} rounds x "

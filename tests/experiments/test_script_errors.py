@@ -117,7 +117,7 @@ def test_the_command_ends_in_an_error_line_without_a_traceback(tmp_path, module,
     [
         (["--resume"], "--resume"),
         (["--set", "rounds=2"], "--set rounds=2"),
-        (["--config", "x.toml", "--overwrite"], "--config x.toml --overwrite"),
+        (["--config", "x.toml", "--wandb"], "--config x.toml --wandb"),
     ],
 )
 def test_the_dry_run_refuses_a_flag_it_does_not_take(tmp_path, capsys, extra, named):
