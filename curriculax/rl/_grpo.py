@@ -6,6 +6,7 @@ Model-agnostic: these functions see rewards, log-probabilities and masks, never 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -62,15 +63,20 @@ class GRPOConfig:
     reward: str = "exact"
 
     def __post_init__(self):
+        # math.isfinite as well as the bound: inf passes "> 0", and an infinite learning rate
+        # (or temperature, or coefficient) turns the params into inf/NaN on the first step.
         positive = ("learning_rate", "max_grad_norm", "clip_eps", "temperature", "std_eps")
         for name in positive:
             value = getattr(self, name)
-            if not value > 0:
-                raise ValueError(f"GRPOConfig.{name} must be > 0, got {value!r}.")
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"GRPOConfig.{name} must be a finite number > 0, got {value!r}.")
         for name in ("weight_decay", "kl_coef", "entropy_coef"):
             value = getattr(self, name)
-            if not value >= 0:
-                raise ValueError(f"GRPOConfig.{name} must be >= 0, got {value!r}.")
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(
+                    f"GRPOConfig.{name} must be a finite number >= 0 (0 turns it off), got "
+                    f"{value!r}."
+                )
         for name in ("b1", "b2"):
             value = getattr(self, name)
             if not 0 <= value < 1:

@@ -223,8 +223,10 @@ def answer_probability(
     positions, of the policy's probability of the answer token given the prompt and the
     answer's earlier tokens: one teacher-forced forward pass (:func:`score_completions`)
     instead of many sampled rollouts, with no sampling noise. It assumes the rollouts may
-    generate the whole answer (``max_new_tokens >= answer_len``, as the solver requires):
-    with fewer new tokens the true probability is 0, which this does not see.
+    generate the whole answer (``max_new_tokens >= answer_len``): with fewer new tokens the
+    true probability is 0, which this does not see. :func:`~curriculax.rl.grpo_solver`'s
+    ``rollout`` and ``evaluate`` refuse tasks whose answer width exceeds its
+    ``max_new_tokens``, so for tasks that solver accepts the assumption holds.
 
     Args:
       graphdef: the policy's ``GraphDef``.

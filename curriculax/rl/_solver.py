@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -20,7 +21,7 @@ from curriculax.rl._sampling import (
     sample,
     score_completions,
 )
-from curriculax.tasks import TaskSet, pad_tasks, verify
+from curriculax.tasks import VOCAB_SIZE, TaskSet, pad_tasks, verify
 from curriculax.tasks._keys import sequence_key
 
 Array = jax.Array
@@ -65,6 +66,39 @@ def make_optimizer(cfg: GRPOConfig) -> optax.GradientTransformation:
     )
 
 
+def check_vocab_size(model_cfg: TransformerConfig, caller: str) -> None:
+    """Refuses a policy whose vocabulary does not cover the tasks' tokens.
+
+    The tasks share one vocabulary (``curriculax.tasks.VOCAB_SIZE`` ids); the embedding lookup
+    of an id at or past ``model_cfg.vocab_size`` reads NaN, and training then goes NaN
+    silently, so ``caller`` refuses it up front.
+    """
+    if model_cfg.vocab_size < VOCAB_SIZE:
+        raise ValueError(
+            f"{caller}: model_cfg.vocab_size={model_cfg.vocab_size} does not cover the tasks' "
+            f"tokens (ids 0 .. {VOCAB_SIZE - 1}); build the TransformerConfig with "
+            f"vocab_size=curriculax.tasks.VOCAB_SIZE ({VOCAB_SIZE})."
+        )
+
+
+def _check_positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"grpo_solver: {name} must be an int >= 1, got {value!r}.")
+    return int(value)
+
+
+def check_answer_width(tasks: TaskSet, max_new_tokens: int, caller: str) -> None:
+    """Refuses (at trace time: widths are static) tasks whose answers are wider than the
+    ``max_new_tokens`` a rollout generates: no completion could match the widest of them."""
+    width = tasks.answer.shape[-1]
+    if max_new_tokens < width:
+        raise ValueError(
+            f"{caller}: max_new_tokens={max_new_tokens} is smaller than the tasks' answer width "
+            f"{width} (answer tokens and EOS), so the longest answers could never be matched; "
+            f"build the solver with max_new_tokens >= {width} (spec.answer_width)."
+        )
+
+
 def grpo_solver(
     model_cfg: TransformerConfig,
     grpo_cfg: GRPOConfig | None = None,
@@ -96,14 +130,16 @@ def grpo_solver(
     All four are pure and traceable; jit them (or the engine's step that calls them).
 
     Args:
-      model_cfg: the policy's shape; ``vocab_size`` must cover the tasks' tokens
-        (``curriculax.tasks.VOCAB_SIZE``).
+      model_cfg: the policy's shape; ``vocab_size`` must cover the tasks' tokens (at least
+        ``curriculax.tasks.VOCAB_SIZE``), else a ValueError.
       grpo_cfg: GRPO hyperparameters; defaults to ``GRPOConfig()``.
-      max_new_tokens: ``T``, tokens generated per rollout. Must be at least the tasks' answer
-        width (``spec.answer_width``) for every task to be solvable.
-      prompt_len: pad every batch of prompts to this width. Set it to the widest prompt of
-        all envs when a run mixes families, so ``Rollouts.data`` has one shape for every env.
-        ``None`` keeps each batch's own width.
+      max_new_tokens: ``T`` (an int >= 1), tokens generated per rollout. It must be at least
+        the tasks' answer width (``spec.answer_width``, the widest family's when a run mixes
+        families) so every task is solvable: ``rollout`` and ``evaluate`` raise a ValueError
+        when tracing tasks with wider answers.
+      prompt_len: pad every batch of prompts to this width (an int >= 1). Set it to the widest
+        prompt of all envs when a run mixes families, so ``Rollouts.data`` has one shape for
+        every env. ``None`` keeps each batch's own width.
       output_tokens: token ids the policy may emit, EOS included; every other token has
         probability 0 when sampling and scoring. Pass the union of the run's families'
         ``spec.answer_tokens()`` (a constrained decoder: with reversal over 8 symbols the
@@ -123,8 +159,10 @@ def grpo_solver(
       >>> rollouts = jax.jit(solver.rollout, static_argnums=3)(state, tasks, key, 8)
     """
     grpo_cfg = GRPOConfig() if grpo_cfg is None else grpo_cfg
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}.")
+    max_new_tokens = _check_positive_int("max_new_tokens", max_new_tokens)
+    if prompt_len is not None:
+        prompt_len = _check_positive_int("prompt_len", prompt_len)
+    check_vocab_size(model_cfg, "grpo_solver")
     if prompt_len is not None and prompt_len + max_new_tokens > model_cfg.max_len:
         raise ValueError(
             f"prompt_len={prompt_len} plus max_new_tokens={max_new_tokens} exceeds "
@@ -165,6 +203,7 @@ def grpo_solver(
         )
 
     def rollout(state: GRPOState, tasks: TaskSet, key: Array, group_size: int) -> Rollouts:
+        check_answer_width(tasks, max_new_tokens, "grpo_solver rollout")
         prompts = prompts_of(tasks)
         num_groups, width = prompts.shape
         flat_prompts = jnp.repeat(prompts, group_size, axis=0)
@@ -264,6 +303,7 @@ def grpo_solver(
         return new_state, metrics
 
     def evaluate(state: GRPOState, tasks: TaskSet, key: Array) -> Array:
+        check_answer_width(tasks, max_new_tokens, "grpo_solver evaluate")
         out = sample(
             graphdef,
             state.params,

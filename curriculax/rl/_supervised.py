@@ -15,8 +15,8 @@ import optax
 
 from curriculax.rl._grpo import GRPOConfig
 from curriculax.rl._model import Params, TransformerConfig, init_policy, policy_graphdef
-from curriculax.rl._sampling import score_completions
-from curriculax.rl._solver import make_optimizer
+from curriculax.rl._sampling import check_output_tokens, default_output_tokens, score_completions
+from curriculax.rl._solver import check_vocab_size, make_optimizer
 from curriculax.tasks import PAD, TaskSet, num_tasks
 
 Array = jax.Array
@@ -74,13 +74,17 @@ def pretrain(
     host after each (a progress bar, say).
 
     Args:
-      model_cfg: the policy's shape (the one the RL solver will use).
+      model_cfg: the policy's shape (the one the RL solver will use); ``vocab_size`` must
+        cover the tasks' tokens, as :func:`~curriculax.rl.grpo_solver` requires.
       tasks: ``N`` training tasks (prompts of one width, the width RL will use).
       key: PRNG key: initial weights and batch draws.
       steps: optimizer steps (>= 1).
       batch_size: tasks per step.
       learning_rate: AdamW step size.
-      output_tokens: token ids the policy may emit (as the RL solver's).
+      output_tokens: token ids the policy may emit (as the RL solver's): ids below
+        ``vocab_size``, EOS included, PAD excluded, else a ValueError (the check
+        :func:`~curriculax.rl.grpo_solver` makes). ``None``: every token that is not
+        prompt-only.
       chunk: steps per compiled scan.
       on_chunk: optional host callback after each chunk.
 
@@ -94,6 +98,13 @@ def pretrain(
     for name, value in (("steps", steps), ("batch_size", batch_size), ("chunk", chunk)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"pretrain: {name} must be an int >= 1, got {value!r}")
+    check_vocab_size(model_cfg, "pretrain")
+    # The solver's check: a set without EOS (or with PAD, or ids past the vocabulary) would
+    # train on answers the policy cannot emit (losses ~1e8), so refuse it here too.
+    output_tokens = check_output_tokens(
+        default_output_tokens(model_cfg.vocab_size) if output_tokens is None else output_tokens,
+        model_cfg.vocab_size,
+    )
     n = num_tasks(tasks)
     k_init, k_data = jax.random.split(key)
     _, params = init_policy(model_cfg, k_init)

@@ -49,13 +49,35 @@ def num_tasks(tasks: TaskSet) -> int:
 def take(tasks: TaskSet, idx: Array) -> TaskSet:
     """Gathers tasks by index.
 
+    Indices must lie in ``[-N, N)`` (negative ones count from the end, as in NumPy). Concrete
+    indices (host arrays, or JAX arrays outside ``jit``) are checked. Traced ones cannot be:
+    under ``jit`` an out-of-range index yields a task of fill values (``answer_len`` of
+    ``-2**31``, say), never an error, so a caller that traces ``take`` must draw its indices
+    in range (e.g. ``jax.random.randint(key, shape, 0, N)``).
+
     Args:
       tasks: a task set with ``N`` tasks.
       idx: ``i32[...]`` indices into the task axis; jit-able.
 
     Returns:
       A :class:`TaskSet` whose leaves have leading axes ``idx.shape``.
+
+    Raises:
+      ValueError: a concrete index is outside ``[-N, N)``.
     """
+    try:
+        host = np.asarray(idx)
+    except jax.errors.TracerArrayConversionError:
+        host = None  # traced: see the docstring
+    if host is not None and host.size:
+        n = num_tasks(tasks)
+        bad = host[(host < -n) | (host >= n)]
+        if bad.size:
+            raise ValueError(
+                f"take: idx must be in [-{n}, {n}) (the task set holds {n} tasks), got "
+                f"{bad[:5].tolist()}{' ...' if bad.size > 5 else ''} out of range; pass indices "
+                f"below num_tasks(tasks)={n}."
+            )
     idx = jnp.asarray(idx)
     return jax.tree.map(lambda x: jnp.take(x, idx, axis=0), tasks)
 

@@ -107,3 +107,23 @@ def test_kl_and_entropy_terms():
 def test_config_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         rl.GRPOConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "learning_rate",
+        "max_grad_norm",
+        "clip_eps",
+        "temperature",
+        "std_eps",
+        "weight_decay",
+        "kl_coef",
+        "entropy_coef",
+    ],
+)
+def test_config_refuses_infinity(name):
+    """``inf > 0`` holds, so the bounds alone let inf through: an infinite learning rate made
+    every param +-inf on the first step."""
+    with pytest.raises(ValueError, match=rf"GRPOConfig\.{name} must be a finite number.*inf"):
+        rl.GRPOConfig(**{name: float("inf")})

@@ -303,3 +303,41 @@ def test_completion_len_counts_the_valid_rollouts_tokens_only():
     counted = jnp.sum(rollouts.token_mask & rollouts.valid[..., None]) / jnp.sum(rollouts.valid)
     assert float(metrics["completion_len"]) == pytest.approx(float(counted))
     assert float(metrics["completion_len"]) <= 7
+
+
+def test_a_vocabulary_smaller_than_the_tasks_is_refused():
+    """The embedding lookup of a token id past ``vocab_size`` reads NaN: the solver once
+    accepted such a model and trained it to NaN params without a word."""
+    small = rl.TransformerConfig(T.VOCAB_SIZE - 1, width=32, depth=1, heads=2, max_len=32)
+    with pytest.raises(ValueError, match=r"vocab_size=32 does not cover the tasks' tokens"):
+        rl.grpo_solver(small, max_new_tokens=SPEC.answer_width)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_new_tokens": 0}, r"max_new_tokens must be an int >= 1, got 0"),
+        ({"max_new_tokens": 2.5}, r"max_new_tokens must be an int >= 1, got 2\.5"),
+        ({"max_new_tokens": 7, "prompt_len": 0}, r"prompt_len must be an int >= 1, got 0"),
+        ({"max_new_tokens": 7, "prompt_len": -5}, r"prompt_len must be an int >= 1, got -5"),
+        ({"max_new_tokens": 7, "prompt_len": 8.0}, r"prompt_len must be an int >= 1, got 8\.0"),
+    ],
+)
+def test_widths_must_be_positive_ints(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        rl.grpo_solver(MODEL, **kwargs)
+
+
+def test_max_new_tokens_narrower_than_the_answers_is_refused_when_tracing():
+    """With fewer new tokens than the answers' width the longest answers can never match: the
+    solver once ran and scored 0 on them."""
+    solver = rl.grpo_solver(MODEL, max_new_tokens=SPEC.answer_width - 1)
+    state = jax.eval_shape(solver.init, jax.random.key(0))
+    match = rf"max_new_tokens={SPEC.answer_width - 1} is smaller than the tasks' answer width 7"
+    with pytest.raises(ValueError, match="rollout: " + match):
+        jax.eval_shape(lambda s, t: solver.rollout(s, t, jax.random.key(1), K), state, _tasks())
+    with pytest.raises(ValueError, match="evaluate: " + match):
+        jax.eval_shape(lambda s, t: solver.evaluate(s, t, jax.random.key(1)), state, _tasks())
+    wide = rl.grpo_solver(MODEL, max_new_tokens=SPEC.answer_width)
+    shape = jax.eval_shape(lambda s, t: wide.rollout(s, t, jax.random.key(1), K), state, _tasks())
+    assert shape.rewards.shape == (G, K)

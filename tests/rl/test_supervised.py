@@ -67,3 +67,18 @@ def test_init_params_of_another_shape_are_refused():
         rl.grpo_solver(wider, max_new_tokens=SPEC.answer_width, init_params=params)
     with pytest.raises(ValueError, match="steps must be an int >= 1"):
         rl.pretrain(MODEL, _tasks(), jax.random.key(0), steps=0)
+
+
+def test_pretrain_refuses_what_the_solver_refuses():
+    """``pretrain`` once trained on output tokens without EOS (losses ~3e8) and on a model
+    vocabulary that misses the tasks' tokens, both of which ``grpo_solver`` refuses."""
+    no_eos = tuple(t for t in SPEC.answer_tokens() if t != T.EOS)
+    with pytest.raises(ValueError, match=r"include EOS \(3\).*EOS missing"):
+        rl.grpo_solver(MODEL, max_new_tokens=SPEC.answer_width, output_tokens=no_eos)
+    with pytest.raises(ValueError, match=r"include EOS \(3\).*EOS missing"):
+        rl.pretrain(MODEL, _tasks(), jax.random.key(0), steps=1, output_tokens=no_eos)
+    with pytest.raises(ValueError, match=r"offending: \[0\]"):
+        rl.pretrain(MODEL, _tasks(), jax.random.key(0), steps=1, output_tokens=(T.PAD, T.EOS))
+    small = rl.TransformerConfig(20, width=32, depth=1, heads=2, max_len=MODEL.max_len)
+    with pytest.raises(ValueError, match=r"pretrain: model_cfg\.vocab_size=20 does not cover"):
+        rl.pretrain(small, _tasks(), jax.random.key(0), steps=1)

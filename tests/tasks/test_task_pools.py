@@ -165,3 +165,16 @@ def test_a_large_level_has_spares_for_the_collisions_of_structured_contents(monk
     without = draw()
     for a, b in zip(jax.tree.leaves(with_more), jax.tree.leaves(without), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_take_refuses_concrete_indices_out_of_range():
+    """``jnp.take`` fills an out-of-range row with fill values (``answer_len`` -2**31, a level
+    of -2**31) without an error; concrete indices are checked instead."""
+    pool = T.take(_generated(SPEC), jnp.arange(6))
+    np.testing.assert_array_equal(T.take(pool, np.array([-6, 5])).key, pool.key[jnp.array([0, 5])])
+    for idx in (jnp.array([0, 6]), np.array([-7]), [2, 100], 6):
+        with pytest.raises(ValueError, match=r"take: idx must be in \[-6, 6\)"):
+            T.take(pool, idx)
+    assert T.take(pool, np.zeros((0,), np.int32)).level.shape == (0,)
+    # Traced indices cannot be checked (the documented precondition): jit still works.
+    assert jax.jit(T.take)(pool, jnp.array([1, 2])).level.shape == (2,)
