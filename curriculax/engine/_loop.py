@@ -201,6 +201,7 @@ def run(
     sinks: Sequence[MetricSink] = (),
     on_update: OnUpdate | None = None,
     until: Callable[[dict], bool] | None = None,
+    on_finish: Callable[[RunResult], None] | None = None,
     config: dict | None = None,
     handle_signals: bool = True,
 ) -> RunResult:
@@ -245,6 +246,11 @@ def run(
         (a checkpoint is saved; ``stopped`` is ``"until"``). E.g. stop at a held-out target.
         A resume of such a run finds it complete if its own ``until`` holds on that record;
         without one (or where it does not hold) it trains on to ``steps``.
+      on_finish: ``(result) -> None`` called on the host with the :class:`RunResult` before
+        ``run`` returns, while ``run_dir`` is still held: what it writes there (a final
+        evaluation, a plot of the curves) cannot interleave with another run that starts in
+        the same directory. Also called when a resume finds the run complete (``stopped`` is
+        ``"already_complete"``); not called when the run ends in an exception.
       config: a JSON-able description of the run, saved in checkpoints and the summary. On
         resume it must equal the checkpoint's but for ``steps`` and ``checkpoint_every`` (how
         long to run, how often to save): a change is a :class:`CheckpointMismatch` naming each
@@ -313,7 +319,10 @@ def run(
             process_zero=process_zero,
         )
     try:
-        return _run(engine, plan, state)
+        result = _run(engine, plan, state)
+        if on_finish is not None:
+            on_finish(result)
+        return result
     finally:
         if lock is not None:
             lock.release()

@@ -121,3 +121,23 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_dead_holders_lock_is_ta
     err = capsys.readouterr().err
     assert f"note: taking over the lock of {tmp_path} from process {holder.pid}" in err
     assert "which is no longer running" in err
+
+
+def test_on_finish_runs_while_the_run_directory_is_still_held(engine, tmp_path):
+    # What a script writes after training (a final evaluation, curves.png) used to be written
+    # after the lock was released, so a second run could start in between and interleave.
+    seen = []
+
+    def on_finish(result):
+        seen.append(result.stopped)
+        with pytest.raises(RunDirError, match="is in use by another run"):
+            run(engine, steps=4, run_dir=tmp_path, resume=True, progress=False)
+
+    result = run(engine, steps=2, run_dir=tmp_path, progress=False, on_finish=on_finish)
+    assert seen == ["completed"] and result.stopped == "completed"
+    again = run(
+        engine, steps=2, run_dir=tmp_path, resume=True, progress=False, on_finish=seen.append
+    )
+    assert [r.stopped for r in seen[1:]] == ["already_complete"] and again.stopped == seen[
+        1
+    ].stopped
