@@ -21,9 +21,20 @@ def int_at_least(value: object, name: str, minimum: int = 1) -> int:
     return n
 
 
-def check_seed(seed: object, name: str = "seed") -> int:
-    """``seed`` as a Python int that ``jax.random.key`` takes (a signed 64-bit int); a
-    TypeError or ValueError naming ``name`` otherwise (bools are not ints here)."""
+def check_seed(seed: object, name: str = "seed", *, bits: int = 64) -> int:
+    """``seed`` as a Python int that ``jax.random.key`` takes (a signed 64-bit int); with
+    ``bits=32``, one that a 32-bit seed word holds whole (an int in ``[0, 2**32)``: a sampler
+    that keeps 32 bits of its seed would draw for a larger or negative seed what it draws for
+    another one). A TypeError or ValueError naming ``name`` otherwise (bools are not ints
+    here)."""
+    if bits == 32:
+        n = int_at_least(seed, name, 0)
+        if n >= 2**32:
+            raise ValueError(
+                f"{name} must be below 2**32 (a 32-bit seed word; a larger seed would repeat "
+                f"the draws of seed {n % 2**32}), got {n}"
+            )
+        return n
     n = int_at_least(seed, name, -(2**63))
     if n >= 2**63:
         raise ValueError(f"{name} must fit in a signed 64-bit int, got {n}")

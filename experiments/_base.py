@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -75,12 +76,15 @@ class BaseConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if not self.level_mass or any(not m >= 0 for m in self.level_mass):
+        if not self.level_mass or any(not 0 <= m < math.inf for m in self.level_mass):
             raise ValueError(
-                f"base.level_mass must be a non-empty list of shares >= 0, got {self.level_mass}"
+                f"base.level_mass must be a non-empty list of finite shares >= 0, got "
+                f"{self.level_mass}"
             )
-        if not sum(self.level_mass) > 0:
-            raise ValueError(f"base.level_mass needs a positive share, got {self.level_mass}")
+        if not 0 < sum(self.level_mass) < math.inf:
+            raise ValueError(
+                f"base.level_mass needs a positive share and a finite sum, got {self.level_mass}"
+            )
         for name in ("examples", "steps", "batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"base.{name} must be an int >= 1, got {getattr(self, name)!r}")

@@ -7,6 +7,7 @@ No script imports another script: what they share lives here.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -17,6 +18,7 @@ import numpy as np
 import curriculax as cx
 from curriculax import rl
 from curriculax import tasks as T
+from curriculax._config import expand_preset
 from curriculax.engine import Engine, EngineConfig, Env
 from experiments._base import check_init, load_base
 
@@ -59,8 +61,11 @@ def check_labels(labels) -> None:
     if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= q <= 1.0:
         raise ValueError(f"task.labels.noise must be a probability in [0, 1], got {q!r}")
     seed = labels.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"task.labels.seed must be an int, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(
+            f"task.labels.seed must be an int in [0, 2**32) (the seed of the label draw), got "
+            f"{seed!r}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,11 +116,12 @@ class TaskConfig:
                 f"task.level_mass has {len(self.level_mass)} entries but task.num_levels is "
                 f"{self.num_levels}; give one share per level"
             )
-        if any(not (m >= 0) for m in self.level_mass) or (
-            self.level_mass and not sum(self.level_mass) > 0
+        if any(not (0 <= m < math.inf) for m in self.level_mass) or (
+            self.level_mass and not 0 < sum(self.level_mass) < math.inf
         ):
             raise ValueError(
-                f"task.level_mass must be shares >= 0 with a positive sum, got {self.level_mass}"
+                f"task.level_mass must be finite shares >= 0 with a positive, finite sum, got "
+                f"{self.level_mass}"
             )
         bad = [lv for lv in self.eval_levels if lv not in self.pool_levels]
         if bad:
@@ -131,6 +137,12 @@ class TaskConfig:
             raise ValueError("task.distractors needs a symbol family (reversal or copy)")
         if self.pool_size < 0:
             raise ValueError(f"task.pool_size must be >= 0, got {self.pool_size}")
+        if self.distractors and round(self.size * self.distractors) == 0:
+            raise ValueError(
+                f"task.distractors={self.distractors} gives no coin-flip entry in a pool of "
+                f"{self.size} entries (the run would be the one without distractors); give a "
+                f"share of at least {1 / self.size:.3g} (one entry), 0 for none, or a larger pool"
+            )
         check_labels(self.labels)
 
     @property
@@ -500,6 +512,25 @@ def make_pass_probability(config: GRPOExperimentConfig, pool: Pool) -> Callable:
     return pass_probability
 
 
+def check_target(pool: Pool, task: TaskConfig) -> None:
+    """Refuses a pool whose target levels (``task.target_levels``) hold no held-out task: the
+    target score would be 0/0 (NaN), so a run could never reach its target.
+
+    Raises:
+      ValueError: naming the target levels, ``task.held_out_frac`` and the levels that do
+        hold held-out tasks.
+    """
+    if not np.any(pool.target):
+        held = sorted(set(np.asarray(pool.held_out.level).tolist()))
+        raise ValueError(
+            f"the target levels {list(task.target_levels)} (task.eval_levels) hold no "
+            "held-out task, so the held-out target score would be 0/0 (a level whose task "
+            f"space is too small for task.held_out_frac={task.held_out_frac} holds none "
+            f"out); levels with held-out tasks: {held}; choose task.eval_levels among them or "
+            "raise task.held_out_frac"
+        )
+
+
 def build(
     config: GRPOExperimentConfig,
     mesh=None,
@@ -512,26 +543,33 @@ def build(
     Args:
       config: the experiment.
       mesh: optional device mesh.
-      curriculum: a curriculum config (default ``config.curriculum``). The pool's
+      curriculum: a curriculum config (None: ``config.curriculum``; ``{}`` is the library's
+        default curriculum, as :func:`curriculax.curriculum_from_config` reads it). The pool's
         ``categories`` (each entry's label as ``config.task.labels`` says, see
         :func:`sampler_categories`) and ``entry_task`` (:func:`curriculax.tasks.distinct_tasks`:
-        copies of a task share per-task state) go to every sampler factory that takes them
-        (e.g. ``category_bandit``, ``learnability``), as config context.
-      sampler: a ready sampler instead of the config's (its gates still come from the config).
+        copies of a task share per-task state) go to every sampler and gate factory that takes
+        them (e.g. ``category_bandit``, ``learnability``, the ``reward_consistency`` gate), as
+        config context.
+      sampler: a ready sampler instead of the config's (its gates, a preset's included, still
+        come from the config, built with the same context).
+
+    Raises:
+      ValueError: the target levels hold no held-out task (:func:`check_target`).
     """
     pool = make_study_pool(config)
+    check_target(pool, config.task)
     n = T.num_tasks(pool.train)
-    spec = curriculum or config.curriculum
+    spec = config.curriculum if curriculum is None else curriculum
+    context = {
+        "categories": sampler_categories(pool, config.task.labels),
+        "entry_task": T.distinct_tasks(pool.train),
+    }
     if sampler is not None:
-        cur = cx.curriculum_from_config({"gates": spec.get("gates", {})}, n)
+        gates = expand_preset(spec).get("gates", {})
+        cur = cx.curriculum_from_config({"gates": gates}, n, **context)
         cur = cx.curriculum(sampler, dict(cur.gates))
     else:
-        cur = cx.curriculum_from_config(
-            spec,
-            n,
-            categories=sampler_categories(pool, config.task.labels),
-            entry_task=T.distinct_tasks(pool.train),
-        )
+        cur = cx.curriculum_from_config(spec, n, **context)
     solver = make_solver(config, pool.spec)
     rollout = solver.rollout
     if pool.coin_level is not None:

@@ -313,49 +313,101 @@ def _parse_value(text: str) -> Any:
 def override(config: T, assignments: list[str]) -> T:
     """Applies ``key.sub=value`` overrides (values in TOML syntax; bare words are strings).
 
-    A ``type`` or ``preset`` starts its table afresh (see ``_set``), so those assignments are
-    applied first (an outer table's before an inner one's, else in the order given) and every
-    other one after them: an argument set before its table's new type on the command line is
-    kept, not dropped.
+    The assignments are gathered into one set of changes and applied at once, as the same
+    values in a TOML file are (:func:`apply_mapping`): the configs check their values together
+    (``task.num_levels=4`` with a ``task.level_mass`` of 4 shares is accepted in either
+    order), once. A table given whole to a config (``grpo={learning_rate=0.01}``) changes the
+    keys it names and keeps the others, as the same TOML table does.
+
+    Inside a free-form table (a curriculum, say) a ``type`` starts its table afresh (the old
+    type's arguments would not fit the new one), a ``preset`` its curriculum, and a table given
+    whole replaces the one there. Such a reset is applied before every assignment inside the
+    table it starts, wherever that stands on the command line (an outer table's before an
+    inner one's), so an argument given before its table's new type is kept; otherwise a later
+    assignment wins over an earlier one.
     """
     parsed = []
     for item in assignments:
         if "=" not in item:
             raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
         key, _, text = item.partition("=")
-        parsed.append((key, key.strip().split("."), text.strip()))
-    resets = sorted((p for p in parsed if p[1][-1] in _RESETS), key=lambda p: len(p[1]))
-    for key, path, text in resets + [p for p in parsed if p[1][-1] not in _RESETS]:
-        config = _set(config, path, _parse_value(text), key)
-    return config
+        key = key.strip()
+        parsed.append((key, key.split("."), _parse_value(text.strip())))
+    if not parsed:
+        return config
+    # Resets by the depth of the table they start (stable: in the order given at one depth),
+    # then every other assignment in the order given.
+    order = sorted(range(len(parsed)), key=lambda i: (_reset_depth(config, *parsed[i][1:]), i))
+    changes: dict[str, Any] = {}
+    for i in order:
+        key, path, value = parsed[i]
+        _assign(config, changes, path, value, key)
+    return apply_mapping(config, changes, where="--set")
 
 
 # The keys whose ``--set`` in a free-form table starts that table afresh.
 _RESETS = ("type", "preset")
 
 
-def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
+def _reset_depth(config: Any, path: list[str], value: Any) -> float:
+    """How deep the table lies that an assignment starts afresh: a ``type`` or ``preset`` in a
+    free-form table starts the table holding it, a table given whole to anything but a nested
+    config (which it changes key by key) starts itself; inf for an assignment that starts
+    none."""
+    parent = config
+    for head in path[:-1]:
+        if not dataclasses.is_dataclass(parent) or not hasattr(parent, head):
+            parent = None  # inside a free-form table (or a key the assignment refuses)
+            break
+        parent = getattr(parent, head)
+    in_config = dataclasses.is_dataclass(parent)
+    if isinstance(value, Mapping):
+        merged = in_config and dataclasses.is_dataclass(getattr(parent, path[-1], None))
+        return math.inf if merged else len(path)
+    return len(path) - 1 if path[-1] in _RESETS and not in_config else math.inf
+
+
+def _assign(obj: Any, changes: dict, path: list[str], value: Any, full: str) -> None:
+    """Records ``path = value`` in ``changes``, the changes to the config ``obj`` as
+    :func:`apply_mapping` takes them: a nested config's as a table of its own changes, any
+    other field's as its new value (a free-form table's with the assignment merged in, see
+    :func:`_set`). The value is checked here, naming ``full`` (the key as given)."""
     head = path[0]
-    if isinstance(obj, Mapping):
-        # A free-form table (a curriculum, say): any key may be set; whoever reads the table
-        # (cx.curriculum_from_config) says what is wrong with it. A new `type` starts its table
-        # afresh (the old type's arguments would not fit it), as a `preset` does its curriculum.
-        if len(path) == 1:
-            return {head: value} if head in _RESETS else {**obj, head: value}
-        inner = obj.get(head, {})
-        if not isinstance(inner, Mapping):
-            raise ValueError(f"--set {full}: {head!r} holds {inner!r}, which is not a table")
-        return {**obj, head: _set(inner, path[1:], value, full)}
-    if not dataclasses.is_dataclass(obj):
-        raise ValueError(f"--set {full}: {head!r} is set inside {obj!r}, which has no keys")
     types_ = _field_types(type(obj))
     if head not in types_:
         raise ValueError(f"--set {full}: unknown key {head!r}; accepted keys are {sorted(types_)}")
-    if len(path) == 1:
+    current = getattr(obj, head)
+    if dataclasses.is_dataclass(current) and (len(path) > 1 or isinstance(value, Mapping)):
+        inner = changes.get(head)
+        if not isinstance(inner, dict):
+            inner = changes[head] = {}
+        if len(path) > 1:
+            _assign(current, inner, path[1:], value, full)
+        else:  # key by key, as the same TOML table
+            for k, v in value.items():
+                _assign(current, inner, [k], v, f"{full}.{k}")
+        return
+    if len(path) == 1:  # (a nested config given anything but a table: "expected a table")
         value = _coerce(value, types_[head], full)
         check_key(head, value, full)  # before the dataclass's own checks, which name no path
-        return dataclasses.replace(obj, **{head: value})
-    return dataclasses.replace(obj, **{head: _set(getattr(obj, head), path[1:], value, full)})
+        changes[head] = value
+        return
+    changes[head] = _set(changes.get(head, current), path[1:], value, full)
+
+
+def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
+    """``obj``, a free-form table, with ``path = value`` merged in."""
+    head = path[0]
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"--set {full}: {head!r} is set inside {obj!r}, which has no keys")
+    # Any key may be set; whoever reads the table (cx.curriculum_from_config) says what is
+    # wrong with it. A new `type` starts its table afresh, as a `preset` does its curriculum.
+    if len(path) == 1:
+        return {head: value} if head in _RESETS else {**obj, head: value}
+    inner = obj.get(head, {})
+    if not isinstance(inner, Mapping):
+        raise ValueError(f"--set {full}: {head!r} holds {inner!r}, which is not a table")
+    return {**obj, head: _set(inner, path[1:], value, full)}
 
 
 def load_config(cls: type[T], args: argparse.Namespace, defaults: T | None = None) -> T:

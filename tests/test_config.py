@@ -1,5 +1,6 @@
 """cx.curriculum_from_config: plain data and TOML build the same objects; errors list options."""
 
+import inspect
 import pathlib
 import re
 import textwrap
@@ -482,3 +483,25 @@ def test_a_factory_error_names_the_table_it_came_from():
         cx.curriculum_from_config(
             {"gates": {"z": {"type": "advantage_range", "low": 2.0, "high": 1.0}}}, 10
         )
+
+
+def test_the_sampler_tables_of_docs_config_md_show_the_factories_defaults():
+    """docs/config.md spells out the samplers' defaults; its floor table once showed
+    ``staleness_share = 0.1`` (the default is 0.0)."""
+    text = (REPO / "docs" / "config.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    # Each table, commented out or not, on its own: the lines of one [sampler] and its inner.
+    tables = re.split(r"\n(?=(?:# )?\[sampler\]\s)", block)
+    checked = 0
+    for table in tables:
+        lines = [re.sub(r"^# ?", "", line) for line in table.splitlines()]
+        spec = tomllib.loads("\n".join(lines))["sampler"]
+        params = inspect.signature(_config._SAMPLERS[spec["type"]]).parameters
+        for key, value in spec.items():
+            default = params[key].default if key not in ("type", "inner") else value
+            if default is None:  # "unset" is what the doc's comment explains
+                continue
+            expect = list(default) if isinstance(default, tuple) else default
+            assert value == expect, (spec["type"], key, value, default)
+            checked += 1
+    assert checked >= 15, checked

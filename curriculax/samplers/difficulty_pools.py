@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _permute, _random, _select, _shard
-from curriculax._checks import check_num, check_num_tasks, check_unique
+from curriculax._checks import check_num, check_num_tasks, check_seed, check_unique
 from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
 
@@ -252,7 +252,7 @@ def difficulty_pools(
         in the last band. Default: hard <= 0.25 (weight 0.2), medium <= 0.75 (1.0),
         easy <= 1.0 (0.2).
       unscored_weight: weight of the tasks seen but never validly scored.
-      seed: seed of the warm-up choice among unseen tasks.
+      seed: seed of the warm-up choice among unseen tasks, an int in ``[0, 2**32)``.
       score_half_life: passes over the pool (``N`` observed groups) after which a score is
         as likely as not to count as unscored at a draw; ``None`` (the default): scores never
         go stale.
@@ -269,8 +269,8 @@ def difficulty_pools(
       has yet to dispatch: the unseen ones), ``mean_score``.
 
     Raises:
-      ValueError: negative weights, duplicate thresholds or names, or no band with a
-        positive weight.
+      ValueError: negative weights, duplicate thresholds or names, no band with a positive
+        weight, or a seed outside ``[0, 2**32)``.
 
     Example:
       >>> s = difficulty_pools(100)
@@ -281,7 +281,7 @@ def difficulty_pools(
     n = check_num_tasks(num_tasks)
     bands = _check_bands(_as_bands(bands), unscored_weight)
     num_bands = len(bands)
-    seed_word = _permute.seed_bits(seed)
+    seed_word = _permute.seed_bits(check_seed(seed, bits=32))
     unscored_label = num_bands
     unseen_label = num_bands + 1
     thresholds = np.array([b.max_reward for b in bands], np.float32)

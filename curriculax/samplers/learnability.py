@@ -287,6 +287,11 @@ def _beta_pool(
     a0, b0 = _prior(prior)
     if success_threshold is not None:
         success_threshold = _number(success_threshold, "success_threshold")
+        if not math.isfinite(success_threshold):
+            raise ValueError(
+                f"success_threshold must be finite (or None: fractional successes), got "
+                f"{success_threshold}"
+            )
     uniform_share = _share(uniform_share, "uniform_share")
     if not isinstance(unseen_first, bool):
         raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import _counters, _permute
-from curriculax._checks import check_num, check_num_tasks
+from curriculax._checks import check_num, check_num_tasks, check_seed
 from curriculax._types import GroupResults, TaskSampler
 
 _STREAM = 2**31 - 1  # ids of the infinite stream: 0 .. 2^31 - 2, then 0 again
@@ -40,7 +40,7 @@ def sequential(num_tasks: int | None, *, shuffle: bool = True, seed: int = 0) ->
         procedural generator; int32 ids, so after ``2^31 - 2`` the stream starts again from 0
         and ``epoch`` counts it).
       shuffle: shuffle each epoch (``False``: source order 0..N-1 every epoch).
-      seed: seed of the epoch orders.
+      seed: seed of the epoch orders, an int in ``[0, 2**32)``.
 
     Returns:
       A :class:`~curriculax.TaskSampler`. It ignores the keys it is given and observes nothing.
@@ -53,8 +53,7 @@ def sequential(num_tasks: int | None, *, shuffle: bool = True, seed: int = 0) ->
       ([0, 1, 2, 0], 1, 1)
     """
     n = None if num_tasks is None else check_num_tasks(num_tasks)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
+    seed = check_seed(seed, bits=32)
     if not isinstance(shuffle, bool):  # the string "False" would shuffle
         raise TypeError(f"shuffle must be a bool (true or false in TOML), got {shuffle!r}")
     seed_word = _permute.seed_bits(seed)

@@ -16,7 +16,7 @@ import curriculax as cx
 from curriculax import tasks as T
 from curriculax.tasks import per_level_mean
 from experiments import _cli
-from experiments._builders import build, make_study_pool, sampler_categories
+from experiments._builders import build, check_target, make_study_pool, sampler_categories
 from experiments._environment import environment
 from experiments._oracle import build_oracle, make_measure, oracle, probe_rows
 from experiments._progress import StudyProgress
@@ -67,14 +67,7 @@ def check_arms(config: CompareConfig) -> None:
             _cli.check_values(exp, "experiment.")
             key = repr(dataclasses.asdict(exp))
             pool = pools[key] = pools.get(key) or make_study_pool(exp)
-            if not np.any(pool.target):
-                held = sorted(set(np.asarray(pool.held_out.level).tolist()))
-                raise ValueError(
-                    f"its target levels {list(exp.task.target_levels)} (task.eval_levels) hold "
-                    "no held-out task, so its held-out score would be 0/0 (a level whose task "
-                    f"space is too small for task.held_out_frac={exp.task.held_out_frac} holds "
-                    f"none out); levels with held-out tasks: {held}"
-                )
+            check_target(pool, exp.task)
             n = exp.task.size
             orc = arm_oracle(arm)
             if orc is None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from curriculax import rl
-from experiments import _base, pretrain
+from experiments import _base, _cli, pretrain
 from experiments._builders import (
     HARD_SKEW,
     GRPOExperimentConfig,
@@ -118,6 +118,14 @@ def test_bad_init_values_are_named():
     with pytest.raises(ValueError, match="4 shares but the experiment's family has 3 levels"):
         _base.base_spec(dataclasses.replace(TINY, init={"base": {"level_mass": [1, 1, 1, 1]}}))
     assert _base.base_spec(GRPOExperimentConfig()) is None  # scratch: no base
+
+
+@pytest.mark.parametrize("mass", [[float("inf"), 1.0], [float("nan"), 1.0], [1e308, 1e308]])
+def test_a_base_level_mass_that_is_not_finite_is_named(mass):
+    """``init.base.level_mass = [inf, 1]`` was once accepted at load and failed at the build
+    with "train_per_level ... must be >= 1, got -9223372036854775807"."""
+    with pytest.raises(ValueError, match=r"base.level_mass .*finite"):
+        _cli.check_values(dataclasses.replace(TINY, init={"base": {"level_mass": mass}}))
 
 
 def test_the_shipped_base_spreads_step0_pass_rates_on_the_hard_skew_family(

@@ -1,12 +1,17 @@
 """The study pools: level mass, distractors with coin-flip rewards, the target levels."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import curriculax as cx
 from curriculax import tasks as T
 from curriculax.engine import Rollouts
+from curriculax.samplers import SequentialState
+from curriculax.testing import group_results
 from experiments._builders import (
     GRPOExperimentConfig,
     TaskConfig,
@@ -57,6 +62,24 @@ def test_bad_pool_settings_are_named():
     with pytest.raises(ValueError, match="too small"):
         task = TaskConfig(level_mass=(1, 1, 1, 1, 1, 50), pool_size=20)
         make_study_pool(GRPOExperimentConfig(task=task))
+
+
+@pytest.mark.parametrize("mass", [(math.inf, 1.0, 1.0), (math.nan, 1.0, 1.0), (1e308, 1e308, 1.0)])
+def test_a_level_mass_that_is_not_finite_is_named(mass):
+    """``[inf, 1, 1]`` once passed and failed later as "eval_levels [...] are not levels of the
+    pool []" (every share over an infinite sum is 0 or NaN)."""
+    with pytest.raises(ValueError, match=r"task.level_mass must be finite shares >= 0"):
+        TaskConfig(num_levels=3, level_mass=mass)
+
+
+def test_distractors_that_round_to_no_entry_are_refused():
+    """``distractors = 0.001`` of 300 entries once rounded to no coin flip: the run without
+    distractors under another name."""
+    with pytest.raises(
+        ValueError, match=r"task.distractors=0.001 gives no coin-flip entry in a pool of 300 "
+    ):
+        TaskConfig(pool_size=300, distractors=0.001)
+    assert TaskConfig(pool_size=300, distractors=1 / 300).distractors == 1 / 300
 
 
 def test_coin_flip_tasks_pay_a_coin_flip_whatever_the_answer():
@@ -129,6 +152,9 @@ def test_labels_that_hide_the_noise_give_each_coin_flip_the_level_it_was_built_a
         ({"nois": 0.5}, r"task.labels as a table takes 'noise'"),
         ({"noise": 1.5}, r"task.labels.noise must be a probability in \[0, 1\], got 1.5"),
         ({"noise": 0.5, "seed": "a"}, r"task.labels.seed must be an int"),
+        # numpy's "expected non-negative integer" once came at the build, not at the load.
+        ({"noise": 0.5, "seed": -1}, r"task.labels.seed must be an int in \[0, 2\*\*32\).*-1"),
+        ({"noise": 0.5, "seed": 2**32}, r"task.labels.seed must be an int in \[0, 2\*\*32\)"),
     ],
 )
 def test_bad_labels_are_named(labels, match):
@@ -154,3 +180,52 @@ def test_build_hands_the_samplers_the_configured_labels_and_shared_tasks():
         cur.init(jax.random.key(0)), jax.random.key(1), distinct
     )
     assert float(cur.metrics(state)["sampler/pool/unseen"]) == 0.0
+
+
+def test_an_empty_curriculum_builds_the_library_default_not_the_experiments():
+    """``curriculum = {}`` (an arm's, say) is the library's default curriculum (sequential, no
+    gates), as the study checks it; the build once took the experiment's curriculum instead."""
+    exp = GRPOExperimentConfig(task=TaskConfig(num_levels=2, pool_size=8))
+    assert exp.curriculum["sampler"]["type"] != "sequential"
+    cur = build(exp, curriculum={}).engine.envs[0].curriculum
+    assert isinstance(cur.sampler.init(jax.random.key(0)), SequentialState)
+    assert dict(cur.gates) == {}
+
+
+def _marks_copies(built, name):
+    """Whether the gate ``name`` marks entry 0 and a copy of its task after a group of entry 0
+    proves its reward ignores the answer."""
+    entry_task = np.asarray(T.distinct_tasks(built.pool.train))
+    copy = int(np.flatnonzero(entry_task == entry_task[0])[1])
+    gate = built.engine.envs[0].curriculum.gates[name]
+    results = group_results([0], [[1.0, 0.0]])._replace(answers=jnp.array([[7, 7]]))
+    _, state = gate.admit(gate.init(jax.random.key(0)), results)
+    return bool(state.contradicted[0]), bool(state.contradicted[copy])
+
+
+def test_a_ready_sampler_gets_the_configs_gates_with_the_pool_context_and_a_presets_gates():
+    """The oracle arms' path (a ready sampler) once built the gates without ``entry_task`` (a
+    proof on one copy of a task left its other copies unmarked) and dropped a preset's."""
+    exp = GRPOExperimentConfig(task=TaskConfig(num_levels=2, pool_size=16))
+    sampler = cx.samplers.uniform(16)
+    gates = {"consistency": {"type": "reward_consistency"}}
+    built = build(exp, curriculum={"gates": gates}, sampler=sampler)
+    assert _marks_copies(built, "consistency") == (True, True)
+    curriculum_arm = build(exp, curriculum={"sampler": {"type": "uniform"}, "gates": gates})
+    assert _marks_copies(curriculum_arm, "consistency") == (True, True)
+    robust = build(exp, curriculum={"preset": "robust"}, sampler=sampler)
+    assert sorted(robust.engine.envs[0].curriculum.gates) == ["consistency"]
+
+
+def test_build_refuses_target_levels_without_a_held_out_task():
+    """Level 0 of 2 symbols has 2 tasks, of which a held-out share of 0.2 holds none out: the
+    target score would be 0/0 (NaN) and a run could never stop at its target."""
+    task = TaskConfig(num_levels=3, num_symbols=2, eval_levels=(0,))
+    exp = GRPOExperimentConfig(task=task)
+    assert not np.any(make_study_pool(exp).target)
+    with pytest.raises(
+        ValueError,
+        match=r"the target levels \[0\] \(task.eval_levels\) hold no held-out task.*"
+        r"levels with held-out tasks: \[2\]",
+    ):
+        build(exp)

@@ -73,7 +73,7 @@ def test_a_target_with_no_held_out_task_is_refused_before_any_arm_runs(tmp_path,
     text = STUDY.replace("eval_levels = [2]", "eval_levels = [0]")
     with pytest.raises(
         ValueError,
-        match=rf"arm '{BASE}': its target levels \[0\] .* hold no held-out task.* "
+        match=rf"arm '{BASE}': the target levels \[0\] .* hold no held-out task.* "
         r"levels with held-out tasks: \[2\]",
     ):
         compare.main(_study(tmp_path, text))

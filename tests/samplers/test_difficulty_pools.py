@@ -678,6 +678,21 @@ def test_bad_bands_raise(bands, kwargs, error, match):
         cx.samplers.difficulty_pools(10, bands, **kwargs)
 
 
+@pytest.mark.parametrize(
+    "seed, error, match",
+    [
+        (2**32 + 2, ValueError, r"seed must be below 2\*\*32 .* seed 2\), got 4294967298"),
+        (-1, ValueError, r"seed must be >= 0, got -1"),
+        (2.5, TypeError, r"seed must be an int >= 0, got 2\.5"),
+        (True, TypeError, r"seed must be an int >= 0, got the bool True"),
+    ],
+)
+def test_a_seed_that_is_not_an_int_in_32_bits_is_refused(seed, error, match):
+    """The warm-up's seed word keeps 32 bits: 2**32 + 2 and 2.5 once drew seed 2's choice."""
+    with pytest.raises(error, match=match):
+        cx.samplers.difficulty_pools(8, seed=seed)
+
+
 def test_bad_num_tasks_and_num_raise():
     with pytest.raises(ValueError, match=r"num_tasks must be >= 1, got 0"):
         cx.samplers.difficulty_pools(0)

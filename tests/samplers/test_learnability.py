@@ -242,6 +242,9 @@ def test_it_is_registered_and_its_defaults_build_from_a_config():
         ({"uniform_share": 1.5}, ValueError, r"uniform_share must lie in \[0, 1\], got 1.5"),
         ({"unseen_first": 1}, TypeError, r"unseen_first must be a bool"),
         ({"success_threshold": "0.5"}, TypeError, r"success_threshold must be a number"),
+        # NaN once made every rollout a failure (the run of success_threshold = inf).
+        ({"success_threshold": math.nan}, ValueError, r"success_threshold must be finite .* nan"),
+        ({"success_threshold": math.inf}, ValueError, r"success_threshold must be finite .* inf"),
     ],
 )
 def test_bad_arguments_name_the_argument_and_value(kwargs, error, match):

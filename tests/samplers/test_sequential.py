@@ -217,10 +217,22 @@ def test_numpy_integer_num_tasks_is_accepted():
 
 
 def test_bad_seed_raises():
-    with pytest.raises(TypeError, match=r"seed must be an int, got 1\.5"):
+    with pytest.raises(TypeError, match=r"seed must be an int >= 0, got 1\.5"):
         cx.samplers.sequential(4, seed=1.5)
-    with pytest.raises(TypeError, match=r"seed must be an int, got True"):
+    with pytest.raises(TypeError, match=r"seed must be an int >= 0, got the bool True"):
         cx.samplers.sequential(4, seed=True)
+
+
+def test_a_seed_outside_32_bits_is_refused_not_aliased():
+    """The sampler keeps 32 bits of its seed: 2**32 once drew seed 0's orders and -1 seed
+    2**32 - 1's."""
+    with pytest.raises(ValueError, match=r"seed must be below 2\*\*32 .* seed 0\), got 4294967296"):
+        cx.samplers.sequential(4, seed=2**32)
+    with pytest.raises(ValueError, match=r"seed must be >= 0, got -1"):
+        cx.samplers.sequential(4, seed=-1)
+    with pytest.raises(ValueError, match=r"sampler \(type 'sequential'\): seed must be >= 0"):
+        cx.sampler_from_config({"type": "sequential", "seed": -1}, 4)
+    assert cx.samplers.sequential(4, seed=2**32 - 1).num_tasks == 4
 
 
 def test_bad_num_raises():
