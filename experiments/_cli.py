@@ -673,7 +673,14 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
 
 
 def run_experiment(
-    engine, args: argparse.Namespace, config, *, on_update=None, until=None, missing=None
+    engine,
+    args: argparse.Namespace,
+    config,
+    *,
+    on_update=None,
+    until=None,
+    missing=None,
+    on_finish=None,
 ):
     """``curriculax.engine.run`` with the convention's flags: run dir, resume, partial
     restore, checkpoint interval (``--checkpoint-every`` or the config's), progress bar; the
@@ -686,7 +693,11 @@ def run_experiment(
     ``["curves.png"]``) lists something: a run killed after training but before those were
     written is not complete, so the resume says what it writes and the result is returned as
     a finished run's (``stopped`` as the run ended), for the script to write them.
-    ``on_update`` and ``until`` are passed through.
+    ``on_update`` and ``until`` are passed through. ``on_finish(result)`` is what the script
+    writes after training (a final evaluation, its plot): it is called with the result
+    returned here, while the run directory is still held (``engine.run``'s ``on_finish``), so
+    a run started in the same directory meanwhile cannot interleave with it; not called for a
+    run already complete with nothing missing.
     """
     from curriculax.engine import (
         CheckpointMismatch,
@@ -696,8 +707,21 @@ def run_experiment(
         run,
     )
 
+    finished = []
+
+    def finish(result):
+        if already_complete(result) and missing is not None and (lacking := missing()):
+            print(
+                f"{args.run_dir}: training is complete (update {result.summary['steps']}), but "
+                f"the run was stopped before it wrote {', '.join(lacking)}; writing them now."
+            )
+            result = dataclasses.replace(result, stopped=result.summary.get("stopped", "completed"))
+        finished.append(result)
+        if on_finish is not None and not already_complete(result):
+            on_finish(result)
+
     try:
-        result = run(
+        run(
             engine,
             steps=config.steps,
             run_dir=args.run_dir,
@@ -712,16 +736,12 @@ def run_experiment(
             sinks=metric_sinks(args),
             on_update=on_update,
             until=until,
+            on_finish=finish,
             config=dataclasses.asdict(config),
         )
     except (CheckpointMismatch, CheckpointSaveError, CheckpointUnreadable, RunDirError) as e:
         raise SystemExit(f"error: {e}") from None
-    if already_complete(result) and missing is not None and (lacking := missing()):
-        print(
-            f"{args.run_dir}: training is complete (update {result.summary['steps']}), but the "
-            f"run was stopped before it wrote {', '.join(lacking)}; writing them now."
-        )
-        return dataclasses.replace(result, stopped=result.summary.get("stopped", "completed"))
+    (result,) = finished
     if already_complete(result):
         why = (
             "it stopped where it was asked to (at its target)"

@@ -189,6 +189,12 @@ def main(argv=None) -> None:
         return config.stop_at_target and record.get("eval/target", -1.0) >= config.target
 
     start = {"rollouts": 0, **report(engine.init())}
+
+    def finish(result):
+        # Under the run directory's lock (on_finish): a run started there meanwhile would
+        # otherwise give this plot its metrics and this final_eval its summary.
+        write_outputs(args, config, result, report(result.state), start, levels)
+
     result = _cli.run_experiment(
         engine,
         args,
@@ -196,10 +202,16 @@ def main(argv=None) -> None:
         on_update=on_update,
         until=until,
         missing=lambda: missing_outputs(args.run_dir),
+        on_finish=finish,
     )
     if _cli.already_complete(result):
         return
-    final = report(result.state)
+    _cli.exit_for(result.stopped)
+
+
+def write_outputs(args, config, result, final: dict, start: dict, levels) -> None:
+    """Reports the finished run and writes what it adds to the engine's files: ``curves.png``
+    and the final held-out evaluation in ``summary.json`` (process 0 only)."""
     if jax.process_index() == 0:
         plot_curves(
             os.path.join(args.run_dir, "metrics.jsonl"),
@@ -226,7 +238,6 @@ def main(argv=None) -> None:
             summary = json.load(f)
         summary["final_eval"] = final
         write_json_atomic(path, summary, indent=2, sort_keys=True)
-    _cli.exit_for(result.stopped)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,34 @@ def test_main_job_writes_its_files_and_a_resumed_run_continues_it(tmp_path):
     assert (part / "traces.jsonl").read_text() == (full / "traces.jsonl").read_text()
 
 
+def test_main_job_writes_its_plot_and_final_eval_while_it_holds_the_run_directory(
+    tmp_path, monkeypatch
+):
+    # They were written after the lock was released: a run started in the same directory
+    # meanwhile gave this run's plot its metrics and took this run's final_eval in its summary.
+    import pytest
+
+    from curriculax.engine import RunDirError
+    from curriculax.engine._rundir import RunLock
+
+    run_dir, held = tmp_path / "r", []
+
+    def probing(write):
+        def probe(*args, **kwargs):
+            with pytest.raises(RunDirError, match="is in use by another run"):
+                RunLock(str(run_dir)).acquire()
+            held.append(write.__name__)
+            return write(*args, **kwargs)
+
+        return probe
+
+    monkeypatch.setattr(grpo, "plot_curves", probing(grpo.plot_curves))
+    monkeypatch.setattr(grpo, "write_json_atomic", probing(grpo.write_json_atomic))
+    grpo.main(["--run-dir", str(run_dir), "--steps", "1", *TINY])
+    assert held == ["plot_curves", "write_json_atomic"]
+    assert "final_eval" in json.loads((run_dir / "summary.json").read_text())
+
+
 def test_main_job_stops_at_the_target_when_asked(tmp_path, capsys):
     run_dir = tmp_path / "stop"
     sets = ["--set", "target=0.0", "--set", "stop_at_target=true"]
