@@ -502,15 +502,19 @@ def restore_latest(
 
 
 def _remap_pending_ids(leaves: dict, env_index: int, perm: np.ndarray) -> None:
-    """Pending rows refer to pool positions; map them to the reordered pool's positions."""
+    """Pending rows refer to pool positions; map them to the reordered pool's positions.
+
+    Only ids in ``[0, len(perm))`` are pool positions: a sampler's own tasks past the pool
+    (a frontier sampler's generated tasks, ids ``N + slot``) and padding keep their ids.
+    """
     ids_path, env_path = "pending/groups/task_ids", "pending/groups/env"
     if ids_path not in leaves or env_path not in leaves:
         return
     inverse = np.empty_like(perm)
     inverse[perm] = np.arange(len(perm))
     ids = np.asarray(leaves[ids_path]).copy()
-    rows = np.asarray(leaves[env_path]) == env_index
-    ids[rows] = inverse[np.clip(ids[rows], 0, len(perm) - 1)]
+    rows = (np.asarray(leaves[env_path]) == env_index) & (ids >= 0) & (ids < len(perm))
+    ids[rows] = inverse[ids[rows]]
     leaves[ids_path] = ids
 
 

@@ -36,6 +36,11 @@ class Challenger(NamedTuple):
         (its spec) with the run; ``curriculum_evolve`` calls it after each ``propose`` with
         ``RUN_DIR/challenger`` and the round when it has a run directory (the learned
         challenger's parameters and optimizer state live in its spec).
+      begin_round: optional ``(spec, round) -> None``: ``curriculum_evolve`` calls it at the
+        start of each round, before the challenge, so a challenger that keeps host-side
+        bookkeeping from ``generate`` to ``propose`` starts each round (and each run) clean: a
+        round that stopped before its ``propose`` (e.g. ``on_round`` raised) leaves it behind
+        (the learned challenger drops its proposal log).
     """
 
     generate: Callable[..., Any]
@@ -43,6 +48,7 @@ class Challenger(NamedTuple):
     propose: Callable[[Any, Any], Any]
     vectorized: bool = False
     checkpoint: Callable[[Any, str, int], None] | None = None
+    begin_round: Callable[[Any, int], None] | None = None
 
 
 def level_direction(report: Any) -> int:

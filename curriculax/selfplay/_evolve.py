@@ -377,6 +377,8 @@ def curriculum_evolve(
     held_out: list[float] = []
     summary: dict = {}
     for r in range(rounds):
+        if challenger is not None and challenger.begin_round is not None:
+            challenger.begin_round(spec, r)
         generated = invalid = collisions = 0
         easy_before = 0
         if frontier is not None:

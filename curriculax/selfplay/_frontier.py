@@ -169,7 +169,11 @@ def frontier_sampler(
     drawn uniformly at random, so the seed sampler always advances by the same count.
     ``observe`` passes seed results to the seed sampler (frontier rows arrive there with id -1
     and no valid rollout) and updates the frontier counts (group size ``K >= 2``: the first
-    attempt is split into a filter half and a baseline half, see the module docstring).
+    attempt is split into a filter half and a baseline half, see the module docstring). A batch
+    that holds one frontier task twice (``HostCurriculum`` joins kept draws with a fresh draw)
+    counts as its rows observed one after another in batch order: only the earliest measured
+    row is the first attempt, the latest counts are the last one's, and rows past
+    ``max_attempts`` are not counted.
 
     Args:
       seed_sampler: sampler over the ``num_seed`` seed tasks.
@@ -300,18 +304,38 @@ def frontier_sampler(
         base_n, base_s = samples - filter_n, successes - filter_s
         slot = jnp.where(front, ids - n, 0)
         active = front & (state.status[slot] == ACTIVE)
-        first = active & (state.attempts[slot] == 0)
-        # A first attempt needs a valid rollout in each half; a later one, any valid rollout.
-        live = active & jnp.where(first, (filter_n > 0) & (base_n > 0), samples > 0)
-        first = first & live
+        # One observe equals observing its rows one after another in batch order: a batch may
+        # hold one slot twice (HostCurriculum joins kept draws with a fresh draw). before[i, j]
+        # (after[i, j]): row j is an earlier (a later) row on row i's slot.
+        order = jnp.arange(ids.shape[0])
+        same = (slot[:, None] == slot[None, :]) & active[:, None] & active[None, :]
+        before = same & (order[None, :] < order[:, None])
+        after = same & (order[None, :] > order[:, None])
+
+        def earlier(mask):
+            return jnp.any(before & mask[None, :], axis=1)
+
+        # A first attempt needs a valid rollout in each half (a row without one measures
+        # nothing, so the slot's next row is still its first); a later one, any valid rollout.
+        untried = active & (state.attempts[slot] == 0)
+        can_open = untried & (filter_n > 0) & (base_n > 0)
+        first = can_open & ~earlier(can_open)
+        easy = first & (filter_s >= pass_rate * filter_n)  # dropped: later rows find it empty
+        later = active & ~first & (~untried | earlier(can_open)) & (samples > 0) & ~earlier(easy)
+        measured = first | later
+        # Each row's attempt number: the slot's attempts plus the earlier measured rows on it;
+        # once a slot's attempts reach max_attempts it awaits judgement and takes no more.
+        number = state.attempts[slot] + jnp.sum(before & measured[None, :], axis=1)
+        live = measured & (number < max_attempts)
         target = jnp.where(live, slot, f)  # out of range: dropped
-        first_target = jnp.where(first, slot, f)
+        first_target = jnp.where(first, slot, f)  # one first attempt per slot at most
+        # The latest attempt's counts: written by the slot's last live row only.
+        last_target = jnp.where(live & ~jnp.any(after & live[None, :], axis=1), slot, f)
 
         def put(buf, at, new):
             return buf.at[at].set(new, mode="drop")
 
         attempts = state.attempts.at[target].add(1, mode="drop")
-        easy = first & (filter_s >= pass_rate * filter_n)
         status = state.status.at[jnp.where(easy, slot, f)].set(EMPTY, mode="drop")
         exhausted = (status == ACTIVE) & (attempts >= max_attempts)
         status = jnp.where(exhausted, WAITING, status)
@@ -322,8 +346,8 @@ def frontier_sampler(
             filter_samples=put(state.filter_samples, first_target, filter_n),
             base_successes=put(state.base_successes, first_target, base_s),
             base_samples=put(state.base_samples, first_target, base_n),
-            last_successes=put(state.last_successes, target, successes),
-            last_samples=put(state.last_samples, target, samples),
+            last_successes=put(state.last_successes, last_target, successes),
+            last_samples=put(state.last_samples, last_target, samples),
             attempts=attempts,
             dropped_easy=_counters.add(state.dropped_easy, jnp.sum(easy, dtype=jnp.int32)),
         )

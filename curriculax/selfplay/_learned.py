@@ -19,6 +19,7 @@ part is building each payload and matching the judge's verdicts to proposals by 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -93,6 +94,8 @@ class LearnedConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"learned challenger: {name} must be a number, got {value!r}")
+            if not math.isfinite(value):  # NaN passes every comparison below
+                raise ValueError(f"learned challenger: {name} must be finite, got {value!r}")
         if not self.learning_rate > 0:
             raise ValueError(
                 f"learned challenger: learning_rate must be > 0, got {self.learning_rate!r}"
@@ -406,7 +409,10 @@ def learned_challenger(
     step and clears the log. A proposal whose verdict comes in a later round than its
     ``propose`` counts 0 (in the reversal study every task is judged within its round), and
     a verdict on a copy generated in an earlier round (``Verdict.round``) credits no proposal
-    of this round.
+    of this round. ``begin_round``, which ``curriculum_evolve`` calls at the start of each
+    round, clears the log too: a round that stopped before its ``propose`` (``on_round``
+    raised, say) leaves its proposals logged, and a rerun with the same challenger would train
+    on them and penalize its own proposals as their repeats.
     ``checkpoint(spec, directory, step)`` saves the state (:func:`save_learned`). The log of
     proposals since the last ``propose`` is host-side and not saved: it is empty right after
     ``propose``, where ``curriculum_evolve`` checkpoints.
@@ -515,7 +521,11 @@ def learned_challenger(
     def checkpoint(spec, directory, step):
         save_learned(directory, step, spec)
 
-    return Challenger(generate, validate, propose, checkpoint=checkpoint)
+    def begin_round(spec, round):
+        del spec, round
+        log.clear()  # empty unless the last round stopped before its propose
+
+    return Challenger(generate, validate, propose, checkpoint=checkpoint, begin_round=begin_round)
 
 
 def save_learned(directory: str | os.PathLike, step: int, spec: dict) -> None:

@@ -314,6 +314,58 @@ def test_restore_mid_warm_up_onto_a_reordered_pool_dispatches_every_task(tmp_pat
     assert sampler.seen.all(), np.flatnonzero(~sampler.seen)
 
 
+def test_restore_onto_a_reordered_pool_keeps_the_ids_of_pending_frontier_tasks(tmp_path):
+    # A frontier sampler's generated tasks have ids N + slot, past the pool: a reordered pool
+    # moves the pending seed rows by key and leaves those ids alone. They were clipped onto
+    # seed task N - 1 and remapped with it.
+    import jax.numpy as jnp
+
+    from curriculax.selfplay import frontier_sampler
+
+    n, f = 12, 8
+    tasks = synthetic_tasks(n)
+    layout = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tasks)
+
+    def build(pool):
+        fr = frontier_sampler(cx.samplers.uniform(n), n, layout, capacity=f, frontier_share=0.5)
+        env = Env("train", pool, cx.curriculum(fr.sampler), 4)
+        return fr, Engine(
+            synthetic_solver(), [env], EngineConfig(batch_groups=4, groups_per_generation=6)
+        )
+
+    fr, engine = build(tasks)
+    state = engine.init(jax.random.key(0))
+    fs = fr.insert(
+        state.curricula["train"].sampler,
+        {"difficulty": jnp.full((f,), 0.5, jnp.float32) + jnp.arange(f) * 1e-3},
+        jnp.ones(f, bool),
+        jnp.arange(100, 100 + f, dtype=jnp.uint32),
+        0,
+        jnp.arange(f, dtype=jnp.uint32),
+        0,
+    )
+    state = state._replace(curricula={"train": state.curricula["train"]._replace(sampler=fs)})
+    run_dir = tmp_path / "run"
+    old = host(run(engine, steps=2, state=state, run_dir=run_dir, progress=False).state)
+    count = int(old.pending.count)
+    old_ids = old.pending.groups.task_ids[:count]
+    assert (old_ids >= n).any() and (old_ids < n).any()
+
+    perm = np.arange(n)[::-1]
+    _, engine2 = build(jax.tree.map(lambda x: np.asarray(x)[perm], tasks))
+    keys, new_keys = engine.envs[0].keys, engine2.envs[0].keys
+    assert new_keys.tolist() == keys[perm].tolist()
+    store = CheckpointStore(run_dir / "checkpoints")
+    try:
+        restored = host(restore(store, engine2))
+    finally:
+        store.close()
+    new_ids = restored.pending.groups.task_ids[:count]
+    seed = old_ids < n
+    assert new_keys[new_ids[seed]].tolist() == keys[old_ids[seed]].tolist()
+    assert new_ids[~seed].tolist() == old_ids[~seed].tolist()
+
+
 def test_a_checkpoint_from_before_the_per_env_counter_was_renamed_restores_exactly(
     saved, tmp_path, recwarn
 ):

@@ -236,6 +236,16 @@ def test_config_errors_name_the_bad_key():
     assert (cfg.width, cfg.num_levels, cfg.max_length) == (8, 6, 6)
 
 
+@pytest.mark.parametrize("name", ["learning_rate", "entropy", "repeat_penalty", "invalid_reward"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_config_values_are_refused_by_name(name, value):
+    # NaN passed every range check (comparisons with NaN are false) and trained NaN params.
+    with pytest.raises(ValueError, match=f"learned challenger: {name} must be finite, got"):
+        LearnedConfig(num_levels=3, num_symbols=2, **{name: value})
+    with pytest.raises(ValueError, match=f"^learned: {name} must be finite, got {value!r}$"):
+        learned_config({name: value}, where="learned", num_levels=3, num_symbols=2)
+
+
 def test_memory_0_penalizes_only_the_duplicates_of_a_round():
     cfg = LearnedConfig(num_levels=6, num_symbols=4, memory=0)
     payloads, _, spec = run_stub(cfg, rounds=3, seed=0)
@@ -272,6 +282,51 @@ def test_it_runs_through_the_self_play_runner_and_checkpoints_with_the_run(tmp_p
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored["state"])):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert "LearnedState(updates=" in (tmp_path / "summary.json").read_text()
+
+
+def test_a_rerun_after_a_round_stopped_before_propose_trains_as_a_clean_run():
+    # on_round raises after the round's proposals were logged, before propose consumed them.
+    # A rerun with the same challenger (and the same spec) trained on those stale proposals
+    # too and penalized its own identical ones as their repeats; now each round starts with
+    # an empty log (curriculum_evolve calls Challenger.begin_round).
+    from curriculax.selfplay.toy import capped_solver, learned_level_challenger, level_tasks
+
+    cfg = LearnedConfig(num_levels=6, num_symbols=3, min_length=1, seed=0)
+    spec = learned_spec(cfg)
+
+    def once(challenger, on_round=None):
+        result = curriculum_evolve(
+            capped_solver(),
+            level_tasks(4, 10),
+            challenger=challenger,
+            spec=spec,
+            rounds=1,
+            steps_per_round=3,
+            generated_per_round=8,
+            batch_groups=4,
+            group_size=4,
+            key=0,
+            max_attempts=2,
+            held_out_frac=0.2,
+            sampler={"type": "uniform"},
+            on_round=on_round,
+        )
+        return result.spec["state"]
+
+    class Stop(Exception):
+        pass
+
+    def stop(report, held_out):
+        raise Stop
+
+    clean = once(learned_level_challenger(cfg))
+    challenger = learned_level_challenger(cfg)
+    with pytest.raises(Stop):
+        once(challenger, on_round=stop)
+    rerun = once(challenger)
+    assert (int(rerun.proposals), int(rerun.repeats)) == (int(clean.proposals), int(clean.repeats))
+    for a, b in zip(jax.tree.leaves(clean), jax.tree.leaves(rerun)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_the_study_arm_proposes_reversal_tasks_and_names_a_bad_key(tmp_path):

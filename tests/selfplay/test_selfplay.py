@@ -505,3 +505,70 @@ def test_the_study_runs_both_arms_on_equal_budgets_and_resumes(tmp_path, capsys)
     assert (tmp_path / "runs.jsonl").read_text() == lines
     with pytest.raises(SystemExit, match="--tensorboard not used by this script"):
         study.main([*args, "--resume", "--tensorboard"])
+
+
+@pytest.mark.parametrize("max_attempts", [2, 3])
+def test_one_observe_of_a_slot_twice_equals_observing_its_rows_in_order(max_attempts):
+    # HostCurriculum joins kept draws with a fresh draw, so one batch can hold a frontier slot
+    # twice. Observing it must equal observing its rows one after another in batch order: only
+    # the earliest measured row is the first attempt (filter and baseline), the latest counts
+    # are the last live row's, and a slot that uses up its attempts mid-batch takes no more.
+    n, f, k = 6, 3, 4
+    layout = {"level": jax.ShapeDtypeStruct((), jnp.float32)}
+    fr = frontier_sampler(
+        cx.samplers.uniform(n), n, layout, capacity=f, max_attempts=max_attempts, pass_rate=0.5
+    )
+    observe = jax.jit(fr.sampler.observe)
+
+    def results(ids, rewards, valid):
+        rewards = jnp.asarray(rewards, jnp.float32)
+        valid = jnp.asarray(valid, bool)
+        return cx.GroupResults(
+            jnp.asarray(ids, jnp.int32), rewards, valid, rewards[:, :, None] * 0, valid[:, :, None]
+        )
+
+    def fresh():
+        s = fr.sampler.init(jax.random.key(0))
+        return fr.insert(
+            s,
+            {"level": jnp.zeros(f)},
+            jnp.ones(f, bool),
+            jnp.arange(f, dtype=jnp.uint32),
+            0,
+            jnp.zeros(f, jnp.uint32),
+            jnp.int32(0),
+        )
+
+    def in_order(s, ids, rewards, valid):
+        for i in range(len(ids)):
+            s = observe(s, results(ids[i : i + 1], rewards[i : i + 1], valid[i : i + 1]))
+        return s
+
+    def frontier_fields(s):
+        return {
+            name: np.asarray(getattr(s, name)).tolist()
+            for name in s._fields
+            if name not in ("seed", "tasks")
+        }
+
+    # The review's case: the kept row fails everywhere, the fresh row passes its odd rollouts.
+    # Both rows counted as the first attempt and an arbitrary one kept the baseline.
+    ids = [n, 1, n]
+    rewards = [[0, 0, 0, 0], [0, 1, 0, 1], [0, 1, 0, 1]]
+    valid = np.ones((3, k), bool)
+    one = observe(fresh(), results(ids, rewards, valid))
+    assert frontier_fields(one) == frontier_fields(in_order(fresh(), ids, rewards, valid))
+    assert int(one.base_successes[0]) == 0 and int(one.last_successes[0]) == 2
+
+    # Random batches, several per run so later attempts, exhausted and emptied slots occur;
+    # rows with no valid rollout in a half (no first attempt) and seed rows are mixed in.
+    rng = np.random.default_rng(max_attempts)
+    for _ in range(12):
+        joint = sequential = fresh()
+        for _ in range(4):
+            ids = rng.choice(np.r_[0:2, n : n + f], size=6, p=[0.1, 0.1, 0.3, 0.3, 0.2])
+            rewards = rng.integers(0, 2, (6, k))
+            valid = rng.random((6, k)) < 0.75
+            joint = observe(joint, results(ids, rewards, valid))
+            sequential = in_order(sequential, ids, rewards, valid)
+            assert frontier_fields(joint) == frontier_fields(sequential), (ids, rewards, valid)
