@@ -174,7 +174,9 @@ def sampler_from_config(
         name and are not given it by the config; the others ignore it.
 
     Example:
-      >>> sampler_from_config({"type": "sequential", "shuffle": False}, 10)
+      >>> sampler = sampler_from_config({"type": "sequential", "shuffle": False}, 10)
+      >>> type(sampler).__name__
+      'TaskSampler'
 
     Raises:
       ValueError: an unknown type or key, or a context name that no registered factory and no
@@ -196,7 +198,9 @@ def gate_from_config(spec: Mapping[str, Any], name: str = "gate", **context: Any
         ``num_tasks`` this way to gates that keep per-task state.
 
     Example:
-      >>> gate_from_config({"type": "reward_consistency"}, num_tasks=10)
+      >>> gate = gate_from_config({"type": "reward_consistency"}, num_tasks=10)
+      >>> type(gate).__name__
+      'AdmissionGate'
     """
     taken: set[str] = set()
     gate = _gate(spec, name, context, taken)
@@ -296,8 +300,8 @@ def robust_curriculum(
     The gate and the wrapper need answer ids in the results (``GroupResults.answers``):
     ``observe`` raises ``ValueError`` on results without them (the GRPO solver reports them;
     the host driver takes ``observe(..., answers=...)``). Measured for a policy that
-    starts from a pretrained base (the GRPO studies, docs/noise.md): within 1.2x of the best
-    arm in 15 of 23 cells; on the chain of levels skipping solved tasks did far better (9/10
+    starts from a pretrained base (the GRPO studies, docs/noise.md; its record on each pool is
+    in docs/what-to-use.md): on the chain of levels skipping solved tasks did far better (9/10
     seeds against 0-2/10). From random weights prefer ``skip_zero_variance(uniform,
     skip="solved", target_share=0)`` inside the same wrapper and gate: without informative
     labels this preset is per-task scoring, which from scratch reached the target on fewer
@@ -315,6 +319,7 @@ def robust_curriculum(
       axis_name: the mesh axis the per-task state is split along, or None.
 
     Example:
+      >>> import numpy as np
       >>> cur = robust_curriculum(100, np.repeat(np.arange(4), 25))
       >>> sorted(cur.gates)
       ['consistency']

@@ -1,8 +1,14 @@
 """Credit assignment shared by every solver: group-relative advantages (GRPO).
 
 Example:
+  >>> import jax.numpy as jnp
+  >>> rewards = jnp.array([[1.0, 0.0, 0.0, 1.0]])           # f32[G, K]
+  >>> valid = jnp.ones((1, 4), bool)                        # bool[G, K]
+  >>> token_mask = jnp.ones((1, 4, 3), bool)                # bool[G, K, T]
   >>> adv = grpo_advantages(rewards, valid)                 # f32[G, K]
   >>> credit = per_token(adv, token_mask, valid)            # f32[G, K, T]
+  >>> credit.shape
+  (1, 4, 3)
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax._checks import check_seed, int_at_least
-from curriculax._types import Curriculum, GroupResults, TaskSampler
+from curriculax._types import Curriculum, CurriculumState, GroupResults, TaskSampler
 from curriculax.checkpoint import CheckpointStore, layout_diff, leaf_layout, path_str
 from curriculax.credit import grpo_advantages
 
@@ -86,8 +86,9 @@ class HostCurriculum:
     :meth:`state_dict` and of :meth:`save`.
 
     Thread-safe: every call that reads or replaces the state (``sample``, ``observe``,
-    ``metrics``, ``state_dict``, ``load_state_dict``, ``save``, ``restore``) holds the
-    driver's lock, so a data-loading thread may draw while another reads the metrics or saves.
+    ``metrics``, :attr:`state`, ``state_dict``, ``load_state_dict``, ``save``, ``restore``)
+    holds the driver's lock, so a data-loading thread may draw while another reads the
+    metrics or saves.
 
     Keys: ``jax.random.key(seed)`` is split into ``(init_key, key)``; the state is
     ``curriculum.init(init_key)``, and each draw from the sampler splits ``key, sub =
@@ -102,6 +103,9 @@ class HostCurriculum:
 
     Attributes:
       curriculum: the wrapped curriculum (its pure functions, for use inside your own jit).
+      state: a read-only snapshot (a copy) of the current
+        :class:`~curriculax.CurriculumState`, for the host-side diagnostics
+        (``cx.samplers.contradicted_tasks(cur.state)``, ``noisy_tasks``, ...).
       num_tasks: ``int | None``: task ids lie in ``[0, num_tasks)`` (the sampler's
         ``num_tasks``; ``None``: unknown, not checked on the host).
       sample_calls: ``int`` sample calls so far.
@@ -194,6 +198,24 @@ class HostCurriculum:
         return self.curriculum.metrics(state)
 
     # -- the API -----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> CurriculumState:
+        """A snapshot of the current curriculum state (a :class:`~curriculax.CurriculumState`:
+        ``.sampler``, ``.gates``, ...), for reading only: the host-side diagnostics take it,
+        e.g. ``cx.samplers.contradicted_tasks(cur.state)`` (the ``reward_consistency``
+        sampler's or gate's marks, as in :func:`curriculax.robust_curriculum`),
+        ``cx.samplers.noisy_tasks(cur.state)`` or, where the sampler is a
+        ``category_bandit``, ``cx.samplers.noisy_categories(cur.state.sampler)``.
+
+        A copy of every leaf, taken under the driver's lock, so it stays valid (``sample`` and
+        ``observe`` donate the driver's own buffers) and does not follow later calls: read it
+        again after them. It is not the driver's state: nothing done to it reaches the driver
+        (restore a state with :meth:`load_state_dict` or :meth:`restore`). Cost: one copy of
+        the state (O(N) for per-task samplers) per read.
+        """
+        with self._lock:
+            return jax.tree.map(jnp.copy, self._state)
 
     @property
     def num_kept(self) -> int:

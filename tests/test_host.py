@@ -960,3 +960,35 @@ def test_ragged_token_masks_go_with_ragged_per_token_advantages():
     assert got.tolist() == [True, False]
     with pytest.raises(ValueError, match="token_mask is ragged but does not match rewards"):
         host.observe(ids, [[1.0, 0.0], [1.0]], advantages=adv, token_mask=[mask[1], mask[0]])
+
+
+def test_state_is_a_snapshot_the_host_side_diagnostics_read():
+    """``cx.samplers.contradicted_tasks(host.state)`` lists the robust preset's marks (the
+    diagnostic docs/noise.md points host-loop users to); the snapshot is a copy, so it stays
+    readable after ``sample``/``observe`` donate the driver's buffers and does not follow them."""
+    host = cx.HostCurriculum(cx.robust_curriculum(8), seed=0)
+    ids = host.sample(8)
+    rewards = np.tile(np.array([1.0, 0.0], np.float32), (8, 1))
+    answers = np.tile(np.array([0, 1], np.int32), (8, 1))  # two answers: no proof
+    answers[:2] = 5  # one answer, two rewards: tasks ids[0] and ids[1] are contradicted
+    host.observe(ids, rewards, answers=answers)
+    state = host.state
+    assert isinstance(state, cx.CurriculumState)
+    assert cx.samplers.contradicted_tasks(state).tolist() == sorted(ids[:2].tolist())
+    rest = [i for i in range(8) if i not in ids[:2]]
+    more = host.sample(8)
+    host.observe(np.array(rest[:1], np.int32), np.array([[1.0, 0.0]], np.float32), answers=[[3, 3]])
+    assert len(more) == 8
+    assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(state))
+    assert cx.samplers.contradicted_tasks(state).tolist() == sorted(ids[:2].tolist())
+    assert cx.samplers.contradicted_tasks(host.state).tolist() == sorted([*ids[:2], rest[0]])
+    assert host.metrics()["sampler/noise/contradicted"] == 3
+    # the other diagnostics: per task (learning_progress), per category (the bandit's own state)
+    lp = cx.HostCurriculum(cx.curriculum(cx.samplers.learning_progress(8)))
+    lp.observe(lp.sample(8), rewards)
+    assert cx.samplers.noisy_tasks(lp.state).tolist() == []
+    bandit = cx.HostCurriculum(
+        cx.curriculum(cx.samplers.category_bandit(8, np.arange(8) % 2, reward="advantage_progress"))
+    )
+    bandit.observe(bandit.sample(8), rewards)
+    assert cx.samplers.noisy_categories(bandit.state.sampler).tolist() == []

@@ -71,6 +71,7 @@ def reward_consistency(
       (entries marked: each copy of a task).
 
     Example:
+      >>> from curriculax.testing import group_results
       >>> gate = reward_consistency(4)
       >>> r = group_results([1, 2], [[1.0, 0.0], [1.0, 0.0]])
       >>> r = r._replace(answers=jnp.array([[7, 7], [7, 8]]))  # task 1: one answer, two rewards

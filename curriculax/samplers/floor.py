@@ -96,6 +96,7 @@ def floor(
       stalest task was drawn).
 
     Example:
+      >>> from curriculax.samplers import difficulty_pools
       >>> s = floor(100, difficulty_pools(100), uniform_share=0.1, staleness_share=0.1)
       >>> ids, state = s.sample(s.init(jax.random.key(0)), jax.random.key(1), 8)
     """

@@ -130,6 +130,8 @@ def reward_consistency(
       ``noise/contradicting_groups`` and ``noise/skipped`` (draws replaced; both cumulative).
 
     Example:
+      >>> from curriculax.samplers import learnability
+      >>> from curriculax.testing import group_results
       >>> s = reward_consistency(4, learnability(4))
       >>> r = group_results([1], [[1.0, 0.0]])._replace(answers=jnp.array([[7, 7]]))
       >>> contradicted_tasks(s.observe(s.init(jax.random.key(0)), r)).tolist()

@@ -169,8 +169,8 @@ def skip_zero_variance(
     Measured over the same floored scores from the base (20 seeds, labels none, ``target_share
     =0.5``; docs/noise.md): 19/20 seeds at the target on both the chain and hard-skew, where
     each fixed share lost one of them, 1.24x and 1.17x behind the better fixed share of each;
-    on every base cell and label mode (10 seeds) within 1.2x of the best arm on 16 of 23, missing
-    other cells than the robust preset; a cap of 0.25 did no better on those two pools.
+    a cap of 0.25 did no better on those two pools. How it compares with the best arm on every
+    base cell and label mode: docs/what-to-use.md ("No ``auto`` default is registered").
 
     ``forgotten_misses=2`` counts a re-test as forgotten only when at least two of its valid
     rollouts miss (reward below ``solved_reward``): 2% of re-tests at pass rate 0.97, 19% at
@@ -240,6 +240,7 @@ def skip_zero_variance(
       solved groups.
 
     Example:
+      >>> from curriculax.samplers import uniform
       >>> s = skip_zero_variance(100, uniform(100))
       >>> ids, state = s.sample(s.init(jax.random.key(0)), jax.random.key(1), 8)
     """
