@@ -391,6 +391,11 @@ def difficulty_pools(
         count = jnp.sum(valid, axis=1)
         total = jnp.sum(jnp.where(valid, results.rewards, 0.0), axis=1)
         mean = total / jnp.maximum(count, 1).astype(jnp.float32)
+        # A group whose valid rewards are all equal scores that reward exactly: a float32 mean
+        # of eight 0.2s is 0.20000002, past a band bound of 0.2 that the task meets.
+        high = jnp.max(jnp.where(valid, results.rewards, -jnp.inf), axis=1)
+        low = jnp.min(jnp.where(valid, results.rewards, jnp.inf), axis=1)
+        mean = jnp.where(high == low, low, mean)
         winner = last_occurrence(ids, (count > 0) & in_pool)
         score_slot = _shard.to_local(jnp.where(winner, ids, -1), start, n_local)
         seen_slot = _shard.to_local(jnp.where(in_pool, ids, -1), start, n_local)

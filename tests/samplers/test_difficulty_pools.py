@@ -420,6 +420,18 @@ def test_band_classification_at_the_exact_thresholds():
     assert (m["pool/unseen"], m["pool/unscored"]) == (0.0, 0.0)
 
 
+def test_a_group_of_equal_rewards_scores_that_reward_exactly():
+    # The float32 mean of eight 0.2s is 0.20000002, which put the task past a band bound of
+    # 0.2 it meets ("all equal" is decided exactly, not by the mean).
+    s = cx.samplers.difficulty_pools(2, [Band("low", 0.2, 1.0), Band("high", 1.0, 1.0)])
+    rewards = [[0.2] * 8, [0.2, 0.2, 0.2, 0.7, 0.2, 0.2, 0.2, 0.2]]
+    valid = [[True] * 8, [True, True, True, False, True, True, True, True]]
+    state = s.observe(s.init(jax.random.key(0)), group_results([0, 1], rewards, valid=valid))
+    np.testing.assert_array_equal(np.asarray(state.scores), np.float32([0.2, 0.2]))
+    m = _metrics(s, state)
+    assert (m["pool/low"], m["pool/high"]) == (2.0, 0.0)
+
+
 def test_pool_metrics_count_exactly():
     state = B.init(jax.random.key(0))
     m = _metrics(B, state)
