@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -39,6 +40,8 @@ from curriculax._types import GroupResults, TaskDraw, TaskSampler
 
 KINDS = ("impossible", "trivial", "informative", "emerging", "coin_flip", "learning")
 IMPOSSIBLE, TRIVIAL, INFORMATIVE, EMERGING, COIN_FLIP, LEARNING = range(6)
+# Shares may add up to 1 only up to float rounding (0.05 + 0.55 + 0.3 + 0.1 is 1.0000000000000002).
+_SHARE_TOLERANCE = 1e-9
 
 
 class SimulatedPool(NamedTuple):
@@ -66,7 +69,8 @@ class SimulationTrace(NamedTuple):
     Attributes:
       draws: ``i32[S, steps, 6]`` draws per kind (:data:`KINDS`) at each step.
       informative: ``i32[S, steps]`` draws on a task whose current rate lies strictly
-        between 0 and 1 (informative tasks, and emerging ones after the switch).
+        between 0 and 1, whatever its kind: informative tasks, emerging ones after the
+        switch, coin flips, and learning tasks until their rate reaches 1.
       first_found: ``i32[S, N]`` first step at or after the switch at which each task was
         drawn (``steps`` if never).
       task_draws: ``i32[S, N]`` draws of each task over the run.
@@ -99,6 +103,10 @@ def make_pool(
 ) -> SimulatedPool:
     """A pool of ``num_tasks`` tasks in the given shares (the rest impossible), shuffled.
 
+    Each kind gets ``round(num_tasks * share)`` tasks (fewer where rounding up would overfill
+    the pool). Shares that add up to 1 (within 1e-9) leave no impossible task: the counts are
+    then handed out by largest remainder, so they add up to ``num_tasks``.
+
     Informative tasks have a rate uniform in [0.2, 0.8]; emerging tasks have rate 0 before
     ``switch_step`` and a rate uniform in [0.2, 0.8] from then on. Coin flips have rate
     ``coin_p`` throughout; learning tasks start at a rate uniform in [0.1, 0.3] and gain
@@ -116,8 +124,9 @@ def make_pool(
     for name, share in shares.items():
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
             raise ValueError(f"{name} must be a share in [0, 1], got {share!r}")
-    if sum(shares.values()) > 1:
-        raise ValueError(f"the shares {shares} add up to more than 1")
+    total = math.fsum(shares.values())
+    if total > 1.0 + _SHARE_TOLERANCE:
+        raise ValueError(f"the shares {shares} add up to more than 1: {total!r}")
     if not 0.0 < coin_p < 1.0:
         raise ValueError(f"coin_p must lie strictly between 0 and 1, got {coin_p!r}")
     switch_step = int_at_least(switch_step, "switch_step", 0)
@@ -125,10 +134,13 @@ def make_pool(
     rng = np.random.default_rng(seed)
     labels = [TRIVIAL, INFORMATIVE, EMERGING, COIN_FLIP, LEARNING]
     exact = [n * share for share in shares.values()]
-    counts = [round(x) for x in exact]
-    while sum(counts) > n:  # rounded up past the pool (0.25 of 6 is 2): take back the most
-        i = max(range(len(counts)), key=lambda j: counts[j] - exact[j])
-        counts[i] -= 1
+    if total >= 1.0 - _SHARE_TOLERANCE:  # no impossible task was asked for: none is made
+        counts = _largest_remainder(exact, n)
+    else:
+        counts = [round(x) for x in exact]
+        while sum(counts) > n:  # rounded up past the pool (0.25 of 6 is 2): take back the most
+            i = max(range(len(counts)), key=lambda j: counts[j] - exact[j])
+            counts[i] -= 1
     kind = np.full(n, IMPOSSIBLE, np.int32)
     kind[: sum(counts)] = np.repeat(labels, counts)
     kind = rng.permutation(kind)
@@ -147,6 +159,17 @@ def make_pool(
         jnp.asarray(switch_step, jnp.int32),
         jnp.asarray(gain, jnp.float32),
     )
+
+
+def _largest_remainder(exact: list[float], total: int) -> list[int]:
+    """Whole counts adding up to ``total``: the floors of ``exact`` (which adds up to
+    ``total`` up to rounding), then one more each for the largest remainders, first kinds
+    first among ties (a share of 0 gets none)."""
+    counts = [math.floor(x) for x in exact]
+    order = sorted(range(len(exact)), key=lambda j: counts[j] - exact[j])  # stable: ties in order
+    for j in order[: max(total - sum(counts), 0)]:
+        counts[j] += 1
+    return counts
 
 
 def _results(

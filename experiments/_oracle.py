@@ -22,10 +22,11 @@ per category) and writes it into the oracle sampler's state. Two rules (see
   probe, i.e. ``R / (every * groups_per_generation * group_size)`` sequences per training
   rollout for ``R`` distinct tasks (hard-skew: 286 / 128 = 2.2), free by design.
 - ``"frontier"``: every draw from the lowest level the policy has not mastered (mean pass rate
-  of its probed tasks below ``mastered``), never from coin-flip tasks; uniform over the real
-  levels once all are mastered. The curriculum a teacher who knows the prerequisite chain would
-  run. Draws in proportion to its weights (``draw = "proportional"``): evenly over the level's
-  entries.
+  of its probed tasks below ``mastered``), never from coin-flip tasks; once all are mastered,
+  uniform over the real levels' entries (each level drawn in proportion to its entries, as
+  uniform sampling of the pool without its coin flips would, not an equal share per level). The
+  curriculum a teacher who knows the prerequisite chain would run. Draws in proportion to its
+  weights (``draw = "proportional"``): evenly over the level's entries.
 
 The same probe measures, for the study's pass-rate diagnostics, how the pool's tasks split
 into never solved, sometimes solved and always solved (:func:`make_measure`): a task whose
@@ -40,6 +41,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -103,7 +105,8 @@ def oracle_settings(table: Mapping) -> dict:
     """An arm's ``oracle`` table (``gates`` aside) with its mode's defaults filled in.
 
     Raises:
-      ValueError: an unknown key or mode, naming it and what is accepted.
+      ValueError: an unknown key or mode, naming it and what is accepted; a value out of
+        range (``mastered`` outside (0, 1], ``exact`` not a bool, ...), naming the key.
     """
     table = {k: v for k, v in table.items() if k != "gates"}
     bad = sorted(set(table) - set(SETTINGS))
@@ -117,12 +120,28 @@ def oracle_settings(table: Mapping) -> dict:
         raise ValueError(f"oracle.draw must be one of {list(DRAWS)}, got {out['draw']!r}")
     if not 0.0 <= out["uniform_share"] <= 1.0:
         raise ValueError(f"oracle.uniform_share must lie in [0, 1], got {out['uniform_share']}")
+    check_probe_settings(out["mastered"], out["exact"], "oracle.")
     if out["every"] < 0 or out["samples"] < 1 or out["per_category"] < 0:
         raise ValueError(
             "oracle.every and oracle.per_category must be >= 0 and oracle.samples >= 1, got "
             f"{out['every']}, {out['per_category']}, {out['samples']}"
         )
     return out
+
+
+def check_probe_settings(mastered, exact, prefix: str = "") -> None:
+    """Refuses a ``mastered`` outside (0, 1] or not a finite number (above 1 no level is ever
+    mastered and the frontier stays on the first one), and an ``exact`` that is not a bool
+    (``"no"`` would read as true), naming the key (``prefix`` + its name) and the value."""
+    if (
+        isinstance(mastered, bool)
+        or not isinstance(mastered, int | float)
+        or not math.isfinite(mastered)
+        or not 0.0 < mastered <= 1.0
+    ):
+        raise ValueError(f"{prefix}mastered must be a number in (0, 1], got {mastered!r}")
+    if not isinstance(exact, bool | np.bool_):
+        raise ValueError(f"{prefix}exact must be true or false, got {exact!r}")
 
 
 def oracle(
@@ -333,6 +352,7 @@ def make_probe(
     """
     if mode not in MODES:
         raise ValueError(f"oracle mode must be one of {list(MODES)}, got {mode!r}")
+    check_probe_settings(mastered, exact)
     pool = built.pool
     env = env or built.engine.env_names[0]
     measure, rows = make_measure(built, per_category=per_category, samples=samples, exact=exact)

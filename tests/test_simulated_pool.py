@@ -116,6 +116,34 @@ def test_shares_that_round_up_past_the_pool_still_make_one(n, shares):
         assert abs(int((kinds == getattr(sp, name.upper())).sum()) - n * share) <= 1
 
 
+def test_shares_adding_up_to_one_in_decimal_are_accepted():
+    """0.05 + 0.55 + 0.3 + 0.1 is 1.0000000000000002 in floats: the shares were refused as
+    adding up to more than 1."""
+    pool = sp.make_pool(100, trivial=0.05, informative=0.55, emerging=0.3, coin_flip=0.1)
+    assert np.bincount(np.asarray(pool.kind), minlength=6).tolist() == [0, 5, 55, 30, 10, 0]
+    with pytest.raises(ValueError, match=r"add up to more than 1: 1\.01"):
+        sp.make_pool(100, trivial=0.05, informative=0.56, emerging=0.3, coin_flip=0.1)
+
+
+@pytest.mark.parametrize(
+    "n, shares, counts",
+    [
+        (10, [0.25] * 4, [3, 3, 2, 2]),
+        (20, [0.5, 0.025, 0.475], [10, 1, 9]),
+        (6, [0.25] * 4, [2, 2, 1, 1]),
+        (7, [0.0, 0.5, 0.5], [0, 4, 3]),
+    ],
+)
+def test_shares_adding_up_to_one_leave_no_impossible_task(n, shares, counts):
+    """Rounding each share on its own left tasks nobody asked for impossible (four shares of
+    0.25 of 10 tasks: 2 each and 2 impossible); the counts are now largest remainders."""
+    names = ["trivial", "informative", "emerging", "coin_flip"][: len(shares)]
+    given = {"trivial": 0.0, "informative": 0.0, "emerging": 0.0, **dict(zip(names, shares))}
+    got = np.bincount(np.asarray(sp.make_pool(n, **given).kind), minlength=6)
+    assert got[sp.IMPOSSIBLE] == 0
+    assert got[[getattr(sp, name.upper()) for name in names]].tolist() == counts
+
+
 def _fixed(ids):
     """A sampler that draws ``ids(num)`` every step (plain ids or a TaskDraw)."""
     return cx.TaskSampler(

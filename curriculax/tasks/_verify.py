@@ -47,6 +47,8 @@ def verify(answer: Array, answer_len: Array, completion: Array) -> tuple[Array, 
     completion = completion[..., :width]
     in_answer = jnp.arange(width) < answer_len[..., None]
     correct = (completion == answer) & in_answer
-    exact = jnp.all(correct | ~in_answer, axis=-1).astype(jnp.float32)
+    exact = jnp.all(correct | ~in_answer, axis=-1)
+    # An answer_len below 1 reads no position: nothing was matched, so nothing is exact.
+    exact = jnp.where(answer_len >= 1, exact, False).astype(jnp.float32)
     partial = jnp.sum(correct, axis=-1) / jnp.maximum(answer_len, 1)
     return exact, partial.astype(jnp.float32)

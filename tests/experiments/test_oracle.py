@@ -142,6 +142,46 @@ def test_oracle_settings_fill_each_modes_defaults_and_name_bad_keys():
         oracle_settings({"draw": "greedy"})
 
 
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"mode": "frontier", "mastered": 1.5}, r"oracle\.mastered must be .* got 1\.5"),
+        ({"mastered": 0.0}, r"oracle\.mastered must be .* got 0\.0"),
+        ({"mastered": float("nan")}, r"oracle\.mastered must be .* got nan"),
+        ({"mastered": True}, r"oracle\.mastered must be .* got True"),
+        ({"mastered": "0.9"}, r"oracle\.mastered must be .* got '0\.9'"),
+        ({"exact": "no"}, r"oracle\.exact must be true or false, got 'no'"),
+        ({"mode": "frontier", "exact": 1}, r"oracle\.exact must be true or false, got 1"),
+    ],
+    ids=[
+        *("mastered above 1", "mastered 0", "mastered nan", "mastered bool", "mastered str"),
+        *("exact str", "exact int"),
+    ],
+)
+def test_oracle_settings_refuse_a_mastered_or_exact_out_of_range(table, message):
+    """``mastered = 1.5`` kept the frontier on level 0 for the whole run and ``exact = "no"``
+    read as true; both were accepted."""
+    with pytest.raises(ValueError, match=message):
+        oracle_settings(table)
+    assert oracle_settings({"mode": "frontier", "mastered": 1, "exact": True})["mastered"] == 1
+
+
+def test_a_study_with_a_bad_mastered_is_refused_before_any_arm_runs(tmp_path, monkeypatch):
+    from experiments import compare
+    from experiments.compare import cli
+    from tests.experiments.test_compare import STUDY, _fake_run_arm
+
+    calls = []
+    monkeypatch.setattr(cli, "run_arm", _fake_run_arm(calls))
+    old = 'mode = "frontier" }'
+    assert old in STUDY
+    config = tmp_path / "study.toml"
+    config.write_text(STUDY.replace(old, 'mode = "frontier", mastered = 1.5 }'))
+    with pytest.raises(ValueError, match=r"arm 'oracle': oracle\.mastered must be .* got 1\.5"):
+        compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out")])
+    assert calls == []
+
+
 def _small_experiment():
     task = TaskConfig(num_levels=2, level_mass=(1.0, 1.0), pool_size=24, held_out_per_level=2)
     return GRPOExperimentConfig(task=task)

@@ -50,3 +50,14 @@ def test_broadcasts_over_groups():
     np.testing.assert_array_equal(exact, [[1.0, 0.0], [1.0, 0.0]])
     np.testing.assert_allclose(partial, [[1.0, 0.5], [1.0, 2 / 3]])
     assert exact.dtype == partial.dtype == jnp.float32
+
+
+def test_an_answer_len_below_one_is_never_exact():
+    """An ``answer_len`` of 0 or less reads no position, and once scored every completion
+    exact (1.0) while its partial credit was 0: exact is now 0 too, in traced code."""
+    lens = jnp.array([0, -1, -(2**31), 4])
+    completion = jnp.array([S0, S0, S0, S0, S0])
+    exact, partial = jax.jit(jax.vmap(T.verify, in_axes=(None, 0, None)))(ANSWER, lens, completion)
+    np.testing.assert_array_equal(exact, [0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(partial, [0.0, 0.0, 0.0, 0.25])
+    assert _verify([S2, S1, S0, EOS]) == (1.0, 1.0)  # a valid answer_len is unchanged
