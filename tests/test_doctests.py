@@ -5,18 +5,21 @@ copy of its own module's globals, so an example imports every name its module do
 (``from curriculax.testing import group_results``).
 
 :data:`MODULES` lists the modules of the public API (what ``curriculax/__init__.py``,
-``cx.samplers``, ``cx.gates`` and ``cx.credit`` export, docs/layout.md; and the conformance
-checks, ``curriculax.testing``) that hold examples: an example is run in the module that
-defines its object, so ``cx.robust_curriculum``'s runs in ``curriculax._config``.
+``cx.samplers``, ``cx.gates`` and ``cx.credit`` export, docs/layout.md; the subpackages
+behind the experiments, ``curriculax.engine``, ``.rl``, ``.tasks`` and ``.selfplay``; and the
+conformance checks, ``curriculax.testing``) that hold examples: an example is run in the module
+that defines its object, so ``cx.robust_curriculum``'s runs in ``curriculax._config`` and
+``cx.tasks.mix32``'s in ``curriculax._hash``.
 :func:`test_every_public_module_with_examples_is_listed` fails when a public name's module
 gains examples without being listed. ``curriculax.testing``'s example (a whole conformance run,
 most of this file's time) is marked slow; ``curriculax.simulated_pool``'s module example runs
-in tests/test_simulated_pool.py.
+in tests/test_simulated_pool.py. The subpackages' examples use tiny inputs (a one-block
+transformer of width 16, a few tasks, groups of 2) and share their shapes, so their compiled
+programs are reused across examples; ``curriculax.engine._sinks``' writes TensorBoard events and
+an offline W&B run (nothing leaves the machine) to a temporary directory.
 
 Not run here: ``curriculax.integrations`` (set-ups for a trainer: a model and a dataset the
-reader supplies; the modules import clients the main venv does not install) and the
-subpackages behind the experiments (``curriculax.engine``, ``.rl``, ``.tasks``,
-``.selfplay``), whose examples are in part sketches over names the reader supplies.
+reader supplies; the modules import clients the main venv does not install).
 """
 
 from __future__ import annotations
@@ -28,16 +31,26 @@ import inspect
 import pytest
 
 import curriculax as cx
+from curriculax import engine, rl, selfplay, tasks
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 MODULES = (
     "curriculax._config",
     "curriculax._curriculum",
+    "curriculax._hash",
     "curriculax.credit",
+    "curriculax.engine",
+    "curriculax.engine._sinks",
     "curriculax.gates.advantage_range",
     "curriculax.gates.reward_consistency",
     "curriculax.host",
+    "curriculax.rl",
+    "curriculax.rl._grpo",
+    "curriculax.rl._model",
+    "curriculax.rl._sampling",
+    "curriculax.rl._solver",
+    "curriculax.rl._supervised",
     "curriculax.samplers.category_bandit",
     "curriculax.samplers.category_learnability",
     "curriculax.samplers.difficulty_pools",
@@ -49,6 +62,16 @@ MODULES = (
     "curriculax.samplers.sequential",
     "curriculax.samplers.skip_zero_variance",
     "curriculax.samplers.uniform",
+    "curriculax.selfplay._challenger",
+    "curriculax.tasks",
+    "curriculax.tasks._addition",
+    "curriculax.tasks._generate",
+    "curriculax.tasks._keys",
+    "curriculax.tasks._pools",
+    "curriculax.tasks._sequences",
+    "curriculax.tasks._taskset",
+    "curriculax.tasks._verify",
+    "curriculax.tasks._vocab",
     "curriculax.testing",
 )
 SLOW = ("curriculax.testing",)
@@ -63,7 +86,7 @@ def _tests(name: str) -> list[doctest.DocTest]:
 def _public_modules() -> set[str]:
     """The modules that define the names the public namespaces export."""
     out = set()
-    for namespace in (cx, cx.samplers, cx.gates, cx.credit):
+    for namespace in (cx, cx.samplers, cx.gates, cx.credit, engine, rl, tasks, selfplay):
         out.add(namespace.__name__)
         names = getattr(namespace, "__all__", None) or [
             n for n in dir(namespace) if not n.startswith("_")

@@ -7,6 +7,8 @@ Example:
   >>> from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
   >>> engine = Engine(synthetic_solver(), [Env("a", synthetic_tasks(100))], EngineConfig(8))
   >>> result = run(engine, steps=5, progress=False)
+  >>> result.stopped, result.metrics["step"]
+  ('completed', 5)
 """
 
 from curriculax.checkpoint import CheckpointSaveError

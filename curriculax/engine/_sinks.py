@@ -7,9 +7,15 @@ curriculax[tensorboard]``) and :class:`WandbSink` (Weights & Biases, ``pip insta
 curriculax[wandb]``). Anything with the three methods of :class:`MetricSink` works.
 
 Example:
-  >>> from curriculax.engine import TensorBoardSink, WandbSink, run
-  >>> result = run(engine, steps=50, run_dir="runs/a",
-  ...              sinks=[TensorBoardSink(), WandbSink("my-project", mode="offline")])
+  >>> import tempfile
+  >>> from curriculax.engine import Engine, EngineConfig, Env, TensorBoardSink, WandbSink, run
+  >>> from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+  >>> engine = Engine(synthetic_solver(), [Env("a", synthetic_tasks(100))], EngineConfig(8))
+  >>> with tempfile.TemporaryDirectory() as run_dir:
+  ...     result = run(engine, steps=3, run_dir=run_dir, progress=False,
+  ...                  sinks=[TensorBoardSink(), WandbSink("my-project", mode="offline")])
+  ...     sorted(os.listdir(run_dir))
+  ['checkpoints', 'metrics.jsonl', ..., 'tensorboard', 'traces.jsonl', 'wandb', 'wandb_run_id']
 """
 
 from __future__ import annotations

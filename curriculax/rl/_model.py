@@ -275,8 +275,12 @@ def init_policy(cfg: TransformerConfig, key: Array) -> tuple[nnx.GraphDef, Param
       dict of ``f32`` arrays with string keys (a plain pytree for jit, optax and Orbax).
 
     Example:
-      >>> graphdef, params = init_policy(TransformerConfig(vocab_size=33), jax.random.key(0))
-      >>> logits = apply_policy(graphdef, params, tokens)
+      >>> cfg = TransformerConfig(vocab_size=33, width=16, depth=1, heads=2, max_len=16)
+      >>> graphdef, params = init_policy(cfg, jax.random.key(0))
+      >>> tokens = jnp.array([[0, 1, 5, 17, 2]])      # <pad> <bos> <rev> s0 <sep>
+      >>> logits = jax.jit(apply_policy, static_argnums=0)(graphdef, params, tokens)
+      >>> logits.shape
+      (1, 5, 33)
     """
     graphdef, state = nnx.split(Transformer(cfg, rngs=nnx.Rngs(params=key)))
     return graphdef, nnx.to_pure_dict(state)

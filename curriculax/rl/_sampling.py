@@ -125,8 +125,17 @@ def sample(
       :class:`Samples` with leaves ``[B, T]``.
 
     Example:
-      >>> out = jax.jit(functools.partial(sample, graphdef, max_new_tokens=13))(
-      ...     params, prompts, key)
+      >>> import functools
+      >>> from curriculax.rl import TransformerConfig, init_policy
+      >>> from curriculax.tasks import VOCAB_SIZE
+      >>> cfg = TransformerConfig(VOCAB_SIZE, width=16, depth=1, heads=2, max_len=16)
+      >>> graphdef, params = init_policy(cfg, jax.random.key(0))
+      >>> prompts = jnp.array([[1, 5, 17, 18, 2],     # <bos> <rev> s0 s1 <sep>
+      ...                      [0, 1, 5, 19, 2]])     # <pad> <bos> <rev> s2 <sep>
+      >>> out = jax.jit(functools.partial(sample, graphdef, max_new_tokens=3))(
+      ...     params, prompts, jax.random.key(1))
+      >>> out.tokens.shape, out.logprobs.shape, out.mask.shape
+      ((2, 3), (2, 3), (2, 3))
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}.")
@@ -241,8 +250,15 @@ def answer_probability(
       ``f32[B]`` the probability of a reward of 1 under exact match, in [0, 1].
 
     Example:
-      >>> p = answer_probability(graphdef, params, tasks.prompt, tasks.answer,
-      ...                        tasks.answer_len, temperature=1.0)
+      >>> from curriculax.rl import TransformerConfig, init_policy
+      >>> from curriculax.tasks import VOCAB_SIZE, ReversalSpec, generate
+      >>> tasks = generate(jax.random.key(0), ReversalSpec(num_levels=2), 2)  # 2 per level
+      >>> cfg = TransformerConfig(VOCAB_SIZE, width=16, depth=1, heads=2, max_len=16)
+      >>> graphdef, params = init_policy(cfg, jax.random.key(1))
+      >>> p = jax.jit(answer_probability, static_argnums=0)(
+      ...     graphdef, params, tasks.prompt, tasks.answer, tasks.answer_len)
+      >>> p.shape, bool(jnp.all((p > 0) & (p < 1)))
+      ((4,), True)
     """
     logprobs, _ = score_completions(
         graphdef,

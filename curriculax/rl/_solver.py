@@ -153,10 +153,15 @@ def grpo_solver(
       A :class:`~curriculax.engine._solver.Solver`.
 
     Example:
-      >>> solver = grpo_solver(TransformerConfig(VOCAB_SIZE, max_len=32), GRPOConfig(),
-      ...                      max_new_tokens=spec.answer_width)
-      >>> state = solver.init(jax.random.key(0))
-      >>> rollouts = jax.jit(solver.rollout, static_argnums=3)(state, tasks, key, 8)
+      >>> from curriculax.tasks import ReversalSpec, generate
+      >>> spec = ReversalSpec(num_levels=2)
+      >>> tasks = generate(jax.random.key(0), spec, 2)  # 4 tasks, 2 per level
+      >>> cfg = TransformerConfig(VOCAB_SIZE, width=16, depth=1, heads=2, max_len=16)
+      >>> solver = grpo_solver(cfg, GRPOConfig(), max_new_tokens=spec.answer_width)
+      >>> state = solver.init(jax.random.key(1))
+      >>> rollouts = jax.jit(solver.rollout, static_argnums=3)(state, tasks, jax.random.key(2), 2)
+      >>> rollouts.rewards.shape, rollouts.token_mask.shape  # [G, K], [G, K, T]
+      ((4, 2), (4, 2, 3))
     """
     grpo_cfg = GRPOConfig() if grpo_cfg is None else grpo_cfg
     max_new_tokens = _check_positive_int("max_new_tokens", max_new_tokens)

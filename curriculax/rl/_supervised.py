@@ -92,8 +92,17 @@ def pretrain(
       ``(params, losses f32[steps])``: the fitted params dict and each step's loss.
 
     Example:
-      >>> params, losses = pretrain(model_cfg, train, key, steps=100)
-      >>> solver = grpo_solver(model_cfg, GRPOConfig(), max_new_tokens=A, init_params=params)
+      >>> from curriculax.rl import grpo_solver
+      >>> from curriculax.tasks import VOCAB_SIZE, ReversalSpec, generate
+      >>> spec = ReversalSpec(num_levels=2)
+      >>> train = generate(jax.random.key(0), spec, 2)  # 4 tasks, 2 per level
+      >>> model_cfg = TransformerConfig(VOCAB_SIZE, width=16, depth=1, heads=2, max_len=16)
+      >>> params, losses = pretrain(model_cfg, train, jax.random.key(1), steps=4, batch_size=8,
+      ...                           chunk=2)
+      >>> losses.shape, bool(losses[-1] < losses[0])
+      ((4,), True)
+      >>> solver = grpo_solver(model_cfg, GRPOConfig(), max_new_tokens=spec.answer_width,
+      ...                      init_params=params)
     """
     for name, value in (("steps", steps), ("batch_size", batch_size), ("chunk", chunk)):
         if not isinstance(value, int) or value < 1:

@@ -59,7 +59,14 @@ def level_direction(report: Any) -> int:
     learned none but left tasks stuck; otherwise stay. Both built-in challengers use it.
 
     Example:
-      >>> level = max(0, level + level_direction(report))
+      >>> from curriculax.selfplay import RoundReport
+      >>> report = RoundReport(round=0, spec=None, generated=8, invalid=0, collisions=0,
+      ...                      learned=3, stuck=1, dropped_easy=1, r0=0.25, occupancy=4,
+      ...                      steps=10, rollouts=160)
+      >>> level = 2
+      >>> level = max(0, level + level_direction(report))  # learned more than it left stuck
+      >>> level
+      3
     """
     too_easy = report.dropped_easy > report.generated // 2
     if too_easy or (report.learned > report.stuck and report.r0 > 0):

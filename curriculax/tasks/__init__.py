@@ -4,10 +4,17 @@ Every family reduces to "prompt tokens -> answer tokens" over one shared vocabul
 policy serves every family and :func:`verify` is family-agnostic.
 
 Example:
+  >>> import jax
   >>> from curriculax import tasks
-  >>> train, held_out = tasks.make_pools(jax.random.key(0), tasks.ReversalSpec(),
-  ...                                    train_per_level=256, held_out_per_level=32)
+  >>> spec = tasks.ReversalSpec(num_levels=3)                 # lengths 1, 2, 3
+  >>> train, held_out = tasks.make_pools(jax.random.key(0), spec,
+  ...                                    train_per_level=4, held_out_per_level=2)
+  >>> tasks.decode(train.prompt[-1]), tasks.decode(train.answer[-1])
+  ('<bos> <rev> s7 s5 s1 <sep>', 's1 s5 s7 <eos>')
+  >>> completions = train.answer                              # a solver that is always right
   >>> exact, partial = tasks.verify(train.answer, train.answer_len, completions)
+  >>> float(exact.mean()), float(partial.mean())
+  (1.0, 1.0)
 """
 
 from curriculax.tasks._addition import AdditionSpec, carries

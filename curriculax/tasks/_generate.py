@@ -126,7 +126,10 @@ def generate(key: Array, spec: TaskFamily, num_per_level: int) -> TaskSet:
       of width ``spec.prompt_width`` and answers of width ``spec.answer_width``.
 
     Example:
-      >>> pool = generate(jax.random.key(0), ReversalSpec(), 64)
+      >>> from curriculax.tasks import ReversalSpec
+      >>> pool = generate(jax.random.key(0), ReversalSpec(num_levels=2), 2)
+      >>> pool.prompt.shape, pool.answer.shape, pool.level.tolist()
+      ((4, 5), (4, 3), [0, 0, 1, 1])
     """
     if num_per_level < 1:
         raise ValueError(f"num_per_level must be >= 1, got {num_per_level!r}.")

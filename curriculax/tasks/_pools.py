@@ -106,8 +106,11 @@ def make_pools(
       ``(train, held_out)`` task sets in level order.
 
     Example:
-      >>> train, held_out = make_pools(key, ReversalSpec(), train_per_level=256,
-      ...                              held_out_per_level=32)
+      >>> from curriculax.tasks import ReversalSpec
+      >>> train, held_out = make_pools(jax.random.key(0), ReversalSpec(num_levels=3),
+      ...                              train_per_level=4, held_out_per_level=2)
+      >>> train.level.tolist(), held_out.level.tolist()  # level 0 holds only 8 tasks
+      ([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2], [0, 1, 1, 2, 2])
     """
     if train_per_level < 1 or held_out_per_level < 1:
         raise ValueError(

@@ -120,7 +120,16 @@ def concat_tasksets(tasksets: Sequence[TaskSet]) -> TaskSet:
     :func:`curriculax.tasks.check_unique_keys`.
 
     Example:
+      >>> from curriculax.tasks import AdditionSpec, ReversalSpec, generate
+      >>> reversal_pool = generate(jax.random.key(0), ReversalSpec(num_levels=2), 2)
+      >>> addition_pool = generate(jax.random.key(1), AdditionSpec(num_levels=2), 2)
+      >>> reversal_pool.prompt.shape, addition_pool.prompt.shape
+      ((4, 5), (4, 7))
       >>> both = concat_tasksets([reversal_pool, addition_pool])
+      >>> both.prompt.shape, both.level.tolist()
+      ((8, 7), [0, 0, 1, 1, 0, 0, 1, 1])
+      >>> both.prompt[0].tolist()  # <bos> <rev> s5 <sep>, padded on the left
+      [0, 0, 0, 1, 5, 22, 2]
     """
     tasksets = list(tasksets)
     if not tasksets:
@@ -138,6 +147,8 @@ def distinct_tasks(tasks: TaskSet) -> np.ndarray:
     per-task state.
 
     Example:
+      >>> from curriculax.tasks import ReversalSpec, generate
+      >>> tasks = generate(jax.random.key(0), ReversalSpec(num_levels=2), 2)
       >>> distinct_tasks(take(tasks, jnp.array([0, 1, 0]))).tolist()
       [0, 1, 0]
     """
