@@ -92,7 +92,8 @@ def best_of_text(config: GRPOExperimentConfig) -> str | None:
         lines.append(
             f"  best against best ({config.evidence_best_of}, {regime_text(r.init)}): "
             f"'{r.first}' / '{r.best}', median rollouts to target: {r.text}: "
-            f"{cmp['verdict']}; seeds at target, Fisher's exact p = {cmp['fisher_p']:.3f}"
+            f"{cmp['verdict']}; seeds at target, Fisher's exact p = {cmp['fisher_p']:.3f} (the "
+            "arms each its group's best on these seeds; the interval is not adjusted for that)"
         )
         if r.init != config.init:
             lines.append(

@@ -380,6 +380,8 @@ def report_only(path: str, argv=None, replace: str | None = None) -> None:
 
 def _report(path: str, argv, replace: str | None) -> None:
     config, data, command = load_study(path)
+    with open(path) as f:
+        stored = json.load(f)["config"]
     if replace is not None:
         data, command = _replace_arms(config, data, command, *load_study(replace))
     table = tables(config, data)
@@ -389,4 +391,8 @@ def _report(path: str, argv, replace: str | None) -> None:
         path[: -len(".json")] + ".md",
         f"Made by `{command}`; tables redone from its per-seed numbers by `{this}`.\n\n{table}",
     )
-    write_json_atomic(path, study_json(config, data, command), indent=2, default=json_default)
+    study = study_json(config, data, command)
+    # The config as the study stored it: today's defaults for the keys it lacks would record
+    # settings it never ran with (a default may have changed since).
+    study["config"] = stored
+    write_json_atomic(path, study, indent=2, default=json_default)

@@ -162,6 +162,12 @@ def study_arms(path: str) -> list[Arm]:
         if "curriculum" in arm:
             curriculum = _config.expand_preset(arm["curriculum"])
         values = data["arms"][arm["name"]]["rollouts_to_target"]
+        nan = [i for i, v in enumerate(values) if v is not None and math.isnan(v)]
+        if nan:
+            raise ValueError(
+                f"{path}: arm {arm['name']!r}: rollouts_to_target holds NaN at seeds {nan}; a "
+                "seed's number is a value or null (a miss)"
+            )
         out.append(
             Arm(
                 name=arm["name"],
@@ -364,10 +370,14 @@ def is_within(ratio: _stats.Ratio, within: float) -> bool:
     return ratio.bound in ("", "<=") and ratio.point <= within
 
 
-def interval_says(ratio: _stats.Ratio, within: float) -> str:
+def interval_says(ratio: _stats.Ratio, within: float, seeds: int | None = None) -> str:
     """What the paired interval of candidate / best says of the condition: ``"within"`` (its
     upper end is at most ``within``), ``"behind"`` (its lower end is above it) or ``"cannot
-    tell"`` (it straddles ``within``, or is open above where a resample's median missed)."""
+    tell"`` (it straddles ``within``, or is open above where a resample's median missed);
+    ``"not judged (N seeds)"`` where the cell ran fewer than
+    :data:`~experiments._stats.MIN_SEEDS` ``seeds``."""
+    if seeds is not None and seeds < _stats.MIN_SEEDS:
+        return f"not judged ({seeds} seeds)"
     if ratio.high <= within:
         return "within"
     if ratio.low > within:
@@ -390,15 +400,16 @@ def _table(
         f"within {within}x",
         "the interval says",
     ]
-    cells, inside, says = [], 0, {"within": 0, "behind": 0, "cannot tell": 0}
+    cells, inside, says = [], 0, {"within": 0, "behind": 0, "cannot tell": 0, "not judged": 0}
     for r in rows:
         best = _names(r.best)
         also = (fewer or {}).get((r.candidate.family, r.labels), [])
         missed = [f for f in also if not is_within(f.ratio, within)]
         ok = is_within(r.ratio, within) and not missed
         inside += ok
-        verdict = interval_says(r.ratio, within)
-        says[verdict] += 1
+        seeds = min(r.candidate.rollouts.size, r.best[0].rollouts.size)
+        verdict = interval_says(r.ratio, within, seeds)
+        says[verdict.split(" (")[0]] += 1
         if ok:
             mark = "yes"
         elif r.ratio.bound == "?":
@@ -438,7 +449,8 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         '16\'s condition reads it; the interval says: "within" where its upper end is at most '
         f'{within}, "behind" where its lower end is above {within}, "cannot tell" '
         "otherwise (where medians are a few evaluation steps in, one step is itself a ratio of "
-        "that size). A cell with a 10-seed and a 20-seed study counts once, with 20, and "
+        f'that size), "not judged" where the cell ran fewer than {_stats.MIN_SEEDS} seeds. '
+        "A cell with a 10-seed and a 20-seed study counts once, with 20, and "
         "within only where the candidate's seeds 0-9 (the 10-seed study's seeds) are also "
         "within of the best arm on those seeds (the rows replaced, below); every run with "
         'more seeds also runs on its seeds 0-9 (named "<study>, seeds 0-9"), so the best '
@@ -458,7 +470,12 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         "",
         f"**Within {within}x in {inside} of {len(headline)} cells.** The paired interval shows "
         f"the candidate within {within}x in {says['within']}, more than {within}x behind in "
-        f"{says['behind']}, and cannot tell in {says['cannot tell']}.",
+        f"{says['behind']}, and cannot tell in {says['cannot tell']}"
+        + (
+            f"; not judged in {says['not judged']} (fewer than {_stats.MIN_SEEDS} seeds)."
+            if says["not judged"]
+            else "."
+        ),
     ]
     for title, part in (
         ("Replaced by the same cell with more seeds", superseded),

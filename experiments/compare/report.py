@@ -240,15 +240,23 @@ def _init_text(init) -> str:
     return f"init base {base!r}" if isinstance(base, str) else f"init base {base}"
 
 
-def _hits(d: dict, field: str = "rollouts_to_target") -> np.ndarray:
-    """``f64[S]`` from the JSON's per-seed list (``None``: a miss, ``inf``)."""
-    return np.array([np.inf if x is None else x for x in d[field]], np.float64)
+def _hits(d: dict, field: str = "rollouts_to_target", arm: str | None = None) -> np.ndarray:
+    """``f64[S]`` from the JSON's per-seed list (``None``: a miss, ``inf``). A NaN (a stored
+    number that is neither a value nor a miss) is refused, naming ``arm`` and the seeds."""
+    x = np.array([np.inf if v is None else v for v in d[field]], np.float64)
+    if np.isnan(x).any():
+        where = "an arm" if arm is None else f"arm {arm!r}"
+        raise ValueError(
+            f"{where}: {field} holds NaN at seeds {np.flatnonzero(np.isnan(x)).tolist()}; a "
+            "seed's number is a value or null (a miss)"
+        )
+    return x
 
 
 def compare_arms(base: np.ndarray, arm: np.ndarray, spend: float) -> dict:
     """``base``'s median rollouts to target over ``arm``'s: the ratio with an unpaired and a
     paired (by seed) bootstrap interval, Fisher's exact test on seeds at target, and the
-    verdict the intervals allow."""
+    verdict the intervals allow (none below :data:`~experiments._stats.MIN_SEEDS` seeds)."""
     unpaired = S.censored_ratio(base, arm, spend, S.median)
     paired = (
         S.censored_ratio(base, arm, spend, S.median, paired=True) if base.size == arm.size else None
@@ -263,7 +271,9 @@ def compare_arms(base: np.ndarray, arm: np.ndarray, spend: float) -> dict:
         # Why there is no paired interval, for the text (seeds pair only between equal counts).
         "unpaired_why": None if paired is not None else f"{base.size} vs {arm.size} seeds",
         "fisher_p": fisher,
-        "verdict": S.verdict(*(r for r in (unpaired, paired) if r is not None)),
+        "verdict": S.verdict(
+            *(r for r in (unpaired, paired) if r is not None), seeds=min(base.size, arm.size)
+        ),
     }
 
 
@@ -313,11 +323,11 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
     g, k = exp.groups_per_generation, exp.group_size
     spend = budget(config)
     base = data.get(config.baseline)
-    base_reach = _hits(base) if base is not None else None
+    base_reach = _hits(base, arm=config.baseline) if base is not None else None
     rows = []
     for name, d in data.items():
-        hits = _hits(d)
-        upd = _hits(d, "updates_to_target")
+        hits = _hits(d, arm=name)
+        upd = _hits(d, "updates_to_target", arm=name)
         final = np.asarray(d["final_held_out"], np.float32)
         final_updates = np.asarray(d["final_updates"])
         med = S.censored_bootstrap(hits, S.median, spend)
@@ -359,16 +369,20 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
         f"Budget {spend:,} rollouts per run ({config.generations} generation batches of {g} "
         f"groups x {k} rollouts); {config.seeds} seeds per arm; target: held-out exact match "
         f">= {target} on levels {levels}, evaluated every {config.eval_every} batches "
-        f"({config.eval_every * g * k:,} rollouts). Intervals: bootstrap 95% over seeds; a seed "
+        f"({config.eval_every * g * k:,} rollouts). Intervals: bootstrap 95% over seeds "
+        f"({S.REPS:,} resamples); a seed "
         f"that misses counts as > budget. Ratios: the baseline's median over the arm's, with a "
         f"bootstrap 95% interval resampling each arm on its own, then one resampling seeds "
         f"jointly (paired: seed i of every arm starts from the same initial policy). A miss is "
         f"only known to lie beyond the budget: a median that misses makes the ratio a bound "
         f"(>= when the baseline's missed, <= when the arm's did, - unknown), and an interval "
         f"end that resampled misses reach is open ([1.81, inf), (0, 0.41]). 'Against "
-        f"{config.baseline}': beat where both intervals lie above 1, lost where both lie "
-        f"below 1, did not beat otherwise. Fisher p: Fisher's exact test (two-sided) on the "
-        f"seeds at target, the arm's against the baseline's."
+        f"{config.baseline}': beat where both intervals lie above 1 (under 2.5% of each one's "
+        f"resamples at or below 1), lost where both lie below 1, borderline (neither claimed) "
+        f"where that share is within {S.BORDERLINE:g} Monte Carlo standard errors of 2.5% for "
+        f"an interval and no interval is clearly on the other side, did not beat otherwise; "
+        f"not judged (N seeds) where an arm ran fewer than {S.MIN_SEEDS} seeds. Fisher p: "
+        f"Fisher's exact test (two-sided) on the seeds at target, the arm's against the baseline's."
         + (f" Arms with their own settings: {overrides}." if overrides else "")
     )
     main = md.table(
@@ -440,13 +454,13 @@ def best_of(config: CompareConfig, data: dict[str, dict]) -> list[dict]:
     spend = budget(config)
     out = []
     for group in config.best_of:
-        hits = {n: _hits(data[n]) for n in group if n in data}
+        hits = {n: _hits(data[n], arm=n) for n in group if n in data}
         if not hits:
             continue
         name = min(hits, key=lambda n: (S.median(hits[n]), -np.isfinite(hits[n]).sum()))
         entry = {"group": list(group), "best": name, "median": S.median(hits[name])}
         if out:
-            first = _hits(data[out[0]["best"]])
+            first = _hits(data[out[0]["best"]], arm=out[0]["best"])
             entry["comparison"] = compare_arms(first, hits[name], spend)
         out.append(entry)
     return out
@@ -468,21 +482,30 @@ def best_of_text(config: CompareConfig, data: dict[str, dict]) -> str:
         return ""
     spend = budget(config)
     first = entries[0]["best"]
-    parts = [
-        f"{e['best']} (median {S.fmt_censored(_hits(data[e['best']]), S.median, spend)})"
+    medians = {
+        e["best"]: S.fmt_censored(_hits(data[e["best"]], arm=e["best"]), S.median, spend)
         for e in entries
-    ]
+    }
+    parts = [f"{e['best']} (median {medians[e['best']]})" for e in entries]
     ratios = [
         f"{first} / {e['best']}: {_comparison_text(e['comparison'])}, "
         f"{e['comparison']['verdict']} (Fisher p {e['comparison']['fisher_p']:.3f})"
         for e in entries[1:]
     ]
+    sizes = [len(e["group"]) for e in entries]
+    unequal = (
+        f" The groups hold {' vs '.join(map(str, sizes))} arms: the best of more arms gains "
+        "more from the choice."
+        if len(set(sizes)) > 1
+        else ""
+    )
     return (
         "\n\nEach group's best arm (lowest median rollouts to target): "
         + "; ".join(parts)
         + ". Best against best (median, 95% CI; paired): "
         + "; ".join(ratios)
-        + "."
+        + ". The best arms were chosen on these same seeds; the intervals are not adjusted for "
+        "that choice." + unequal
     )
 
 
@@ -630,7 +653,8 @@ class StudyResult(NamedTuple):
     ``paired`` the baseline's median over the arm's with its unpaired and paired interval
     (:class:`experiments._stats.Ratio`; None for the baseline itself or where there is no
     baseline); ``fisher_p`` Fisher's exact test on seeds at target; ``verdict`` ``"beat"``,
-    ``"lost"`` or ``"did not beat"`` as the intervals allow."""
+    ``"lost"``, ``"borderline"``, ``"did not beat"`` or ``"not judged (N seeds)"``
+    (:func:`experiments._stats.verdict`)."""
 
     arm: str
     baseline: str
@@ -661,20 +685,21 @@ def study_result(path: str, arm: str) -> StudyResult | str:
     config, data, command = load_study(path)
     if arm not in data:
         return f"the study {path} has no arm {arm!r}"
-    hits = _hits(data[arm])
+    hits = _hits(data[arm], arm=arm)
     exp = arm_experiment(config, find_arm(config, arm))
     base = data.get(config.baseline)
+    base_hits = None if base is None else _hits(base, arm=config.baseline)
     cmp = None
-    if base is not None and arm != config.baseline:
-        cmp = compare_arms(_hits(base), hits, budget(config))
+    if base_hits is not None and arm != config.baseline:
+        cmp = compare_arms(base_hits, hits, budget(config))
     return StudyResult(
         arm=arm,
         baseline=config.baseline,
         seeds=hits.size,
         reached=int(np.isfinite(hits).sum()),
-        baseline_reached=None if base is None else int(np.isfinite(_hits(base)).sum()),
+        baseline_reached=None if base_hits is None else int(np.isfinite(base_hits).sum()),
         median=S.median(hits),
-        baseline_median=None if base is None else S.median(_hits(base)),
+        baseline_median=None if base_hits is None else S.median(base_hits),
         ratio=None if cmp is None else cmp["ratio"],
         paired=None if cmp is None else cmp["paired"],
         fisher_p=None if cmp is None else cmp["fisher_p"],

@@ -99,6 +99,11 @@ def test_a_study_runs_from_a_toml_with_a_new_arm_and_a_new_level_mix(tiny_run):
     best = data["best_of"]
     assert [b["best"] for b in best] == ["sequential, unshuffled", "oracle"]
     assert "ratio_from_first" not in best[0] and len(best[1]["ratio_from_first"]) == 3
+    # 2 seeds per arm: below the 10 a verdict needs, none is given (the header says why)
+    assert best[1]["verdict"] == "not judged (2 seeds)"
+    assert data["arms"]["oracle"]["verdict"] == "not judged (2 seeds)"
+    assert "| not judged (2 seeds) |" in table and "fewer than 10 seeds" in table
+    assert "chosen on these same seeds; the intervals are not adjusted" in table
     assert (out / "compare.png").exists()
     assert "budget 32 rollouts" in printed.lower()
     # How spread the draws were within each category (per seed, per category; None: no draws).
@@ -365,6 +370,14 @@ def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fak
     )
     assert json.loads((out / "compare.json").read_text()) == stored
     assert fake_runs == ["sequential, unshuffled", "oracle"]  # nothing ran again
+    # A study stored before its config gained a key keeps its config as stored: the rewrite
+    # wrote today's defaults into it, settings the study never ran with.
+    older = {**stored, "config": dict(stored["config"])}
+    del older["config"]["step0_samples"]
+    (out / "compare.json").write_text(json.dumps(older))
+    compare.main(["--report", str(out / "compare.json")])
+    assert json.loads((out / "compare.json").read_text())["config"] == older["config"]
+    assert (out / "compare.md").read_text().split("\n", 1)[1] == made.split("\n", 1)[1]
 
 
 def test_report_takes_arms_from_a_rerun_of_the_same_study(tmp_path, fake_runs):
@@ -415,7 +428,7 @@ def test_the_main_job_reads_the_hard_skew_study_through_study_result(monkeypatch
     from experiments._builders import GRPOExperimentConfig
 
     text = grpo.evidence_text(GRPOExperimentConfig())  # the main job quotes the same numbers
-    assert "at least 2.86x (95% CI [1.81, inf), paired [1.82, inf)): beat" in text
+    assert "at least 2.86x (95% CI [1.80, inf), paired [1.80, inf)): beat" in text
     assert "Fisher's exact p = 0.033" in text
     assert "hard-skew.json, init scratch, labels levels, 10 seeds" in text
     assert "another regime" not in text

@@ -128,9 +128,10 @@ def test_the_main_job_quotes_best_against_best_first_with_its_regime(monkeypatch
     assert (
         "best against best (docs/compare/lr-hard-skew.json, init scratch): 'uniform, lr 0.001' / "
         "'category bandit (|advantage|), lr 0.002', median rollouts to target: 2.07x "
-        "[1.38, inf); paired [1.40, inf): beat" in text
+        "[1.36, inf); paired [1.38, inf): beat" in text
     )
     assert "another regime" not in text and "reproduce: python -m experiments.compare" in text
+    assert "each its group's best on these seeds; the interval is not adjusted" in text
     warm = dataclasses.replace(config, init={"base": "short-lengths"})
     assert "this run with init base short-lengths: it is evidence from another regime" in (
         grpo.best_of_text(warm)
@@ -152,7 +153,7 @@ def test_the_main_job_quotes_best_against_best_from_its_own_regime(monkeypatch):
     assert (
         "best against best (docs/compare/lr-base-hard-skew.json, init base short-lengths): "
         "'uniform, lr 0.002' / 'category bandit (|advantage|), lr 0.004', median rollouts to "
-        "target: 2.75x [1.50, 7.25]; paired [1.40, 7.25]: beat" in text
+        "target: 2.75x [1.50, 7.25]; paired [1.50, 7.00]: beat" in text
     )
     assert "another regime" not in text
 

@@ -435,3 +435,34 @@ def test_every_stored_cell_has_one_name():
     for arm in grid.load("docs/compare/*.json"):
         names.setdefault(arm.cell, set()).add(arm.describe)
     assert {cell: n for cell, n in names.items() if len(n) > 1} == {}
+
+
+def test_a_cell_of_fewer_than_ten_seeds_is_not_judged(tmp_path):
+    # 2 seeds: the paired interval is a point (2x) and said "behind"; below 10 seeds, nothing
+    rows = _robust_rows(
+        tmp_path,
+        {
+            "uniform": [1000.0] * 2,
+            "robust, labels levels": [2000.0] * 2,
+            "robust, labels noise 0.5": [2000.0] * 2,
+            "robust, labels none": [2000.0] * 2,
+        },
+    )
+    row = rows["levels"]
+    assert row.candidate.rollouts.size == 2 and row.ratio.low == row.ratio.high == 2.0
+    assert grid.interval_says(row.ratio, 1.2) == "behind"
+    assert grid.interval_says(row.ratio, 1.2, 2) == "not judged (2 seeds)"
+    assert grid.interval_says(row.ratio, 1.2, 10) == "behind"
+    text = grid.report(list(rows.values()), within=1.2, candidate="robust")
+    assert "| not judged (2 seeds) |" in text
+    assert "and cannot tell in 0; not judged in 3 (fewer than 10 seeds)." in text
+
+
+def test_a_nan_in_a_study_file_is_refused_naming_the_study_and_arm(tmp_path):
+    values = [1000.0] * 10
+    values[4] = float("nan")
+    path = _study(tmp_path, "a", {"uniform": values})
+    with pytest.raises(
+        ValueError, match=r"arm 'uniform': rollouts_to_target holds NaN at seeds \[4\]"
+    ):
+        grid.study_arms(str(path))
