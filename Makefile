@@ -30,7 +30,8 @@ run: $(STAMP)
 	$(BIN)/python -m experiments.grpo $(RUN_ARGS) $(ARGS)
 
 # -rs lists every skip's reason; --skips=allowed fails the run on a skip not listed in
-# tests/skip_policy.py (the adapters' tests, whose clients this venv does not install);
+# tests/skip_policy.py (the adapters' tests, whose clients this venv does not install, and two
+# tests that need root to mount a tmpfs or make a folder immutable);
 # --durations=15 ends the log with the slowest tests (most of the time is XLA compiling).
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -rs --skips=allowed --durations=15 $(ARGS)

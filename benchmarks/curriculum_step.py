@@ -13,7 +13,8 @@ cx.gates.advantage_range(0.0, 0.0)})``, for several pool sizes ``N``, all from t
   drifts alike for all of them; the parts (sample, observe) take the median of ``--repeats``
   calls each.
 - **driver**: :class:`curriculax.HostCurriculum`, as a trainer written in host Python calls it:
-  ``ids = cur.sample(num)`` then ``cur.observe(task_ids, rewards)`` with numpy rewards, the
+  ``ids = cur.sample(num, exact=True)`` then ``cur.observe(task_ids, rewards)`` with numpy
+  rewards (``exact``: one draw of ``num`` per call, as the compiled baseline draws), the
   driver computing the group-relative credit itself. Its *host overhead* is the median, over
   rounds, of its time minus the time of its two compiled programs called directly with
   arguments already on the device.
@@ -259,14 +260,19 @@ def driver_from_state(cur: cx.Curriculum, state, seed: int) -> cx.HostCurriculum
 
 
 def driver_calls(driver: cx.HostCurriculum, results: dict[str, np.ndarray], num: int):
-    """``(call, compiled)``: one driver step (``sample(num)``, then ``observe(task_ids,
-    rewards)`` with numpy in and out), and the same two compiled programs called directly
-    with arguments already on the device; the difference is the driver's host overhead
-    (argument checks, padding, transfers, dispatch)."""
+    """``(call, compiled)``: one driver step (``sample(num, exact=True)``, then
+    ``observe(task_ids, rewards)`` with numpy in and out), and the same two compiled programs
+    called directly with arguments already on the device; the difference is the driver's host
+    overhead (argument checks, padding, transfers, dispatch).
+
+    ``exact=True`` makes the driver draw ``num`` in each call, as ``compiled`` does: by default
+    a ``num`` that is not a power of two >= 8 draws ``bucket(num)`` and keeps the rest (some
+    calls then run no program), so the two would time different work. For a power of two
+    >= 8 (the default 1024) the two modes are the same call."""
     ids, rewards = results["task_ids"], results["rewards"]
 
     def call(i):
-        drawn = driver.sample(num)
+        drawn = driver.sample(num, exact=True)
         return drawn, driver.observe(ids, rewards)
 
     size = cx.host.bucket(ids.shape[0])
@@ -301,7 +307,7 @@ def time_steps(call_step, driver, numpy_cur, results, num: int, repeats: int, ro
     paired = [a - b for a, b in zip(times["drv"], times["drv_compiled"])]
     row["drv_overhead_ms"] = 1e3 * statistics.median(paired)
     ids, rewards = results["task_ids"], results["rewards"]
-    row["drv_sample_ms"] = median_ms(lambda i: driver.sample(num), repeats)
+    row["drv_sample_ms"] = median_ms(lambda i: driver.sample(num, exact=True), repeats)
     row["drv_observe_ms"] = median_ms(lambda i: driver.observe(ids, rewards), repeats)
     return row
 

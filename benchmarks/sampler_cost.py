@@ -8,8 +8,8 @@ the equal categories and the ``robust`` preset around it (``cx.robust_curriculum
 learnability inside the ``reward_consistency`` sampler, alone and with the gate of that name (a
 curriculum: the synthetic groups' answers repeat, so tasks get marked, replaced and rejected).
 A step draws ``--num`` tasks and observes synthetic groups of 8 rollouts for them; the time is
-the best of 3 repeats of ``--steps`` steps (compilation excluded). This machine is shared:
-compare the columns of one run, not absolute times across runs.
+the best of 3 repeats of ``--steps`` steps (compilation excluded, the keys built before the
+timing). This machine is shared: compare the columns of one run, not absolute times across runs.
 
 Run: ``python -m benchmarks.sampler_cost`` (``--quick``: small pools, for the tests).
 """
@@ -67,11 +67,16 @@ def step_ms(sampler: cx.TaskSampler | cx.Curriculum, num: int, steps: int) -> fl
     run = jax.jit(step)
     state, ids = run(sampler.init(jax.random.key(0)), jax.random.key(1))
     ids.block_until_ready()
+    # The keys are built before the timing (a host-side jax.random.key costs about as much as
+    # a small step), so only the step is timed.
+    keys = jax.block_until_ready(
+        [[jax.random.key(100 * r + i) for i in range(steps)] for r in range(3)]
+    )
     best = float("inf")
     for r in range(3):
         start = time.perf_counter()
         for i in range(steps):
-            state, ids = run(state, jax.random.key(100 * r + i))
+            state, ids = run(state, keys[r][i])
         ids.block_until_ready()
         best = min(best, (time.perf_counter() - start) / steps)
     return best * 1e3

@@ -73,11 +73,13 @@ def main() -> None:
 
     def timed(fn, state, steps, key_sharding=None):
         """Median seconds of one step (after a compile/warm-up call); the keys are derived
-        (and placed) before the timing, so only ``fn`` is timed."""
+        (and placed) before the timing, so only ``fn`` is timed. The warm-up call's key is
+        placed as the timed keys are: an unplaced one compiles a program the timed calls do
+        not use, and the first timed call would compile its own."""
         key = jax.random.key(1)
         keys = [jax.device_put(jax.random.fold_in(key, i), key_sharding) for i in range(steps)]
         jax.block_until_ready(keys)
-        state = fn(state, key)
+        state = fn(state, jax.device_put(key, key_sharding))
         jax.block_until_ready(state)
         times = []
         for i in range(steps):

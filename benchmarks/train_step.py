@@ -4,7 +4,8 @@ One generation batch (``engine.generate``: mix, sample, roll out, credit, observ
 append) and one update (``engine.train``) of the main job's default configuration, each a
 compiled call timed after compilation (median of ``--repeats``); beside them, the
 curriculum's own work in a generation batch (``sample`` then ``observe`` of the same
-``Curriculum`` on the same shapes), timed as its own compiled program.
+``Curriculum`` on the same shapes: ``G`` groups of ``K`` rollouts with per-token advantages over
+the engine's ``T`` positions), timed as its own compiled program.
 
 Run: ``python -m benchmarks.train_step`` (``--quick`` for a smoke test).
 """
@@ -75,7 +76,10 @@ def main() -> None:
 
     cur = env.curriculum
     cur_state = cur.init(jax.random.key(0))
-    results = synthetic_results(jax.random.key(1), jnp.arange(g) % env.num_tasks, k, 1)
+    # The shapes observe sees inside generate: g groups of k rollouts with per-token
+    # advantages over the engine's T positions (those its pending batch carries).
+    tokens = holder["state"].pending.groups.advantages.shape[-1]
+    results = synthetic_results(jax.random.key(1), jnp.arange(g) % env.num_tasks, k, tokens)
 
     @jax.jit
     def curriculum_step(state, key):
@@ -98,7 +102,8 @@ def main() -> None:
         f"{config.task.num_levels} levels, pool {env.num_tasks} tasks, curriculum "
         f"{config.curriculum}, {g} groups x {k} rollouts per generation batch, "
         f"{config.batch_groups} groups per update, {config.model.depth}-layer "
-        f"width-{config.model.width} transformer; median of {repeats} calls each"
+        f"width-{config.model.width} transformer, T = {tokens} tokens per rollout; "
+        f"median of {repeats} calls each"
     )
     rows = [
         [

@@ -141,31 +141,42 @@ def test_numpy_baseline_observes_and_draws_with_the_same_semantics():
     del sample
 
 
-def _run_module(name: str, *args: str) -> str:
+def _run_module(name: str, *args: str, env: dict[str, str] | None = None):
     """Runs ``python -m name args`` from the repository root (a fresh JAX: these benchmarks
-    set the device count before JAX starts) and returns its stdout."""
+    set the device count before JAX starts), ``env`` added to the environment; returns the
+    finished process (its stdout and stderr as text)."""
     import os
     import subprocess
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run(
-        [sys.executable, "-m", name, *args], cwd=root, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", name, *args],
+        cwd=root,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout
+    return out
 
 
-def test_scaling_benchmark_quick_mode_prints_both_tables():
-    stdout = _run_module("benchmarks.scaling", "--quick")
+def test_scaling_benchmark_quick_mode_prints_both_tables_and_times_no_compile():
+    out = _run_module("benchmarks.scaling", "--quick", env={"JAX_LOG_COMPILES": "1"})
+    stdout = out.stdout
     assert "## step time against pool size" in stdout
     assert "## step time against device count" in stdout
     rows = [x for x in stdout.splitlines() if x.startswith("| ") and x[2].isdigit()]
     assert len(rows) == 2 + 3  # two pool sizes, three device counts
+    # One compile of the step per row, in its warm-up call: a timed call that compiled again
+    # (the warm-up's key placed otherwise than the timed keys) would make it two.
+    compiles = out.stderr.count("Finished XLA compilation of jit(step)")
+    assert compiles == len(rows), out.stderr[-4000:]
 
 
 def test_train_step_benchmark_runs():
-    stdout = _run_module("benchmarks.train_step", "--quick")
+    stdout = _run_module("benchmarks.train_step", "--quick").stdout
     assert "| curriculum alone (sample + observe, inside generate) |" in stdout
 
 
@@ -186,3 +197,19 @@ def test_the_sampler_cost_benchmark_times_every_sampler(capsys):
             assert np.isfinite(row[name]) and row[name] > 0, (name, row)
     printed = capsys.readouterr().out
     assert printed.count("| 1,000 |") == 1 and "category_learnability, one 93%" in printed
+
+
+def test_the_driver_and_its_compiled_programs_draw_the_same_for_a_num_not_a_power_of_two():
+    """Host overhead = driver - compiled programs: both must draw ``num`` per call (by default
+    the driver would draw ``bucket(num)`` and keep the rest)."""
+    num, n = 12, 60
+    driver = cx.HostCurriculum(curriculum_step.build_curriculum(n), seed=0)
+    rng = np.random.default_rng(0)
+    ids = rng.choice(n, num, replace=False)
+    results = curriculum_step.group_results(rng, ids, curriculum_step.solve_rates(n, 0), 4)
+    call, compiled = curriculum_step.driver_calls(driver, results, num)
+    for i in range(2):
+        drawn, _ = call(i)
+        assert len(drawn) == num and driver.num_kept == 0
+        assert compiled(i)[0].shape == (num,)
+    assert driver.trace_counts["sample"] == 1  # one program of size num, for both

@@ -61,3 +61,46 @@ def test_allowed_skips_are_matched_by_file_and_reason():
     assert unexpected(skips, "none") == skips
     assert unexpected(skips, "any") == []
     assert unexpected([("tests/test_other.py", why)], "allowed") == [("tests/test_other.py", why)]
+
+
+def test_a_test_id_allows_its_reason_for_that_test_only():
+    test = next(key for key in ALLOWED if "::" in key)
+    file, why = test.split("::")[0], ALLOWED[test]
+    other = f"{file}::test_another_one"
+    skips = [(test, f"{why} and more"), (f"{test}[param]", why), (test, "another reason")]
+    skips += [(other, why), (file, why)]
+    assert unexpected(skips, "allowed") == [(test, "another reason"), (other, why), (file, why)]
+    assert unexpected(skips, "none") == skips
+
+
+def test_every_allowed_skip_is_one_its_file_can_give():
+    """A reason that drifted from the test's ``pytest.skip`` would silently stop matching."""
+    for key, why in ALLOWED.items():
+        file, _, test = key.partition("::")
+        if file.startswith("tests/integrations/"):  # importorskip's reason, not in the source
+            continue
+        with open(os.path.join(ROOT, file)) as f:
+            source = f.read()
+        assert f"def {test}(" in source, key
+        body = source[source.index(f"def {test}(") :].split("\ndef ")[0]
+        assert why in body, (key, why)
+
+
+def test_a_run_without_root_skips_the_capability_tests_and_passes(tmp_path):
+    """`make test`'s flags where `mount` and `chattr +i` fail (as for a non-root user): the
+    tmpfs and immutable-directory tests skip, with reasons the policy allows."""
+    for tool, message in [
+        ("mount", "mount: /tmp/x: must be superuser to use mount."),
+        ("chattr", "chattr: Operation not supported while setting flags"),
+    ]:
+        (tmp_path / tool).write_text(f"#!/bin/sh\necho '{message}' >&2\nexit 1\n")
+        (tmp_path / tool).chmod(0o755)
+    tests = [key for key in ALLOWED if key.startswith("tests/reliability/test_cli_errors.py::")]
+    env = {**os.environ, "PYTHONPATH": ROOT, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rs",
+         "--skips=allowed", *tests],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 skipped" in out.stdout and "unexpected skips" not in out.stdout, out.stdout
