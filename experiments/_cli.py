@@ -332,7 +332,7 @@ def override(config: T, assignments: list[str]) -> T:
             raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
         key, _, text = item.partition("=")
         key = key.strip()
-        parsed.append((key, key.split("."), _parse_value(text.strip())))
+        parsed.extend(_split(config, key, key.split("."), _parse_value(text.strip())))
     if not parsed:
         return config
     # Resets by the depth of the table they start (stable: in the order given at one depth),
@@ -343,6 +343,21 @@ def override(config: T, assignments: list[str]) -> T:
         key, path, value = parsed[i]
         _assign(config, changes, path, value, key)
     return apply_mapping(config, changes, where="--set")
+
+
+def _split(config: Any, key: str, path: list[str], value: Any) -> list[tuple]:
+    """``(key, path, value)`` assignments: a table given whole to a nested config becomes one
+    assignment per key it names (recursively), so a free-form table inside it (a curriculum,
+    ``task.labels``) is a reset of its own, ordered as if it had been named directly
+    (``experiment={curriculum={...}}`` is ``experiment.curriculum={...}``)."""
+    field = config
+    for head in path:
+        if not dataclasses.is_dataclass(field) or not hasattr(field, head):
+            return [(key, path, value)]  # a free-form table, or a key _assign refuses by name
+        field = getattr(field, head)
+    if not (dataclasses.is_dataclass(field) and isinstance(value, Mapping)):
+        return [(key, path, value)]
+    return [a for k, v in value.items() for a in _split(config, f"{key}.{k}", [*path, k], v)]
 
 
 # The keys whose ``--set`` in a free-form table starts that table afresh.

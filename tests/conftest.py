@@ -26,7 +26,7 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 import jax
 
 _CACHE = os.environ.get("CURRICULAX_TEST_JAX_CACHE")
-if _CACHE is None:
+if not _CACHE:
     # This process made the directory (the pytest process; xdist's workers and the tests'
     # subprocesses inherit it through the environment), so it removes it on exit: each run left
     # ~60 MB in the temporary folder. A directory the caller named is kept.

@@ -7,7 +7,7 @@ curriculax[tensorboard]``) and :class:`WandbSink` (Weights & Biases, ``pip insta
 curriculax[wandb]``). Anything with the three methods of :class:`MetricSink` works.
 
 Example:
-  >>> import tempfile
+  >>> import os, tempfile
   >>> from curriculax.engine import Engine, EngineConfig, Env, TensorBoardSink, WandbSink, run
   >>> from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
   >>> engine = Engine(synthetic_solver(), [Env("a", synthetic_tasks(100))], EngineConfig(8))

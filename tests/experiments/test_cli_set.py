@@ -89,3 +89,34 @@ def test_a_bad_value_is_named_by_its_key_as_given():
         _load("grpo=3")
     with pytest.raises(ValueError, match=r"'x' is set inside 16, which has no keys"):
         _load("batch_groups.x=1")
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ("task={labels={noise=0.5}}", "task.labels.seed=3"),
+        ("task.labels.seed=3", "task={labels={noise=0.5}}"),
+        ("task.labels={noise=0.5}", "task.labels.seed=3"),
+    ],
+)
+def test_a_free_form_table_inside_a_config_given_whole_is_reset_before_its_keys(sets):
+    # task={labels={...}} replaced task.labels whole after task.labels.seed=3 was set inside
+    # it (the seed lost, or refused, depending on the order given).
+    assert _load(*sets).task.labels == {"noise": 0.5, "seed": 3}
+
+
+def test_a_curriculum_inside_a_config_given_whole_keeps_a_gate_set_inside_it():
+    from experiments.selfplay.study import StudyConfig
+
+    parser = _cli.base_parser("test", steps=1, run_dir="unused")
+    sets = (
+        'experiment={curriculum={sampler={type="uniform"}}}',
+        'experiment.curriculum.gates.z={type="zero_advantage"}',
+    )
+    for order in (sets, sets[::-1]):
+        argv = [a for s in order for a in ("--set", s)]
+        config = _cli.load_config(StudyConfig, parser.parse_args(argv))
+        assert config.experiment.curriculum == {
+            "sampler": {"type": "uniform"},
+            "gates": {"z": {"type": "zero_advantage"}},
+        }
