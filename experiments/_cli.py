@@ -335,8 +335,8 @@ def override(config: T, assignments: list[str]) -> T:
         parsed.extend(_split(config, key, key.split("."), _parse_value(text.strip())))
     if not parsed:
         return config
-    # Resets by the depth of the table they start (stable: in the order given at one depth),
-    # then every other assignment in the order given.
+    # By the depth of what each replaces (stable: in the order given at one depth): a table's
+    # reset before the assignments inside it, and the later of two at one depth wins.
     order = sorted(range(len(parsed)), key=lambda i: (_reset_depth(config, *parsed[i][1:]), i))
     changes: dict[str, Any] = {}
     for i in order:
@@ -364,22 +364,23 @@ def _split(config: Any, key: str, path: list[str], value: Any) -> list[tuple]:
 _RESETS = ("type", "preset")
 
 
-def _reset_depth(config: Any, path: list[str], value: Any) -> float:
-    """How deep the table lies that an assignment starts afresh: a ``type`` or ``preset`` in a
-    free-form table starts the table holding it, a table given whole to anything but a nested
-    config (which it changes key by key) starts itself; inf for an assignment that starts
-    none."""
+def _reset_depth(config: Any, path: list[str], value: Any) -> int:
+    """How deep the table lies that an assignment replaces: a ``type`` or ``preset`` in a
+    free-form table starts the table holding it afresh (``len(path) - 1``); any other value
+    replaces what ``path`` holds (``len(path)``). Applied shallowest first (in the order given
+    at one depth), a replacement comes before every assignment inside what it replaces, and of
+    two assignments to one table the later wins. (A table given whole to a nested config was
+    split into its keys by :func:`_split`.)"""
+    del value
     parent = config
     for head in path[:-1]:
         if not dataclasses.is_dataclass(parent) or not hasattr(parent, head):
             parent = None  # inside a free-form table (or a key the assignment refuses)
             break
         parent = getattr(parent, head)
-    in_config = dataclasses.is_dataclass(parent)
-    if isinstance(value, Mapping):
-        merged = in_config and dataclasses.is_dataclass(getattr(parent, path[-1], None))
-        return math.inf if merged else len(path)
-    return len(path) - 1 if path[-1] in _RESETS and not in_config else math.inf
+    if path[-1] in _RESETS and not dataclasses.is_dataclass(parent):
+        return len(path) - 1
+    return len(path)
 
 
 def _assign(obj: Any, changes: dict, path: list[str], value: Any, full: str) -> None:
@@ -736,7 +737,7 @@ def run_experiment(
             on_finish(result)
 
     try:
-        run(
+        returned = run(
             engine,
             steps=config.steps,
             run_dir=args.run_dir,
@@ -756,7 +757,9 @@ def run_experiment(
         )
     except (CheckpointMismatch, CheckpointSaveError, CheckpointUnreadable, RunDirError) as e:
         raise SystemExit(f"error: {e}") from None
-    (result,) = finished
+    # What finish saw (a resume that writes what is missing returns a finished run's result);
+    # a run that never called it (a stand-in for run, say) is taken as returned.
+    result = finished[0] if finished else returned
     if already_complete(result):
         why = (
             "it stopped where it was asked to (at its target)"

@@ -120,3 +120,12 @@ def test_a_curriculum_inside_a_config_given_whole_keeps_a_gate_set_inside_it():
             "sampler": {"type": "uniform"},
             "gates": {"z": {"type": "zero_advantage"}},
         }
+
+
+def test_a_table_given_after_a_value_of_the_same_key_wins():
+    # init=scratch then init={base=...}: the table was applied first (as a reset) and the
+    # earlier string then replaced it.
+    base = {"level_mass": [1, 1], "examples": 16, "steps": 3, "batch_size": 8}
+    table = "{base = {level_mass = [1, 1], examples = 16, steps = 3, batch_size = 8}}"
+    assert _load("init=scratch", f"init={table}").init == {"base": base}
+    assert _load(f"init={table}", "init=scratch").init == "scratch"
