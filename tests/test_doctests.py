@@ -112,8 +112,16 @@ def test_examples_run_as_written(name):
     assert tests, f"{name} holds no examples; remove it from MODULES"
     runner = doctest.DocTestRunner(optionflags=FLAGS)
     report: list[str] = []
-    for test in tests:
-        runner.run(test, out=report.append)
+    try:
+        for test in tests:
+            runner.run(test, out=report.append)
+    finally:
+        if name == "curriculax.engine._sinks":
+            # Its example starts an offline W&B run: end W&B's service, which otherwise lives
+            # on with WANDB_SERVICE set for every later test's subprocesses.
+            import wandb
+
+            wandb.teardown()
     results = runner.summarize(verbose=False)
     assert results.failed == 0, (
         f"{results.failed} of {results.attempted} examples of {name} failed:\n" + "".join(report)

@@ -37,8 +37,9 @@ def test_overwrite_lets_the_dry_run_replace_its_summary(tmp_path):
     assert (tmp_path / "summary.json").read_text() != "earlier"
 
 
-def test_the_grpo_self_play_script_has_no_dry_run_flag_to_ignore(tmp_path, monkeypatch):
+def test_the_grpo_self_play_script_has_no_dry_run_flag_to_ignore(tmp_path, monkeypatch, capsys):
     # It used to accept --dry-run and then train both arms anyway.
     monkeypatch.setattr(grpo_selfplay, "evolve_arm", _never)
     with pytest.raises(SystemExit):
         grpo_selfplay.main(["--dry-run", "--run-dir", str(tmp_path)])
+    assert "unrecognized arguments: --dry-run" in capsys.readouterr().err
