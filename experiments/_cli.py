@@ -337,7 +337,7 @@ def override(config: T, assignments: list[str]) -> T:
         return config
     # By the depth of what each replaces (stable: in the order given at one depth): a table's
     # reset before the assignments inside it, and the later of two at one depth wins.
-    order = sorted(range(len(parsed)), key=lambda i: (_reset_depth(config, *parsed[i][1:]), i))
+    order = sorted(range(len(parsed)), key=lambda i: (_reset_depth(config, parsed[i][1]), i))
     changes: dict[str, Any] = {}
     for i in order:
         key, path, value = parsed[i]
@@ -364,14 +364,13 @@ def _split(config: Any, key: str, path: list[str], value: Any) -> list[tuple]:
 _RESETS = ("type", "preset")
 
 
-def _reset_depth(config: Any, path: list[str], value: Any) -> int:
+def _reset_depth(config: Any, path: list[str]) -> int:
     """How deep the table lies that an assignment replaces: a ``type`` or ``preset`` in a
     free-form table starts the table holding it afresh (``len(path) - 1``); any other value
     replaces what ``path`` holds (``len(path)``). Applied shallowest first (in the order given
     at one depth), a replacement comes before every assignment inside what it replaces, and of
     two assignments to one table the later wins. (A table given whole to a nested config was
     split into its keys by :func:`_split`.)"""
-    del value
     parent = config
     for head in path[:-1]:
         if not dataclasses.is_dataclass(parent) or not hasattr(parent, head):
@@ -393,15 +392,11 @@ def _assign(obj: Any, changes: dict, path: list[str], value: Any, full: str) -> 
     if head not in types_:
         raise ValueError(f"--set {full}: unknown key {head!r}; accepted keys are {sorted(types_)}")
     current = getattr(obj, head)
-    if dataclasses.is_dataclass(current) and (len(path) > 1 or isinstance(value, Mapping)):
+    if dataclasses.is_dataclass(current) and len(path) > 1:
         inner = changes.get(head)
         if not isinstance(inner, dict):
             inner = changes[head] = {}
-        if len(path) > 1:
-            _assign(current, inner, path[1:], value, full)
-        else:  # key by key, as the same TOML table
-            for k, v in value.items():
-                _assign(current, inner, [k], v, f"{full}.{k}")
+        _assign(current, inner, path[1:], value, full)
         return
     if len(path) == 1:  # (a nested config given anything but a table: "expected a table")
         value = _coerce(value, types_[head], full)
@@ -772,6 +767,18 @@ def run_experiment(
             "(and no stop condition), or start over with --overwrite."
         )
     return result
+
+
+def refuse_earlier_output(
+    path: str, overwrite: bool, what: str = "an earlier run's results"
+) -> None:
+    """Refuses, before a script's work starts, to replace a results file an earlier run left
+    (``path``) unless ``overwrite``: a script that writes one file (no run directory lock, no
+    resume) would otherwise replace it after minutes of work."""
+    if os.path.exists(path) and not overwrite:
+        raise SystemExit(
+            f"error: {path} holds {what}; pass another --run-dir, or --overwrite to replace them"
+        )
 
 
 def already_complete(result) -> bool:

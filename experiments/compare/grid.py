@@ -28,7 +28,6 @@ import dataclasses
 import glob
 import inspect
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -39,6 +38,7 @@ from curriculax import _config
 from experiments import _cli, _markdown, _stats
 from experiments._builders import experiment_grpo
 from experiments.compare.config import MAIN_JOB_ONLY, CompareConfig, arm_experiment
+from experiments.compare.report import stored_hits
 
 # Experiment settings that do not change what an arm's runs do (the main job's).
 _NOT_IN_CELL = MAIN_JOB_ONLY
@@ -161,13 +161,10 @@ def study_arms(path: str) -> list[Arm]:
         curriculum = None
         if "curriculum" in arm:
             curriculum = _config.expand_preset(arm["curriculum"])
-        values = data["arms"][arm["name"]]["rollouts_to_target"]
-        nan = [i for i, v in enumerate(values) if v is not None and math.isnan(v)]
-        if nan:
-            raise ValueError(
-                f"{path}: arm {arm['name']!r}: rollouts_to_target holds NaN at seeds {nan}; a "
-                "seed's number is a value or null (a miss)"
-            )
+        try:
+            rollouts = stored_hits(data["arms"][arm["name"]], arm=arm["name"])
+        except ValueError as e:  # a NaN: name the file too
+            raise ValueError(f"{path}: {e}") from None
         out.append(
             Arm(
                 name=arm["name"],
@@ -181,7 +178,7 @@ def study_arms(path: str) -> list[Arm]:
                 reads_labels=curriculum is not None and reads_labels(curriculum),
                 oracle=curriculum is None,
                 curriculum=curriculum,
-                rollouts=np.array([math.inf if v is None else v for v in values], np.float64),
+                rollouts=rollouts,
                 budget=float(config.generations * exp.groups_per_generation * exp.group_size),
                 describe=_describe(config, exp),
                 init=_init(exp),

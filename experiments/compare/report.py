@@ -240,7 +240,7 @@ def _init_text(init) -> str:
     return f"init base {base!r}" if isinstance(base, str) else f"init base {base}"
 
 
-def _hits(d: dict, field: str = "rollouts_to_target", arm: str | None = None) -> np.ndarray:
+def stored_hits(d: dict, field: str = "rollouts_to_target", arm: str | None = None) -> np.ndarray:
     """``f64[S]`` from the JSON's per-seed list (``None``: a miss, ``inf``). A NaN (a stored
     number that is neither a value nor a miss) is refused, naming ``arm`` and the seeds."""
     x = np.array([np.inf if v is None else v for v in d[field]], np.float64)
@@ -323,11 +323,11 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
     g, k = exp.groups_per_generation, exp.group_size
     spend = budget(config)
     base = data.get(config.baseline)
-    base_reach = _hits(base, arm=config.baseline) if base is not None else None
+    base_reach = stored_hits(base, arm=config.baseline) if base is not None else None
     rows = []
     for name, d in data.items():
-        hits = _hits(d, arm=name)
-        upd = _hits(d, "updates_to_target", arm=name)
+        hits = stored_hits(d, arm=name)
+        upd = stored_hits(d, "updates_to_target", arm=name)
         final = np.asarray(d["final_held_out"], np.float32)
         final_updates = np.asarray(d["final_updates"])
         med = S.censored_bootstrap(hits, S.median, spend)
@@ -454,13 +454,13 @@ def best_of(config: CompareConfig, data: dict[str, dict]) -> list[dict]:
     spend = budget(config)
     out = []
     for group in config.best_of:
-        hits = {n: _hits(data[n], arm=n) for n in group if n in data}
+        hits = {n: stored_hits(data[n], arm=n) for n in group if n in data}
         if not hits:
             continue
         name = min(hits, key=lambda n: (S.median(hits[n]), -np.isfinite(hits[n]).sum()))
         entry = {"group": list(group), "best": name, "median": S.median(hits[name])}
         if out:
-            first = _hits(data[out[0]["best"]], arm=out[0]["best"])
+            first = stored_hits(data[out[0]["best"]], arm=out[0]["best"])
             entry["comparison"] = compare_arms(first, hits[name], spend)
         out.append(entry)
     return out
@@ -483,7 +483,7 @@ def best_of_text(config: CompareConfig, data: dict[str, dict]) -> str:
     spend = budget(config)
     first = entries[0]["best"]
     medians = {
-        e["best"]: S.fmt_censored(_hits(data[e["best"]], arm=e["best"]), S.median, spend)
+        e["best"]: S.fmt_censored(stored_hits(data[e["best"]], arm=e["best"]), S.median, spend)
         for e in entries
     }
     parts = [f"{e['best']} (median {medians[e['best']]})" for e in entries]
@@ -685,10 +685,10 @@ def study_result(path: str, arm: str) -> StudyResult | str:
     config, data, command = load_study(path)
     if arm not in data:
         return f"the study {path} has no arm {arm!r}"
-    hits = _hits(data[arm], arm=arm)
+    hits = stored_hits(data[arm], arm=arm)
     exp = arm_experiment(config, find_arm(config, arm))
     base = data.get(config.baseline)
-    base_hits = None if base is None else _hits(base, arm=config.baseline)
+    base_hits = None if base is None else stored_hits(base, arm=config.baseline)
     cmp = None
     if base_hits is not None and arm != config.baseline:
         cmp = compare_arms(base_hits, hits, budget(config))

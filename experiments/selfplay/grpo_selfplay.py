@@ -65,12 +65,7 @@ def main(argv=None) -> None:
         _cli.check_key("steps_per_round", args.steps_override, "--steps")
         config = dataclasses.replace(config, steps_per_round=args.steps_override)
     summary_path = os.path.join(args.run_dir, "summary.json")
-    if os.path.exists(summary_path) and not args.overwrite:
-        # Before training: both arms take minutes, and the earlier run's results are kept.
-        raise SystemExit(
-            f"error: {summary_path} holds an earlier run's results; pass another --run-dir, or "
-            "--overwrite to replace them"
-        )
+    _cli.refuse_earlier_output(summary_path, args.overwrite)
     exp = config.experiment
     mesh = _cli.local_mesh(args.devices)
     spec = family_spec(exp.task)

@@ -114,11 +114,7 @@ def main(argv=None) -> None:
     _cli.check_key("rounds", args.rounds, "--rounds")
     _cli.check_key("steps_per_round", args.steps, "--steps")
     path = os.path.join(args.run_dir, "summary.json")
-    if os.path.exists(path) and not args.overwrite:
-        raise SystemExit(
-            f"error: {path} holds an earlier run's results; pass another --run-dir, or "
-            "--overwrite to replace them"
-        )
+    _cli.refuse_earlier_output(path, args.overwrite)
     mesh = _cli.local_mesh(args.devices)
     summary = dry_run(args.seed, args.rounds, args.steps, mesh=mesh)
     os.makedirs(args.run_dir, exist_ok=True)

@@ -54,11 +54,7 @@ def main(argv=None) -> None:
     )
     config = _cli.load_config(study.StudyConfig, args)
     out = os.path.join(args.run_dir, "records.json")
-    if os.path.exists(out) and not args.overwrite:
-        raise SystemExit(
-            f"error: {out} holds an earlier timing's records; pass another --run-dir, or "
-            "--overwrite to replace them"
-        )
+    _cli.refuse_earlier_output(out, args.overwrite, "an earlier timing's records")
     cache = tempfile.mkdtemp(prefix="study_speed_cache_")
     atexit.register(shutil.rmtree, cache, ignore_errors=True)
     jax.config.update("jax_compilation_cache_dir", cache)

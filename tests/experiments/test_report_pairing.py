@@ -53,8 +53,8 @@ def test_a_nan_in_stored_per_seed_numbers_is_refused_naming_the_arm():
     with pytest.raises(
         ValueError, match=r"arm 'uniform': rollouts_to_target holds NaN at seeds \[1\]"
     ):
-        report._hits({"rollouts_to_target": [10.0, float("nan"), None]}, arm="uniform")
-    assert report._hits({"rollouts_to_target": [10.0, None]}).tolist() == [10.0, np.inf]
+        report.stored_hits({"rollouts_to_target": [10.0, float("nan"), None]}, arm="uniform")
+    assert report.stored_hits({"rollouts_to_target": [10.0, None]}).tolist() == [10.0, np.inf]
     config = _config([["a"], ["b"]])
     data = _data({"a": [100.0] * 10, "b": [50.0] * 9 + [None]})
     data["b"]["rollouts_to_target"][3] = float("nan")
