@@ -272,12 +272,17 @@ class Ratio(NamedTuple):
         missed), ``"<="`` an upper bound (the arm's did), ``"?"`` unknown (both did).
       kind: the interval's direction: ``">="`` open above only (the data bound the ratio from
         below), ``"<="`` open below only, ``"?"`` open at both ends, ``""`` closed.
-      below: the share of the resamples whose ratio may be 1 or less (their lower end is at most
-        1): what :func:`verdict` weighs against ``"beat"`` (NaN: not resampled, the interval
-        decides).
-      above: the share whose ratio may be 1 or more (upper end at least 1), against ``"lost"``.
-      reps: the resamples ``below`` and ``above`` count (0: none).
+      below: the share of the resamples whose ratio may be ``cut`` or less (their lower end is
+        at most ``cut``): what :func:`verdict` weighs against ``"beat"`` (NaN: not resampled,
+        the interval decides).
+      above: the share whose ratio may be ``cut`` or more (upper end at least ``cut``), against
+        ``"lost"``.
+      reps: the resamples ``below``, ``above`` and ``over`` count (0: none).
       level: the interval's coverage.
+      cut: the ratio the shares are counted against, and :func:`verdict` reads (1 unless
+        asked otherwise).
+      over: the share whose ratio may be more than ``cut`` (upper end above it): against a
+        claim that the ratio is at most ``cut`` (the grid's "within 1.2x").
     """
 
     point: float
@@ -289,6 +294,8 @@ class Ratio(NamedTuple):
     above: float = math.nan
     reps: int = 0
     level: float = 0.95
+    cut: float = 1.0
+    over: float = math.nan
 
 
 def censored_ratio(
@@ -301,6 +308,7 @@ def censored_ratio(
     reps: int = REPS,
     level: float = 0.95,
     seed: int = 0,
+    cut: float = 1.0,
 ) -> Ratio:
     """``stat(base) / stat(arm)`` with a percentile bootstrap interval that stays open where
     misses leave it open.
@@ -325,6 +333,9 @@ def censored_ratio(
       reps: bootstrap resamples.
       level: interval coverage.
       seed: resampling seed (results are deterministic).
+      cut: the ratio the resample shares (:attr:`Ratio.below`, :attr:`Ratio.above`,
+        :attr:`Ratio.over`) are counted against (1: does the arm beat the base; the grid of
+        ``auto`` asks whether a candidate is within 1.2x of the best arm).
 
     Returns:
       A :class:`Ratio`.
@@ -350,8 +361,9 @@ def censored_ratio(
     low = float(np.quantile(lows, alpha, method="inverted_cdf"))
     high = float(np.quantile(highs, 1.0 - alpha, method="inverted_cdf"))
     # a resample with no ratio (nan: both statistics missed, an infinite budget) may be either
-    below = float(np.mean(~(lows > 1.0)))
-    above = float(np.mean(~(highs < 1.0)))
+    below = float(np.mean(~(lows > cut)))
+    above = float(np.mean(~(highs < cut)))
+    over = float(np.mean(~(highs <= cut)))
     p_low, p_high = ends(b, a)
     if p_low == p_high:
         point, bound = p_low, ""
@@ -364,13 +376,14 @@ def censored_ratio(
     kind = {(False, False): "", (True, False): ">=", (False, True): "<=", (True, True): "?"}[
         (bool(np.isinf(high)), bool(low == 0))
     ]
-    return Ratio(point, low, high, bound, kind, below, above, reps, level)
+    return Ratio(point, low, high, bound, kind, below, above, reps, level, cut, over)
 
 
 def verdict(*ratios: Ratio, seeds: int | None = None) -> str:
     """What the intervals allow: ``"beat"`` where every interval lies above 1, ``"lost"`` where
     every one lies below 1, ``"did not beat"`` otherwise (an interval that holds 1 claims
-    neither).
+    neither). 1 here is each ratio's :attr:`Ratio.cut` (1 unless it was counted against
+    another value: then "beat" reads "above the cut").
 
     An interval lies above 1 where fewer than ``(1 - level) / 2`` (2.5%) of its resamples put
     the ratio at 1 or below (:attr:`Ratio.below`; below 1: :attr:`Ratio.above`). Where that
@@ -388,8 +401,8 @@ def verdict(*ratios: Ratio, seeds: int | None = None) -> str:
         return f"not judged ({seeds} seeds)"
     if not ratios:
         return "did not beat"
-    beat = [_side(r, r.below, r.low > 1) for r in ratios]
-    lost = [_side(r, r.above, r.high < 1) for r in ratios]
+    beat = [side(r, r.below, r.low > r.cut) for r in ratios]
+    lost = [side(r, r.above, r.high < r.cut) for r in ratios]
     for claim, sides in (("beat", beat), ("lost", lost)):
         if all(side == "yes" for side in sides):
             return claim
@@ -398,7 +411,7 @@ def verdict(*ratios: Ratio, seeds: int | None = None) -> str:
     return "did not beat"
 
 
-def _side(r: Ratio, share: float, holds: bool) -> str:
+def side(r: Ratio, share: float, holds: bool) -> str:
     """Whether ``r`` lies on a side of 1: ``"yes"`` where ``share`` (its resamples on the other
     side) is clearly under the cut-off, ``"no"`` where clearly over, ``"near"`` within
     :data:`BORDERLINE` Monte Carlo standard errors of it. Without resamples: ``holds``."""

@@ -270,7 +270,7 @@ def on_shared_seeds(arms: Sequence[Arm]) -> list[Arm]:
     return [c for c in copies if _same(c) not in ran]
 
 
-def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
+def grid(arms: Sequence[Arm], is_candidate, *, within: float = 1.2) -> list[Row]:
     """A row per cell and label mode: the candidate (``is_candidate(arm)``) against the best
     eligible arm, or the cell's label modes where the candidate did not run (``candidate``
     None). Label modes of a cell: the grid's (:data:`GRID_LABELS`) and any other its
@@ -279,7 +279,8 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
     target): runs of one seed on another install or machine are other draws of chaotic
     training, not copies, so the grid does not pick the luckiest. A run with more seeds than
     another study of its cell's family also runs, on its first seeds, in that study's cell
-    (:func:`on_shared_seeds`), the candidate's and every other arm's."""
+    (:func:`on_shared_seeds`), the candidate's and every other arm's. Each row's ratio counts
+    its resamples against ``within`` (:func:`interval_says` reads them)."""
     arms = [*arms, *on_shared_seeds(arms)]
     cells: dict[str, list[Arm]] = {}
     for a in arms:
@@ -305,7 +306,9 @@ def grid(arms: Sequence[Arm], is_candidate) -> list[Row]:
             best = _best([a for a in eligible if a is cand or all(a is not c for c in cands)])
             ref = best[0]
             paired = cand.rollouts.shape == ref.rollouts.shape
-            ratio = _stats.censored_ratio(cand.rollouts, ref.rollouts, cand.budget, paired=paired)
+            ratio = _stats.censored_ratio(
+                cand.rollouts, ref.rollouts, cand.budget, paired=paired, cut=within
+            )
             rows.append(Row(cand.describe, labels, cand, best, ratio, len(cands)))
     return sorted(rows, key=lambda r: (r.describe, r.labels))
 
@@ -368,18 +371,34 @@ def is_within(ratio: _stats.Ratio, within: float) -> bool:
 
 
 def interval_says(ratio: _stats.Ratio, within: float, seeds: int | None = None) -> str:
-    """What the paired interval of candidate / best says of the condition: ``"within"`` (its
-    upper end is at most ``within``), ``"behind"`` (its lower end is above it) or ``"cannot
-    tell"`` (it straddles ``within``, or is open above where a resample's median missed);
-    ``"not judged (N seeds)"`` where the cell ran fewer than
-    :data:`~experiments._stats.MIN_SEEDS` ``seeds``."""
+    """What the paired interval of candidate / best says of the condition, by the rule of the
+    studies' verdicts (:func:`experiments._stats.verdict`): ``"within"`` where under 2.5% of
+    the resamples may put the ratio above ``within`` (:attr:`~experiments._stats.Ratio.over`),
+    ``"behind"`` where under 2.5% may put it at ``within`` or below
+    (:attr:`~experiments._stats.Ratio.below`), ``"borderline"`` where such a share is within
+    Monte Carlo error of 2.5% (:func:`experiments._stats.side`; neither is claimed),
+    ``"cannot tell"`` otherwise (the interval holds ``within``, or is open above where a
+    resample's median missed); ``"not judged (N seeds)"`` where the cell ran fewer than
+    :data:`~experiments._stats.MIN_SEEDS` ``seeds``.
+
+    Raises:
+      ValueError: ``ratio`` counted its resamples against another value than ``within``
+        (build the rows with :func:`grid`'s ``within``).
+    """
+    if ratio.cut != within:
+        raise ValueError(
+            f"the ratio's resamples were counted against {ratio.cut}, not {within}: build the "
+            f"rows with grid(..., within={within})"
+        )
     if seeds is not None and seeds < _stats.MIN_SEEDS:
         return f"not judged ({seeds} seeds)"
-    if ratio.high <= within:
+    inside = _stats.side(ratio, ratio.over, ratio.high <= within)
+    behind = _stats.side(ratio, ratio.below, ratio.low > within)
+    if inside == "yes":
         return "within"
-    if ratio.low > within:
+    if behind == "yes":
         return "behind"
-    return "cannot tell"
+    return "borderline" if "near" in (inside, behind) else "cannot tell"
 
 
 def _table(
@@ -397,7 +416,8 @@ def _table(
         f"within {within}x",
         "the interval says",
     ]
-    cells, inside, says = [], 0, {"within": 0, "behind": 0, "cannot tell": 0, "not judged": 0}
+    says = {"within": 0, "behind": 0, "borderline": 0, "cannot tell": 0, "not judged": 0}
+    cells, inside = [], 0
     for r in rows:
         best = _names(r.best)
         also = (fewer or {}).get((r.candidate.family, r.labels), [])
@@ -443,10 +463,12 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         "Where medians tie (or all miss), the arms with the most seeds at target. "
         "Ratio: the candidate's median over the best arm's, paired bootstrap 95% interval "
         f"(above 1: the candidate needs more); within {within}x: the point estimate, as issue "
-        '16\'s condition reads it; the interval says: "within" where its upper end is at most '
-        f'{within}, "behind" where its lower end is above {within}, "cannot tell" '
-        "otherwise (where medians are a few evaluation steps in, one step is itself a ratio of "
-        f'that size), "not judged" where the cell ran fewer than {_stats.MIN_SEEDS} seeds. '
+        "16's condition reads it; the interval says, by the rule of the studies' verdicts: "
+        f'"within" where under 2.5% of the resamples may put the ratio above {within}, '
+        f'"behind" where under 2.5% may put it at {within} or below, "borderline" where that '
+        'share is within Monte Carlo error of 2.5%, "cannot tell" otherwise (where medians are '
+        'a few evaluation steps in, one step is itself a ratio of that size), "not judged" '
+        f"where the cell ran fewer than {_stats.MIN_SEEDS} seeds. "
         "A cell with a 10-seed and a 20-seed study counts once, with 20, and "
         "within only where the candidate's seeds 0-9 (the 10-seed study's seeds) are also "
         "within of the best arm on those seeds (the rows replaced, below); every run with "
@@ -467,7 +489,8 @@ def report(rows: Sequence[Row], *, within: float, candidate: str) -> str:
         "",
         f"**Within {within}x in {inside} of {len(headline)} cells.** The paired interval shows "
         f"the candidate within {within}x in {says['within']}, more than {within}x behind in "
-        f"{says['behind']}, and cannot tell in {says['cannot tell']}"
+        f"{says['behind']}, borderline in {says['borderline']}, and cannot tell in "
+        f"{says['cannot tell']}"
         + (
             f"; not judged in {says['not judged']} (fewer than {_stats.MIN_SEEDS} seeds)."
             if says["not judged"]
@@ -688,10 +711,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         by_init = {"base": target, "scratch": target}
         name = f"preset {args.preset!r}"
     arms = load(args.tables)
-    rows = grid(arms, lambda a: a.curriculum == by_init[a.init])
+    rows = grid(arms, lambda a: a.curriculum == by_init[a.init], within=args.within)
     if args.no_labels is not None:
         bare = _by_init(json.loads(args.no_labels))
-        rows = by_labels(rows, grid(arms, lambda a: a.curriculum == bare[a.init]))
+        rows = by_labels(
+            rows, grid(arms, lambda a: a.curriculum == bare[a.init], within=args.within)
+        )
         name += f"; told no labels (label mode none): by init {args.no_labels}"
     print(report(rows, within=args.within, candidate=name), end="")
 

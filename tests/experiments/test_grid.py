@@ -82,11 +82,39 @@ def test_the_interval_says_within_behind_or_cannot_tell(tmp_path):
     assert grid.interval_says(rows["noise 0.5"].ratio, 1.2) == "behind"
     assert rows["none"].ratio.low < 1.2 < rows["none"].ratio.high
     assert grid.interval_says(rows["none"].ratio, 1.2) == "cannot tell"
-    open_above = rows["none"].ratio._replace(low=1.3, high=math.inf)
-    assert grid.interval_says(open_above, 1.2) == "behind"
-    assert grid.interval_says(open_above._replace(low=1.1), 1.2) == "cannot tell"
     text = grid.report(list(rows.values()), within=1.2, candidate="robust")
-    assert "within 1.2x in 1, more than 1.2x behind in 1, and cannot tell in 1." in text
+    assert (
+        "within 1.2x in 1, more than 1.2x behind in 1, borderline in 0, and cannot tell in 1."
+        in text
+    )
+
+
+def test_the_interval_says_it_by_the_share_of_resamples_like_the_verdicts(tmp_path):
+    # exactly 1.2x on every seed is within (the condition is "at most 1.2x"); a candidate
+    # open above (3 of 10 seeds missed) whose every finite resample is 2x is behind; where
+    # its median misses the interval holds 1.2
+    rows = _robust_rows(
+        tmp_path,
+        {
+            "uniform": [1000.0] * 10,
+            "robust, labels levels": [1200.0] * 10,
+            "robust, labels noise 0.5": [2000.0] * 7 + [None] * 3,
+            "robust, labels none": [1000.0] * 4 + [None] * 6,
+        },
+    )
+    assert rows["levels"].ratio.over == 0.0 and rows["levels"].ratio.above == 1.0
+    assert grid.interval_says(rows["levels"].ratio, 1.2) == "within"
+    assert math.isinf(rows["noise 0.5"].ratio.high)
+    assert grid.interval_says(rows["noise 0.5"].ratio, 1.2) == "behind"
+    assert grid.interval_says(rows["none"].ratio, 1.2) == "cannot tell"
+    # a share of resamples within Monte Carlo error of 2.5% claims neither side
+    near = rows["noise 0.5"].ratio._replace(below=0.025)
+    assert grid.interval_says(near, 1.2) == "borderline"
+    assert grid.interval_says(near._replace(below=0.02), 1.2) == "behind"
+    assert grid.interval_says(rows["levels"].ratio._replace(over=0.0255), 1.2) == "borderline"
+    # shares counted against another value than the one asked about are refused
+    with pytest.raises(ValueError, match=r"counted against 1\.2, not 1\.5"):
+        grid.interval_says(rows["levels"].ratio, 1.5)
 
 
 def test_where_every_median_misses_the_best_arm_is_the_one_at_target_most_often(tmp_path):

@@ -281,3 +281,13 @@ def test_a_nan_run_is_refused_not_counted_as_the_slowest():
     ):
         with pytest.raises(ValueError, match=r"NaN at runs \[1\]"):
             call()
+
+
+def test_the_shares_and_the_verdict_read_the_ratio_against_its_cut():
+    # the arm needs half the base's rollouts on every seed: 2x, against 1, 2 and 2.5
+    base, arm = np.full(10, 2000.0), np.full(10, 1000.0)
+    at = {c: S.censored_ratio(base, arm, 4000.0, paired=True, cut=c) for c in (1.0, 2.0, 2.5)}
+    assert [at[c].cut for c in at] == [1.0, 2.0, 2.5]
+    assert (at[2.0].below, at[2.0].above, at[2.0].over) == (1.0, 1.0, 0.0)
+    assert [S.verdict(at[c]) for c in at] == ["beat", "did not beat", "lost"]
+    assert S.censored_ratio(base, arm, 4000.0).cut == 1.0
