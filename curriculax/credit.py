@@ -16,6 +16,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from curriculax import _spread
+
 Array = jax.Array
 
 
@@ -62,9 +64,9 @@ def grpo_advantages(
     scaled = rewards * jnp.ldexp(jnp.float32(1.0), -power)  # |scaled| < 4
     count = jnp.maximum(jnp.sum(valid, axis=-1, keepdims=True), 1)
     mean = jnp.sum(scaled, axis=-1, keepdims=True) / count
-    high = jnp.max(jnp.where(valid, scaled, -jnp.inf), axis=-1, keepdims=True)
-    low = jnp.min(jnp.where(valid, scaled, jnp.inf), axis=-1, keepdims=True)
-    centred = jnp.where(valid & (high > low), scaled - mean, 0.0)
+    centred = jnp.where(
+        valid & _spread.varies(scaled, valid, axis=-1, keepdims=True), scaled - mean, 0.0
+    )
     if scale_by_std:
         std = jnp.sqrt(jnp.sum(centred**2, axis=-1, keepdims=True) / count)
         # = (r - mean) / (std(r) + eps); a group with std 0 is all zeros (eps / scale may

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax import _spread
 from curriculax._curriculum import PAD_ID, mask_rows, pad_id
 from curriculax._types import AdmissionGate, GroupResults, TaskDraw, TaskSampler
 
@@ -54,9 +55,9 @@ def group_results(task_ids, rewards, valid=None) -> GroupResults:
     valid = jnp.ones(rewards.shape, bool) if valid is None else jnp.asarray(valid, bool)
     count = jnp.maximum(jnp.sum(valid, axis=1, keepdims=True), 1)
     mean = jnp.sum(jnp.where(valid, rewards, 0.0), axis=1, keepdims=True) / count
-    high = jnp.max(jnp.where(valid, rewards, -jnp.inf), axis=1, keepdims=True)
-    low = jnp.min(jnp.where(valid, rewards, jnp.inf), axis=1, keepdims=True)
-    adv = jnp.where(valid & (high > low), rewards - mean, 0.0)
+    adv = jnp.where(
+        valid & _spread.varies(rewards, valid, axis=1, keepdims=True), rewards - mean, 0.0
+    )
     return GroupResults(
         jnp.asarray(task_ids, jnp.int32), rewards, valid, adv[:, :, None], valid[:, :, None]
     )

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import _counters, _permute, _progress
+from curriculax import _counters, _permute, _progress, _spread
 from curriculax._checks import check_num, check_num_tasks
 from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
@@ -334,9 +334,7 @@ def category_bandit(
         )
         old = (state.fast_a, state.fast_b, state.slow_a, state.slow_b, state.cross, state.power)
         fa, fb, sa, sb, cross, power = (jnp.where(both, v, o) for v, o in zip(prog, old))
-        spread = jnp.max(jnp.where(valid, rewards, -jnp.inf), axis=1) > jnp.min(
-            jnp.where(valid, rewards, jnp.inf), axis=1
-        )
+        spread = _spread.varies(rewards, valid, axis=1)
         varied = per_cat((use & spread).astype(jnp.float32)) > 0
 
         if reward == "advantage":

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import _counters, _permute, _random, _select, _shard
+from curriculax import _counters, _permute, _random, _select, _shard, _spread
 from curriculax._checks import check_num, check_num_tasks, check_seed, check_unique
 from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
@@ -393,8 +393,7 @@ def difficulty_pools(
         mean = total / jnp.maximum(count, 1).astype(jnp.float32)
         # A group whose valid rewards are all equal scores that reward exactly: a float32 mean
         # of eight 0.2s is 0.20000002, past a band bound of 0.2 that the task meets.
-        high = jnp.max(jnp.where(valid, results.rewards, -jnp.inf), axis=1)
-        low = jnp.min(jnp.where(valid, results.rewards, jnp.inf), axis=1)
+        low, high = _spread.valid_range(results.rewards, valid, axis=1)
         mean = jnp.where(high == low, low, mean)
         winner = last_occurrence(ids, (count > 0) & in_pool)
         score_slot = _shard.to_local(jnp.where(winner, ids, -1), start, n_local)

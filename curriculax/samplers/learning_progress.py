@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import _counters, _entries, _progress, _shard
+from curriculax import _counters, _entries, _progress, _shard, _spread
 from curriculax._checks import check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
@@ -304,9 +304,7 @@ def learning_progress(
         sums = _progress.half_sums(obs.rewards, obs.valid, obs.hit)
         # Reward variance in a group, decided exactly (not from sums of fractional rewards: a
         # group of equal partial rewards has none).
-        spread = jnp.max(jnp.where(obs.valid, obs.hit, -jnp.inf), axis=1) > jnp.min(
-            jnp.where(obs.valid, obs.hit, jnp.inf), axis=1
-        )
+        spread = _spread.varies(obs.hit, obs.valid, axis=1)
         pooled, last = sum_by_id(
             rep, in_pool, jnp.concatenate([sums, spread.astype(jnp.float32)[:, None]], 1)
         )

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax import _counters, _entries, _shard
+from curriculax import _counters, _entries, _shard, _spread
 from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
@@ -364,8 +364,7 @@ def skip_zero_variance(
         valid = results.valid.astype(bool)
         rewards = results.rewards.astype(jnp.float32)
         has = jnp.any(valid, axis=1)
-        high = jnp.max(jnp.where(valid, rewards, -jnp.inf), axis=1)
-        low = jnp.min(jnp.where(valid, rewards, jnp.inf), axis=1)
+        low, high = _spread.valid_range(rewards, valid, axis=1)
         flat = has & (high == low)
         if solved_only:
             flat = flat & (low >= solved_reward)
