@@ -68,3 +68,43 @@ def test_the_top_hash_value_stays_below_one_so_normals_and_betas_stay_finite():
     assert 0 < float(_random.unit(word, at, 0)[0]) < 1
     assert np.isfinite(float(_random.normal(word, at, 0)[0]))
     assert np.isfinite(float(_random.beta(word, at, jnp.float32(3.0), jnp.float32(5.0), 0)[0]))
+
+
+def _low_share(pick, n, calls=200):
+    """The share of ``pick(word)``'s ids in the first eighth of ``n`` over ``calls`` words."""
+    words = jax.random.bits(jax.random.key(0), (calls,), jnp.uint32)
+    got = np.concatenate([np.asarray(pick(w)) for w in words])
+    return float(np.mean(got < n // 8))
+
+
+def test_a_large_tie_is_settled_at_random_not_by_pool_order():
+    # 8 tie bits leave 65,536 equal scores in 256 key values: the 16 kept all hold the top
+    # one, and without the tie pass the lowest ids among those win (the first eighth of the
+    # pool took 99.9% of the picks)
+    n, k = 65_536, 16
+    ids = jnp.arange(n, dtype=jnp.int32)
+
+    def pick(tie):
+        def f(word):
+            keys = _topk.ranking_key(jnp.full((n,), 0.5), word, ids, 7)
+            return _topk.top_k(keys, k, jnp.int32(0), None, tie=(word, 9) if tie else None)[1]
+
+        return jax.jit(f)
+
+    assert _low_share(pick(False), n) > 0.9
+    assert 0.09 < _low_share(pick(True), n) < 0.16
+
+
+def test_the_tie_pass_keeps_the_keys_above_the_cut_and_draws_only_among_the_cut_key():
+    keys = jnp.array([1.5, 1.2, 1.5, 0.0, 1.9, 1.5, 1.5], jnp.float32)
+    seen = set()
+    for w in range(32):
+        values, ids = _topk.top_k(keys, 3, jnp.int32(10), None, tie=(jnp.uint32(w), 1))
+        np.testing.assert_allclose(values, [1.9, 1.5, 1.5])
+        assert ids[0] == 14 and len(set(ids.tolist())) == 3
+        assert set(ids[1:].tolist()) <= {10, 12, 15, 16}
+        seen |= set(ids[1:].tolist())
+    assert seen == {10, 12, 15, 16}
+    # fewer keys than k: every task, the best first
+    values, ids = _topk.top_k(keys, 9, jnp.int32(0), None, tie=(jnp.uint32(3), 1))
+    assert sorted(ids.tolist()) == list(range(7)) and ids[0] == 4

@@ -24,6 +24,7 @@ from curriculax.samplers.category_bandit import (
 )
 from curriculax.samplers.learnability import (
     _SALT_NEW,
+    _SALT_SETTLE,
     _SALT_TIE,
     LearnabilityState,
     _beta_pool,
@@ -211,7 +212,13 @@ def category_learnability(
         # lie side by side) ranked: the r-th of category c is its r-th best task.
         k = min(num, width)
         table = jnp.asarray(table_np)
-        values, columns = jax.lax.top_k(jnp.where(table >= 0, keys[jnp.maximum(table, 0)], -1.0), k)
+        rows = jnp.where(table >= 0, keys[jnp.maximum(table, 0)], -1.0)
+        # the barrier keeps XLA from sorting whole rows to slice values (_topk.top_k)
+        values, columns = jax.lax.optimization_barrier(jax.lax.top_k(rows, k))
+        # equal keys (scores a posterior mean ties) at random, not by column (_topk.settle)
+        again = _random.unit(word, jnp.maximum(table, 0), _SALT_SETTLE)
+        again = jnp.where(rows == values[:, -1:], 1.0 + again, 0.0)
+        columns = _topk.settle(values, columns, jax.lax.top_k(again, k)[1])
         candidates = jnp.take_along_axis(table, columns, axis=1).reshape(-1)
         ranked = candidates[jnp.lexsort((-values.reshape(-1), np.repeat(row_cat_np, k)))]
         picked = ranked[jnp.asarray(row_start_np * k)[labels] + ranks]

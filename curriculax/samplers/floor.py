@@ -13,7 +13,7 @@ from curriculax._checks import check_num, check_num_tasks
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
 
-_SALT_TIE = 5
+_SALT_TIE, _SALT_SETTLE = 5, 6
 
 
 class FloorState(NamedTuple):
@@ -164,7 +164,10 @@ def floor(
             keys = age + 0.5 * _random.unit(words[3], local_ids, _SALT_TIE) + 0.25
             taken = jnp.where(pos < num_in + num_u, ids, -1)
             keys = keys.at[_shard.to_local(taken, start, n_local)].set(0.0, mode="drop")
-            best_keys, best_ids = _topk.top_k(keys, min(stale_k, n), start, axis)
+            # late in a run float32 keeps few bits of the noise: equal ages tie (_topk.top_k)
+            best_keys, best_ids = _topk.top_k(
+                keys, min(stale_k, n), start, axis, tie=(words[3], _SALT_SETTLE)
+            )
             eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
             slot = jnp.maximum(pos - num_in - num_u, 0)
             stale = jnp.where(

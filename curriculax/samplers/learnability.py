@@ -19,7 +19,7 @@ from curriculax._types import GroupResults, TaskSampler
 DRAWS = ("thompson", "mean")
 
 # Salts of the per-task hashed numbers drawn in one call (independent streams).
-_SALT_BETA, _SALT_TIE, _SALT_NEW = 0, 2, 3
+_SALT_BETA, _SALT_TIE, _SALT_NEW, _SALT_SETTLE = 0, 2, 3, 4
 
 
 class LearnabilityState(NamedTuple):
@@ -388,7 +388,7 @@ def ranked_draw(
     keys = jnp.where(is_rep, keys, 0.0)
     taken = jnp.where(pos >= num_best, rep_of(floor_ids[jnp.maximum(pos - num_best, 0)]), -1)
     keys = keys.at[_shard.to_local(taken, start, n_local)].set(0.0, mode="drop")
-    best_keys, best_ids = _topk.top_k(keys, num, start, axis)
+    best_keys, best_ids = _topk.top_k(keys, num, start, axis, tie=(score_word, _SALT_SETTLE))
     eligible = jnp.sum(best_keys > 0, dtype=jnp.int32)
 
     # Positions: the best (cycling when too few are eligible), then the floor's picks.

@@ -217,3 +217,16 @@ def test_a_split_per_task_state_is_refused():
     half = state._replace(tasks=jax.tree.map(lambda x: x[: N // 2] if x.ndim else x, state.tasks))
     with pytest.raises(ValueError, match="does not split over devices"):
         s.sample(half, jax.random.key(1), 4)
+
+
+def test_the_posterior_mean_draws_tied_tasks_from_the_whole_category():
+    # one category, every task observed alike: the posterior means tie, and the draws must
+    # not gather at the category's first tasks
+    n, k = 8_192, 16
+    s = cx.samplers.category_learnability(n, np.zeros(n, int), draw="mean", half_life=None)
+    rewards = jnp.tile((jnp.arange(8) < 4).astype(jnp.float32), (n, 1))
+    state = jax.jit(s.observe)(s.init(jax.random.key(1)), group_results(jnp.arange(n), rewards))
+    sample = jax.jit(s.sample, static_argnums=2)
+    keys = jax.random.split(jax.random.key(2), 200)
+    got = np.concatenate([np.asarray(sample(state, key, k)[0]) for key in keys])
+    assert 0.09 < np.mean(got < n // 8) < 0.16

@@ -107,3 +107,15 @@ def test_nested_config_and_errors():
     with pytest.raises(TypeError, match=r"floor wraps samplers that return pool task ids"):
         wrapped = cx.samplers.floor(N, frontier_like)
         wrapped.sample(wrapped.init(jax.random.key(0)), jax.random.key(0), 4)
+
+
+def test_equal_ages_late_in_a_run_are_drawn_from_the_whole_pool():
+    # after 2**22 calls float32 keeps none of the keys' noise: every never-drawn task ties,
+    # and the stale positions must not all go to the lowest ids
+    n = 4096
+    s = cx.samplers.floor(n, _stubborn(n), uniform_share=0.0, staleness_share=1.0)
+    state = s.init(jax.random.key(0))._replace(calls=jnp.int32(2**22))
+    sample = jax.jit(s.sample, static_argnums=2)
+    keys = jax.random.split(jax.random.key(1), 100)
+    got = np.concatenate([np.asarray(sample(state, key, 16)[0]) for key in keys])
+    assert 0.09 < np.mean(got < n // 8) < 0.16

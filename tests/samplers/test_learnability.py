@@ -302,3 +302,22 @@ def test_entry_task_must_give_one_integer_per_entry():
         cur.init(jax.random.key(0)), jax.random.key(1), 3
     )
     assert sorted((np.asarray(ids) // 2).tolist()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"unseen_first": False}, {"half_life": None, "observe": True}], ids=str
+)
+def test_the_posterior_mean_draws_tied_tasks_from_the_whole_pool(kwargs):
+    # every task ties (fresh, or observed alike): the draws must not gather at low ids
+    n, k = 16_384, 16
+    kwargs = dict(kwargs)
+    observe = kwargs.pop("observe", False)
+    s = cx.samplers.learnability(n, draw="mean", uniform_share=0.0, **kwargs)
+    state = s.init(jax.random.key(1))
+    if observe:
+        rewards = jnp.tile((jnp.arange(8) < 4).astype(jnp.float32), (n, 1))
+        state = jax.jit(s.observe)(state, group_results(jnp.arange(n), rewards))
+    sample = jax.jit(s.sample, static_argnums=2)
+    keys = jax.random.split(jax.random.key(2), 200)
+    got = np.concatenate([np.asarray(sample(state, key, k)[0]) for key in keys])
+    assert 0.09 < np.mean(got < n // 8) < 0.16

@@ -28,6 +28,10 @@ SAMPLERS = {
     "learnability_repeated_entries": lambda axis: cx.samplers.learnability(
         N, entry_task=np.arange(N) % 12, axis_name=axis
     ),
+    # every task ties (a posterior mean, no unseen-first): the tie pass runs split as well
+    "learnability_mean_ties": lambda axis: cx.samplers.learnability(
+        N, draw="mean", unseen_first=False, half_life=None, axis_name=axis
+    ),
     "learning_progress": lambda axis: cx.samplers.learning_progress(
         N, patience=1.0, noise_visits=2, axis_name=axis
     ),
