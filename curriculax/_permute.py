@@ -1,9 +1,12 @@
-"""Keyed pseudo-random permutations of ``[0, n)`` evaluated pointwise in O(1) per index.
+"""Keyed pseudo-random permutations of ``[0, n)`` evaluated pointwise in expected O(1) per index.
 
 A Feistel network over the smallest even-width bit domain holding ``n`` values, with cycle
 walking back into ``[0, n)``. ``permute(i, n, round_keys)`` is a bijection of ``[0, n)`` for
-every ``n >= 1`` and every key, so "the i-th task of a shuffled epoch" costs O(1) instead of
-materialising an O(n log n) shuffle. ``n`` may be a traced value.
+every ``n >= 1`` and every key, so "the i-th task of a shuffled epoch" costs expected O(1)
+instead of materialising an O(n log n) shuffle. ``n`` may be a traced value. A batch of ``M``
+indices walks until its slowest index is back in range: fewer than 4 Feistel passes per index
+on average, about ``log(M) / log(4/3)`` passes for the batch where the domain is near ``4n``
+(``n`` just above a power of 4); the samplers permute ``O(num)`` indices per call.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Tasks carry a small integer label (their band, say). :func:`build_index` makes one pass over
 the labels and counts members per block of ``BLOCK`` tasks; :func:`select` finds the block by
 binary search over the block prefix counts and the member inside it by a scan of one block.
-Building costs O(N); each query O(log N + BLOCK). No sort, no per-group prefix sum over N.
+Building costs O(N * ceil(C / 4)) for ``C`` groups (one pass per four labels); each query
+O(log N + BLOCK). No sort, no per-group prefix sum over N.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax import _counters
+
 
 class MixerState(NamedTuple):
     """Checkpointed mixer state.
@@ -36,7 +38,6 @@ def choose(key: jax.Array, weights: np.ndarray) -> jax.Array:
 
 
 def record(state: MixerState, env: jax.Array, groups: int) -> MixerState:
-    hit = jnp.arange(state.batches.shape[0]) == env
-    return MixerState(
-        state.batches + hit.astype(jnp.int32), state.groups + hit.astype(jnp.int32) * groups
-    )
+    """Counts one batch of ``groups`` groups from ``env`` (saturating, as every counter)."""
+    hit = (jnp.arange(state.batches.shape[0]) == env).astype(jnp.int32)
+    return MixerState(_counters.add(state.batches, hit), _counters.add(state.groups, hit * groups))

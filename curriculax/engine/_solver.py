@@ -26,7 +26,8 @@ class Rollouts(NamedTuple):
       token_mask: ``bool[G, K, T]`` trainable sampled positions (``T = 1``: one per rollout).
       data: any pytree whose leaves have leading axes ``[G, K]``: whatever the solver's
         ``update`` needs (tokens, behaviour log-probabilities, a task's difficulty, ...). It
-        must have the same structure and shapes for every env of a run.
+        must have the same structure and shapes for every env of a run once ``K`` is padded
+        to the run's largest group size (the engine pads it).
       answers: optional ``i32[G, K]`` an id of each rollout's answer (equal ids for equal
         answers); the engine hands it to the curriculum in
         :attr:`~curriculax.GroupResults.answers` and keeps it out of the training batch.

@@ -10,7 +10,7 @@ import pytest
 from engine_test_helpers import host, id_pool, id_solver, in_order, read_jsonl, trained
 
 import curriculax as cx
-from curriculax.engine import Engine, EngineConfig, Env, Rollouts, run
+from curriculax.engine import Engine, EngineConfig, Env, Rollouts, _mixer, run
 
 N = 4096
 STEPS = 1000
@@ -163,3 +163,12 @@ def test_pools_with_different_structures_mix(tmp_path):
         else:
             assert t["key"] == int(engine.envs[0].keys[task])
             assert t["rewards"] == [float((task + k) % 2) for k in range(3)]
+
+
+def test_the_mixer_counts_saturate_instead_of_wrapping():
+    top = jnp.iinfo(jnp.int32).max
+    state = _mixer.MixerState(jnp.array([top, 5], jnp.int32), jnp.array([top - 3, 20], jnp.int32))
+    state = _mixer.record(state, jnp.int32(0), 4)
+    assert state.batches.tolist() == [top, 5] and state.groups.tolist() == [top, 20]
+    state = _mixer.record(state, jnp.int32(1), 4)
+    assert state.batches.tolist() == [top, 6] and state.groups.tolist() == [top, 24]
