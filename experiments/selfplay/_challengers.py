@@ -151,7 +151,9 @@ def _reversal_at(spec: T.ReversalSpec):
             )
             for lv in range(spec.num_levels)
         ]
-        return jax.tree.map(lambda *xs: jnp.stack(xs)[level], *rows)
+        row = jax.tree.map(lambda *xs: jnp.stack(xs)[level], *rows)
+        # the level asked for, not the clamped row's: validate refuses one outside the family
+        return row._replace(level=jnp.asarray(level, row.level.dtype))
 
     return build_at
 
@@ -188,11 +190,23 @@ def pure_sequence_challenger(spec: T.ReversalSpec, bandit: dict | None = None) -
     return PureChallenger(generate, validate, propose, retry=True)
 
 
+def check_start_level(start_level: int, spec: T.ReversalSpec) -> None:
+    """Refuses a self-play ``start_level`` outside the family's levels (the host challenger
+    would build no valid task at it, and a round would be lost)."""
+    if not 0 <= start_level < spec.num_levels:
+        raise ValueError(
+            f"start_level = {start_level} is not a level of the task family (levels 0-"
+            f"{spec.num_levels - 1}, experiment.task.num_levels = {spec.num_levels}); set "
+            "start_level below it"
+        )
+
+
 def pure_arm_challenger(arm: str, spec: T.ReversalSpec, start_level: int):
     """``(pure challenger, initial spec)`` of a study arm for the compiled round loop
     (``(None, None)`` for no challenger): :func:`arm_challenger`'s challengers in pure JAX.
     The learned arm has none (its generator trains on the host), so it raises."""
     if arm == "self-play":
+        check_start_level(start_level, spec)
         return pure_sequence_challenger(spec), {"level": jnp.int32(start_level)}
     if arm == "bandit":
         return pure_sequence_challenger(spec, bandit={}), pure_bandit_spec(spec.num_levels)
@@ -262,6 +276,7 @@ def arm_challenger(arm: str, spec: T.ReversalSpec, start_level: int, learned: di
     """``(challenger, initial spec)`` of a study arm (``(None, None)`` for no challenger);
     ``learned``: the learned arm's :class:`~curriculax.selfplay.LearnedConfig` keys."""
     if arm == "self-play":
+        check_start_level(start_level, spec)
         return sequence_challenger(spec), {"level": start_level}
     if arm == "bandit":
         return sequence_challenger(spec, bandit={}), bandit_spec(spec.num_levels)

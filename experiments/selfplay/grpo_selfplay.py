@@ -24,7 +24,7 @@ from curriculax import tasks as T
 from curriculax._files import write_json_atomic
 from experiments import _cli
 from experiments._builders import GRPOExperimentConfig, TaskConfig, family_spec
-from experiments.selfplay._challengers import evolve_arm
+from experiments.selfplay._challengers import check_start_level, evolve_arm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +71,7 @@ def main(argv=None) -> None:
     spec = family_spec(exp.task)
     if not isinstance(spec, T.ReversalSpec | T.CopySpec):
         raise SystemExit("error: the self-play challenger generates reversal/copy tasks")
+    check_start_level(config.start_level, spec)
     seeds = T.generate(jax.random.key(0), spec, exp.task.train_per_level)
     runs = {}
     for name in ("self-play", "no challenger"):

@@ -497,6 +497,12 @@ def main(argv=None) -> None:
             "error: arm 'learned' runs on the host path only (its generator trains on the "
             "host); run it in a study without --compiled"
         )
+    if "self-play" in config.arms:
+        # before any arm runs, as the learned table below
+        from experiments._builders import family_spec
+        from experiments.selfplay._challengers import check_start_level
+
+        check_start_level(config.start_level, family_spec(config.experiment.task))
     if "learned" in config.arms:
         # A bad learned table fails here, naming its key, not after the other arms ran.
         from experiments._builders import family_spec

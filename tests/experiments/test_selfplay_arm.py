@@ -2,9 +2,20 @@
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
 import curriculax.selfplay as selfplay
-from experiments.selfplay import study
-from experiments.selfplay._challengers import evolve_arm
+from curriculax import tasks as T
+from experiments.selfplay import grpo_selfplay, study
+from experiments.selfplay._challengers import (
+    arm_challenger,
+    evolve_arm,
+    pure_arm_challenger,
+    pure_sequence_challenger,
+)
 from experiments.selfplay.grpo_selfplay import SelfPlayConfig
 
 
@@ -53,3 +64,23 @@ def test_the_grpo_demo_config_builds_an_arm(monkeypatch):
     (_, _, kwargs) = calls[0]
     assert kwargs["held_out_frac"] == config.held_out_frac
     assert kwargs["frontier_share"] == config.frontier_share == 0.25
+
+
+def test_a_start_level_outside_the_family_is_refused_before_any_arm_runs(tmp_path):
+    spec = T.ReversalSpec(num_levels=2)
+    for make in (arm_challenger, pure_arm_challenger):
+        with pytest.raises(ValueError, match=r"start_level = 2 is not a level .*levels 0-1"):
+            make("self-play", spec, 2)
+        assert make("bandit", spec, 2)[0] is not None  # the level is the self-play arm's only
+    with pytest.raises(ValueError, match="start_level = 9"):
+        study.main(["--run-dir", str(tmp_path), "--set", "start_level=9", "--seeds", "1"])
+    assert not (tmp_path / "runs.jsonl").exists()
+    with pytest.raises(ValueError, match="start_level = 9"):
+        grpo_selfplay.main(["--run-dir", str(tmp_path / "demo"), "--set", "start_level=9"])
+    # the compiled challenger's tasks carry the level asked for, so validate can refuse it
+    pure = pure_sequence_challenger(spec)
+    keys = jax.random.split(jax.random.key(0), 3)
+    for level, ok in ((1, True), (2, False), (-1, False)):
+        tasks, valid = pure.validate(pure.generate({"level": jnp.int32(level)}, keys))
+        assert np.asarray(tasks.level).tolist() == [level] * 3
+        assert np.asarray(valid).tolist() == [ok] * 3
