@@ -34,7 +34,8 @@ T = TypeVar("T")
 def core_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
     """The flags every experiment takes, ``--run-dir --steps --seed --resume``: all that a
     script driving another library's trainer takes (the engine's flags do not apply there).
-    ``--steps`` and ``--seed`` default to None (``args.default_steps`` holds ``steps``)."""
+    ``--steps`` and ``--seed`` default to None (``args.default_steps`` holds ``steps``); such a
+    script reads them with :func:`trainer_steps_and_seed`, which checks them."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--run-dir", default=run_dir, help=f"output directory (default {run_dir})")
     p.add_argument("--steps", type=int, default=None, help=f"updates to train (default {steps})")
@@ -43,6 +44,51 @@ def core_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     add_debug_flag(p)
     p.set_defaults(default_steps=steps)
     return p
+
+
+def trainer_steps_and_seed(args: argparse.Namespace, *, resuming: bool) -> tuple[int, int]:
+    """The ``--steps`` and the seed of a run of a script that takes :func:`core_parser`'s flags
+    alone, checked before anything is built: ``--steps`` must be >= 1 (a trainer reads 0 or
+    less as no limit) and ``--seed`` an int in ``[0, 2**32)`` (ValueErrors naming the flag).
+
+    The seed is the run's: a fresh run (``resuming`` False) stores it (``--seed``, else 0) in
+    ``RUN_DIR/seed.json``; a resumed run takes the stored one when ``--seed`` is not given and
+    refuses another (the script rebuilds its tasks from the seed, and the restored curriculum
+    scored the tasks of the stored one). A resumed run that stored none stores its own. A
+    fresh run refuses a directory holding an earlier run's ``metrics.jsonl`` or
+    ``summary.json`` (nothing a user ran is overwritten)."""
+    import json
+
+    steps = args.default_steps if args.steps is None else args.steps
+    check_int(steps, "--steps", 1, "updates to train")
+    if args.seed is not None:
+        check_seed(args.seed, "--seed")
+    path = os.path.join(args.run_dir, "seed.json")
+    if resuming and os.path.exists(path):
+        with open(path) as f:
+            stored = check_seed(json.load(f).get("seed"), f"{path}: seed")
+        if args.seed is not None and args.seed != stored:
+            raise SystemExit(
+                f"error: --seed {args.seed}, but the run in {args.run_dir} started with seed "
+                f"{stored} (its tasks are built from it); resume with --seed {stored} or no "
+                "--seed, or start another --run-dir"
+            )
+        return steps, stored
+    if not resuming:
+        earlier = [
+            name
+            for name in ("metrics.jsonl", "summary.json")
+            if os.path.exists(os.path.join(args.run_dir, name))
+        ]
+        if earlier:
+            raise SystemExit(
+                f"error: {args.run_dir} holds an earlier run's {' and '.join(earlier)} and no "
+                "checkpoint to resume from; choose another --run-dir, or move them away"
+            )
+    seed = 0 if args.seed is None else args.seed
+    os.makedirs(args.run_dir, exist_ok=True)
+    write_json_atomic(path, {"seed": seed})
+    return steps, seed
 
 
 DEBUG_ENV = "CURRICULAX_DEBUG"

@@ -13,8 +13,11 @@ zero-advantage gate, driven through
 observed, gated and checkpointed), not learning.
 
 Writes TRL's ``RUN_DIR/checkpoint-N/`` (each with the curriculum in ``curriculum/``),
-``RUN_DIR/metrics.jsonl`` (TRL's log per step, the curriculum's metrics under ``curriculum/``)
-and ``RUN_DIR/summary.json``. ``--steps`` is the total: a resumed run continues to it.
+``RUN_DIR/metrics.jsonl`` (TRL's log per step, the curriculum's metrics under ``curriculum/``;
+written when training ends, a resumed run adds the steps it lacks, those of an interrupted
+run's checkpoints included), ``RUN_DIR/seed.json`` and ``RUN_DIR/summary.json``. ``--steps``
+(>= 1) is the total: a resumed run continues to it, with the seed the run started with (it
+refuses another ``--seed``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import time
 
 import numpy as np
 
+from curriculax._files import write_text_atomic
 from experiments import _cli
 
 GROUP_SIZE = 4
@@ -86,11 +90,24 @@ def contains_target(prompts, completions, target, **kwargs) -> list[float]:
     return [float(t in c.split()) for c, t in zip(completions, target)]
 
 
+def write_metrics(path: str, log_history: list[dict], start: int) -> None:
+    """``metrics.jsonl``: the rows it holds up to step ``start`` (the checkpoint the run
+    resumed from; 0 for a fresh start), then the rows of TRL's log (``log_history``) after the
+    last of them. TRL restores its log with a checkpoint, so a run interrupted after saving
+    checkpoint N (before it wrote this file) and resumed writes steps 1 to N here too; no step
+    is written twice."""
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = [r for r in map(json.loads, filter(str.strip, f)) if r["step"] <= start]
+    last = max((r["step"] for r in rows), default=0)
+    rows += [r for r in log_history if "loss" in r and r["step"] > last]
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
 def main(argv=None) -> None:
     parser = _cli.core_parser(__doc__.splitlines()[0], steps=6, run_dir="runs/trl")
     args = parser.parse_args(argv)
-    steps = args.default_steps if args.steps is None else args.steps
-    seed = 0 if args.seed is None else args.seed
 
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOConfig
@@ -101,6 +118,7 @@ def main(argv=None) -> None:
     last = get_last_checkpoint(args.run_dir) if os.path.isdir(args.run_dir) else None
     if last and not args.resume:
         raise SystemExit(f"{args.run_dir} holds checkpoints: pass --resume, or another --run-dir")
+    steps, seed = _cli.trainer_steps_and_seed(args, resuming=last is not None)
     start = int(last.rsplit("-", 1)[1]) if last else 0
     curriculum = cx.HostCurriculum(
         cx.curriculum(
@@ -138,10 +156,7 @@ def main(argv=None) -> None:
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=last)
     seconds = time.perf_counter() - began
-    with open(os.path.join(args.run_dir, "metrics.jsonl"), "a") as f:
-        for row in trainer.state.log_history:
-            if "loss" in row and row["step"] > start:
-                f.write(json.dumps(row) + "\n")
+    write_metrics(os.path.join(args.run_dir, "metrics.jsonl"), trainer.state.log_history, start)
     _cli.finish_trainer_run(
         args.run_dir,
         steps=trainer.state.global_step,

@@ -12,8 +12,10 @@ pools plus the zero-advantage gate, driven through
 drawn, observed, gated and checkpointed), not learning: the toy policy is far too small.
 
 Writes ``RUN_DIR/checkpoints/`` (tunix's ``actor/`` and the curriculum's ``curriculum/``, at
-every step), ``RUN_DIR/metrics.jsonl`` (per step: rewards and the curriculum's metrics) and
-``RUN_DIR/summary.json``. ``--steps`` is the total: a resumed run continues to it.
+every step), ``RUN_DIR/metrics.jsonl`` (per step: rewards and the curriculum's metrics; a
+resumed run first drops the rows after the step it resumes from), ``RUN_DIR/seed.json`` and
+``RUN_DIR/summary.json``. ``--steps`` (>= 1) is the total: a resumed run continues to it, with
+the seed the run started with (it refuses another ``--seed``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 
 import numpy as np
 
+from curriculax._files import write_text_atomic
 from experiments import _cli
 
 GROUP_SIZE = 4
@@ -85,11 +88,31 @@ def toy_cluster(
     )
 
 
+def keep_metrics_through(path: str, step: int) -> None:
+    """Drops the rows of ``metrics.jsonl`` after ``step``, the step a run resumes from (0 for a
+    fresh start), and a last line a kill cut short. tunix writes a step's row after it starts
+    saving the step's checkpoint, without waiting for the save: a run killed in between resumes
+    from the step before and trains (and logs) the step again."""
+    if not os.path.exists(path):
+        return
+    rows = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    kept = "".join(json.dumps(r) + "\n" for r in rows if r["step"] <= step)
+    write_text_atomic(path, kept)
+
+
 def main(argv=None) -> None:
     parser = _cli.core_parser(__doc__.splitlines()[0], steps=6, run_dir="runs/tunix")
     args = parser.parse_args(argv)
-    steps = args.default_steps if args.steps is None else args.steps
-    seed = 0 if args.seed is None else args.seed
+    checkpoints = os.path.abspath(os.path.join(args.run_dir, "checkpoints"))
+    if os.path.isdir(checkpoints) and not args.resume:
+        raise SystemExit(f"{checkpoints} exists: pass --resume, or another --run-dir")
+    steps, seed = _cli.trainer_steps_and_seed(args, resuming=os.path.isdir(checkpoints))
 
     import orbax.checkpoint as ocp
     from tunix.rl.grpo.grpo_learner import GRPOConfig
@@ -99,10 +122,6 @@ def main(argv=None) -> None:
     from curriculax.integrations.grain import CurriculumDataset
     from curriculax.integrations.tunix import CurriculumGRPOLearner
 
-    checkpoints = os.path.abspath(os.path.join(args.run_dir, "checkpoints"))
-    if os.path.isdir(checkpoints) and not args.resume:
-        raise SystemExit(f"{checkpoints} exists: pass --resume, or another --run-dir")
-    os.makedirs(args.run_dir, exist_ok=True)
     cluster = toy_cluster(
         checkpoints, steps, seed=seed, checkpointing=ocp.CheckpointManagerOptions(max_to_keep=2)
     )
@@ -135,6 +154,7 @@ def main(argv=None) -> None:
         prompts=CurriculumDataset(curriculum, records(seed, toy.MockVocab()), batch_size=BATCH),
     )
     start = learner.rl_cluster.actor_trainer.train_steps
+    keep_metrics_through(metrics_path, start)
     began = time.perf_counter()
     learner.train()
     _cli.finish_trainer_run(

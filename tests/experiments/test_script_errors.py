@@ -155,3 +155,24 @@ def test_a_flag_given_beside_quick_wins_over_its_smaller_default():
     assert (args.seeds, args.steps, args.tasks, args.switch) == (4, 60, 512, 40)
     full = simulated_pool._parse([])
     assert (full.tasks, full.num, full.steps, full.switch, full.seeds) == (4096, 64, 400, 150, 8)
+
+
+def test_a_trainer_script_checks_its_flags_and_keeps_its_seed_and_earlier_runs(tmp_path):
+    parser = _cli.core_parser("a trainer", steps=6, run_dir=str(tmp_path / "run"))
+
+    def read(*flags, resuming=False):
+        return _cli.trainer_steps_and_seed(parser.parse_args(list(flags)), resuming=resuming)
+
+    for flags, key in ((["--steps", "0"], "--steps"), (["--seed", "-1"], "--seed")):
+        with pytest.raises(ValueError, match=key):
+            read(*flags)
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+    assert read("--seed", "3") == (6, 3)
+    assert read(resuming=True) == (6, 3)  # the stored seed
+    with pytest.raises(SystemExit, match="started with seed 3"):
+        read("--seed", "4", resuming=True)
+    # a fresh start into a directory of an earlier run's outputs deletes nothing
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(SystemExit, match=r"earlier run's metrics\.jsonl"):
+        read()
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == '{"step": 1}\n'

@@ -243,6 +243,65 @@ def test_the_example_script_runs_and_resumes(tmp_path):
     assert summary["steps"] == 2 and summary["resumed_from"] == 1
 
 
+def test_a_script_run_interrupted_after_a_checkpoint_keeps_every_step_once(tmp_path, monkeypatch):
+    """An interrupted run writes no metrics.jsonl (it is written when training ends); the
+    resumed run writes the steps of the checkpoint it restored too, each once."""
+    run, reward, calls = tmp_path / "run", trl_curriculum.contains_target, []
+
+    def interrupted_at_step_3(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # step 3's rewards: checkpoint-2 is saved
+            raise KeyboardInterrupt
+        return reward(*args, **kwargs)
+
+    monkeypatch.setattr(trl_curriculum, "contains_target", interrupted_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        trl_curriculum.main(["--run-dir", str(run), "--steps", "4"])
+    monkeypatch.setattr(trl_curriculum, "contains_target", reward)
+    assert (run / "checkpoint-2").is_dir() and not (run / "metrics.jsonl").exists()
+    for steps in (4, 5):  # the second resume restores checkpoint-4, whose log holds 1-4
+        trl_curriculum.main(["--run-dir", str(run), "--steps", str(steps), "--resume"])
+        rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in rows] == list(range(1, steps + 1))
+
+
+def test_a_resumed_script_run_keeps_the_seed_it_started_with(tmp_path, monkeypatch):
+    run, seeds, dataset = tmp_path / "run", [], trl_curriculum.dataset
+
+    def recorded(seed):
+        seeds.append(seed)
+        return dataset(seed)
+
+    monkeypatch.setattr(trl_curriculum, "dataset", recorded)
+    trl_curriculum.main(["--run-dir", str(run), "--steps", "1", "--seed", "1"])
+    assert json.loads((run / "seed.json").read_text()) == {"seed": 1}
+    with pytest.raises(SystemExit, match=r"--seed 0, but the run in .* started with seed 1"):
+        trl_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume", "--seed", "0"])
+    trl_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume"])
+    assert seeds == [1, 1]
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("the script built its model despite a bad flag")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--steps", "0"], r"^--steps must be >= 1, got 0 \(updates to train\)"),
+        (["--steps", "-1"], r"^--steps must be >= 1, got -1"),
+        (["--seed", "-1"], r"^--seed must be an int in \[0, 2\*\*32\)"),
+    ],
+)
+def test_the_script_refuses_a_bad_steps_or_seed_before_building_anything(
+    tmp_path, monkeypatch, argv, message
+):
+    monkeypatch.setattr(trl_curriculum, "model", _never)
+    with pytest.raises(ValueError, match=message):
+        trl_curriculum.main(["--run-dir", str(tmp_path / "run"), *argv])
+    assert not (tmp_path / "run").exists()
+
+
 def test_answers_reach_a_consistency_curriculum(tmp_path):
     # A reward that ignores the answer (alternating within each group) and one answer for every
     # completion: every observed group contradicts itself, so every observed task is marked and

@@ -209,6 +209,57 @@ def test_the_example_script_runs_and_resumes(tmp_path):
     assert summary["steps"] == 2 and summary["resumed_from"] == 1 and summary["draws"] == 2
 
 
+def test_a_script_run_killed_before_its_checkpoint_committed_logs_each_step_once(tmp_path):
+    """tunix writes a step's row before its checkpoint's asynchronous save commits: a kill in
+    between leaves the row of a step the resumed run trains again (here the commit is undone
+    by removing the step's checkpoint)."""
+    run = tmp_path / "run"
+    tunix_curriculum.main(["--run-dir", str(run), "--steps", "2"])
+    for part in ("actor", "curriculum"):
+        shutil.rmtree(run / "checkpoints" / part / "2")
+    tunix_curriculum.main(["--run-dir", str(run), "--steps", "3", "--resume"])
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert json.loads((run / "summary.json").read_text())["resumed_from"] == 1
+
+
+def test_a_resumed_script_run_keeps_the_seed_it_started_with(tmp_path, monkeypatch):
+    run, seeds, records = tmp_path / "run", [], tunix_curriculum.records
+
+    def recorded(seed, vocab):
+        seeds.append(seed)
+        return records(seed, vocab)
+
+    monkeypatch.setattr(tunix_curriculum, "records", recorded)
+    tunix_curriculum.main(["--run-dir", str(run), "--steps", "1", "--seed", "1"])
+    assert json.loads((run / "seed.json").read_text()) == {"seed": 1}
+    with pytest.raises(SystemExit, match=r"--seed 0, but the run in .* started with seed 1"):
+        tunix_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume", "--seed", "0"])
+    tunix_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume"])
+    assert seeds == [1, 1]
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("the script built its model despite a bad flag")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--steps", "0"], r"^--steps must be >= 1, got 0 \(updates to train\)"),
+        (["--steps", "-1"], r"^--steps must be >= 1, got -1"),
+        (["--seed", "-1"], r"^--seed must be an int in \[0, 2\*\*32\)"),
+    ],
+)
+def test_the_script_refuses_a_bad_steps_or_seed_before_building_anything(
+    tmp_path, monkeypatch, argv, message
+):
+    monkeypatch.setattr(tunix_curriculum, "toy_cluster", _never)
+    with pytest.raises(ValueError, match=message):
+        tunix_curriculum.main(["--run-dir", str(tmp_path / "run"), *argv])
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_evaluation_in_the_main_thread_leaves_the_data_threads_batches_observed():
     """With async rollout tunix scores training batches in its data thread while the main thread
     evaluates; the observer's switch and admission are per thread, so the training batch scored
