@@ -12,7 +12,30 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from curriculax._checks import check_seed
 from curriculax._hash import lowbias32
+
+
+def seed_key(seed: object, name: str = "seed") -> jax.Array:
+    """``jax.random.key(seed)`` as JAX's 64-bit mode builds it, whichever mode is on: every
+    signed 64-bit seed (:func:`~curriculax._checks.check_seed`) gets its own key.
+
+    With 64-bit mode off (JAX's default) ``jax.random.key`` keeps only a seed's low 32 bits, so
+    ``1`` and ``2**32 + 1`` (or ``-1`` and ``2**32 - 1``) would give one key and the same run.
+    A seed in ``[0, 2**32)`` gets the key ``jax.random.key(seed)`` gives in either mode (the
+    key every stored run used); any other seed gets the key of its two 32-bit words, high and
+    low (64-bit mode's), which for a negative seed differs from the key it got with 64-bit mode
+    off (that of ``seed % 2**32``, which it shared with that seed).
+
+    Raises:
+      TypeError, ValueError: ``seed`` is not an int that a signed 64-bit word holds (naming
+        ``name`` and the seed).
+    """
+    seed = check_seed(seed, name)
+    if 0 <= seed < 2**32:
+        return jax.random.key(seed)
+    with jax.enable_x64(True):  # both words reach the key; its data is u32 in either mode
+        return jax.random.key(seed)
 
 
 def bits(word: jax.Array, ids: jax.Array, salt: int) -> jax.Array:

@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax._checks import check_seed, int_at_least
+from curriculax._checks import int_at_least
+from curriculax._random import seed_key
 from curriculax._types import Curriculum, CurriculumState, GroupResults, TaskSampler
 from curriculax.checkpoint import CheckpointStore, layout_diff, leaf_layout, path_str
 from curriculax.credit import grpo_advantages
@@ -90,14 +91,15 @@ class HostCurriculum:
     holds the driver's lock, so a data-loading thread may draw while another reads the
     metrics or saves.
 
-    Keys: ``jax.random.key(seed)`` is split into ``(init_key, key)``; the state is
-    ``curriculum.init(init_key)``, and each draw from the sampler splits ``key, sub =
-    jax.random.split(key)`` and draws with ``sub``. The same curriculum driven by hand with
-    that key sequence (and those draw sizes) gives the same draws and admissions.
+    Keys: ``jax.random.key(seed)``, as JAX's 64-bit mode builds it whichever mode is on (so
+    every seed gets its own key; ``curriculax._random.seed_key``), is split into ``(init_key,
+    key)``; the state is ``curriculum.init(init_key)``, and each draw from the sampler splits
+    ``key, sub = jax.random.split(key)`` and draws with ``sub``. The same curriculum driven by
+    hand with that key sequence (and those draw sizes) gives the same draws and admissions.
 
     Args:
       curriculum: a :class:`~curriculax.Curriculum` from :func:`curriculax.curriculum`.
-      seed: seed of the key (an int).
+      seed: seed of the key (an int a signed 64-bit word holds; any two give different keys).
       scale_by_std: credit computed here divides each group's centred rewards by their
         standard deviation (GRPO); False: mean-centring only.
 
@@ -136,7 +138,7 @@ class HostCurriculum:
                 f"HostCurriculum takes a curriculax.Curriculum (from cx.curriculum(...)), "
                 f"got {type(curriculum).__name__}"
             )
-        seed = check_seed(seed)
+        root_key = seed_key(seed)  # checks the seed first
         self.curriculum = curriculum
         # Held by every call that reads or replaces _state, _key or _kept (sample donates the
         # state: a read beside it could find the buffer deleted).
@@ -150,7 +152,7 @@ class HostCurriculum:
         self._sample = jax.jit(self._sample_fn, static_argnums=2, donate_argnums=(0, 1))
         self._observe = jax.jit(self._observe_fn, donate_argnums=0)
         self._metrics = jax.jit(self._metrics_fn)
-        init_key, key = jax.random.split(jax.random.key(seed))
+        init_key, key = jax.random.split(root_key)
         self._state = jax.jit(curriculum.init)(init_key)
         # The key travels as raw u32 data: typed key arrays leave jit's fast dispatch path.
         self._key = jax.random.key_data(key)

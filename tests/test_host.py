@@ -992,3 +992,32 @@ def test_state_is_a_snapshot_the_host_side_diagnostics_read():
     )
     bandit.observe(bandit.sample(8), rewards)
     assert cx.samplers.noisy_categories(bandit.state.sampler).tolist() == []
+
+
+def test_every_seed_gets_its_own_key_and_seeds_below_2_32_keep_theirs():
+    """With JAX's 64-bit mode off, ``jax.random.key`` keeps a seed's low 32 bits: 1 and
+    2**32 + 1 (or -1 and 2**32 - 1) once gave one run. The key is now the seed's two 32-bit
+    words (64-bit mode's key), and a seed in [0, 2**32) keeps the key it always had."""
+    cur = cx.curriculum(cx.samplers.uniform(1000))
+
+    def key_data(seed):
+        return tuple(cx.HostCurriculum(cur, seed=seed).state_dict()["key"].tolist())
+
+    def today(seed):  # HostCurriculum's key before: jax.random.key(seed) split once
+        return tuple(jax.random.key_data(jax.random.split(jax.random.key(seed))[1]).tolist())
+
+    for seed in (0, 1, 7, 2**31 - 1, 2**31, 2**32 - 1):
+        assert key_data(seed) == today(seed)
+    seeds = [0, 1, 2**32 + 1, 2**32 - 1, -1, 2**40, 2**63 - 1, -(2**63), -(2**31)]
+    keys = [key_data(s) for s in seeds]
+    assert len(set(keys)) == len(seeds)
+    assert not jax.config.jax_enable_x64
+    from curriculax._random import seed_key  # the helper the driver builds its key with
+
+    for seed in (2**32 + 1, -1, -(2**63)):  # 64-bit mode's key, whichever mode is on
+        with jax.enable_x64(True):
+            want = jax.random.key_data(jax.random.key(seed)).tolist()
+        hi, lo = (seed >> 32) % 2**32, seed % 2**32
+        assert want == [hi, lo] == jax.random.key_data(seed_key(seed)).tolist()
+    with pytest.raises(ValueError, match="seed must fit in a signed 64-bit int, got 1844674"):
+        seed_key(2**64)

@@ -24,6 +24,7 @@ from jax.sharding import PartitionSpec as P
 from curriculax import _counters
 from curriculax._checks import check_seed, check_unique, int_at_least
 from curriculax._curriculum import sanitize
+from curriculax._random import seed_key
 from curriculax._types import CurriculumState, GroupResults, TaskDraw
 from curriculax.credit import finite_rewards
 from curriculax.engine import _mesh, _mixer, _pending
@@ -213,13 +214,36 @@ def _check_envs(envs: Sequence[Env]) -> tuple[Env, ...]:
     return envs
 
 
+def _check_rollout_leading_axes(env: Env, rollouts: Rollouts, groups: int) -> None:
+    """Rollouts of ``groups`` groups of exactly ``env.group_size`` (at trace time): a rollout
+    function that ignores the group size it is handed would otherwise be padded up silently
+    (and charged ``group_size`` rollouts per group) or fail later with an unrelated error."""
+    k = env.group_size
+    expected = {
+        "rewards": ((groups, k), f"(G={groups}, group_size={k})"),
+        "valid": ((groups, k), f"(G={groups}, group_size={k})"),
+        "token_mask": ((groups, k), f"(G={groups}, group_size={k}, T)"),
+    }
+    for name, (lead, wanted) in expected.items():
+        shape = tuple(np.shape(getattr(rollouts, name)))
+        ok = shape[:2] == lead and len(shape) == (3 if name == "token_mask" else 2)
+        if not ok:
+            raise ValueError(
+                f"env {env.name!r}: rollout returned {name} of shape {shape}, expected "
+                f"{wanted}: the rollout function must return group_size={k} rollouts for each "
+                f"of the {groups} tasks it is handed (it is called with group_size={k})"
+            )
+
+
 class Engine:
     """The compiled training-loop core for a solver and a set of envs.
 
     Build it once; it compiles ``generate`` and ``train`` on first use and never again (the
-    task pools are arguments, not constants). Use :func:`curriculax.engine.run` for the full
-    loop with logging, traces, checkpoints and the no-progress guard, or drive
-    ``init``/``generate``/``train`` yourself.
+    task pools are arguments, not constants, and :meth:`init` places a fresh state as a
+    restored one is placed, so resuming in the same process reuses the compiled code; a state
+    of your own placed otherwise may compile them once more). Use
+    :func:`curriculax.engine.run` for the full loop with logging, traces, checkpoints and the
+    no-progress guard, or drive ``init``/``generate``/``train`` yourself.
 
     Args:
       solver: the :class:`~curriculax.engine.Solver`.
@@ -235,9 +259,10 @@ class Engine:
       ValueError: at construction, for settings that cannot work, with what to change:
         duplicate env names, an env named like an engine metric (``batch/<env>`` would
         collide: :data:`BATCH_METRICS`), no positive weight, a pending batch too small,
-        rollouts whose shapes differ between envs, or a group size of 1 with a gate that
-        would then reject every group (e.g. zero-advantage rejection under group-relative
-        credit).
+        a rollout whose ``rewards``/``valid``/``token_mask`` are not ``[G, group_size, ...]``
+        (the env's group size, not another), rollouts whose shapes differ between envs, or a
+        group size of 1 with a gate that would then reject every group (e.g. zero-advantage
+        rejection under group-relative credit).
     """
 
     def __init__(
@@ -362,6 +387,7 @@ class Engine:
                 f"env {env.name!r}: rollout must return curriculax.engine.Rollouts, "
                 f"got {type(rollouts).__name__}"
             )
+        _check_rollout_leading_axes(env, rollouts, ids.shape[0])
         # Credit sees only finite rewards (the raw rewards still go to observe).
         rewards, valid = finite_rewards(rollouts.rewards, rollouts.valid)
         advantages = self.solver.credit(rollouts._replace(rewards=rewards, valid=valid))
@@ -396,6 +422,8 @@ class Engine:
 
             rows = jax.eval_shape(probe, solver_state, self.pools[env.name])
             layouts.append(rows)
+            if i == 0:  # the pending batch's row layout (the same for every env, checked below)
+                self._row_shapes = rows
             for name in ("rewards", "valid"):
                 shape = getattr(rows.rollouts, name).shape
                 if shape != (g, self.max_group_size):
@@ -431,7 +459,8 @@ class Engine:
             key = jax.random.key(0)
             solver_state = jax.eval_shape(self.solver.init, key)
             ids = jnp.zeros((2,), jnp.int32)
-            tasks = jax.tree.map(lambda x: x[:2], self.pools[env.name])
+            # Two rows even from a one-task pool.
+            tasks = jax.tree.map(lambda x, ids=ids: x[ids], self.pools[env.name])
             shapes = jax.eval_shape(
                 lambda s, t, k, env=env: self._rollout_fn(env)(s, t, k, 1), solver_state, tasks, key
             )
@@ -464,11 +493,9 @@ class Engine:
         solver_state = self.solver.init(k_solver)
         cur_keys = jax.random.split(k_cur, len(self.envs))
         curricula = {e.name: e.curriculum.init(cur_keys[i]) for i, e in enumerate(self.envs)}
-        g = self.config.generation
-        ids = jnp.zeros((g,), jnp.int32)
-        tasks = jax.tree.map(lambda x: x[ids], self.pools[self.envs[0].name])
-        example = self._env_rows(0, solver_state, tasks, ids, k_run)[1]
-        example = jax.tree.map(jnp.zeros_like, example)
+        # Shapes only (traced at construction): no rollout runs here, so a rollout with side
+        # effects (a host callback, a generation server) runs only for the batches charged.
+        example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self._row_shapes)
         zero = _counters.zero()
         return EngineState(
             solver=solver_state,
@@ -481,10 +508,18 @@ class Engine:
         )
 
     def init(self, key: jax.Array | None = None) -> EngineState:
-        """A fresh run state (``key`` default: ``jax.random.key(config.seed)``)."""
+        """A fresh run state (``key`` default: ``jax.random.key(config.seed)`` as JAX's 64-bit
+        mode builds it, so every seed gets its own key: ``curriculax._random.seed_key``),
+        committed to its device(s) like a restored one."""
         if key is None:
-            key = jax.random.key(self.config.seed)
-        return self._init(key)
+            key = seed_key(self.config.seed)
+        state = self._init(key)
+        leaves = jax.tree.leaves(state)
+        if self.mesh is None and not any(isinstance(x, jax.core.Tracer) for x in leaves):
+            # Committed to its device (in place, no copy), as a restored state is: ``generate``
+            # and ``train`` then compile once for a fresh run and a resumed one alike.
+            state = jax.tree.map(lambda x: jax.device_put(x, x.sharding), state)
+        return state
 
     def _generate_impl(self, state: EngineState, pools, pool_keys):
         g = self.config.generation
@@ -527,7 +562,7 @@ class Engine:
         c = state.counters
         since = jnp.where(progress, 0, _counters.add(c.since_progress, g))
         hit = (jnp.arange(len(self.envs)) == env_index).astype(jnp.int32) * g
-        since_env = jnp.where(progress, 0, state.since_progress_by_env + hit).astype(jnp.int32)
+        since_env = jnp.where(progress, 0, _counters.add(state.since_progress_by_env, hit))
         counters = c._replace(
             generations=_counters.add(c.generations, 1),
             groups=_counters.add(c.groups, g),

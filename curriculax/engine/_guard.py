@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 
 class CurriculumStalled(RuntimeError):
@@ -16,6 +16,7 @@ def stall_message(
     since_progress: Mapping[str, int],
     gate_votes: Mapping[str, Mapping[str, tuple[int, int]]],
     curriculum_metrics: Mapping[str, Mapping[str, float]],
+    gates: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """Names each env that produced groups since the last admission, each of its gates' admit
     rate over those groups, and what to check.
@@ -28,6 +29,9 @@ def stall_message(
         admitted group, counted by this process (after a resume, only the groups since it:
         the message says so).
       curriculum_metrics: ``{env: curriculum metrics}`` (``failed_groups``, ``nonfinite``).
+      gates: ``{env: its gates' names}`` as configured (default: the gates in ``gate_votes``).
+        An env with gates but no votes counted (not drawn since the run resumed) is named
+        with its gates and says so, not as an env without gates.
     """
     lines = [
         f"no group was admitted for {windows} consecutive batch-equivalents "
@@ -38,14 +42,24 @@ def stall_message(
         if groups <= 0:
             continue
         votes = gate_votes.get(env, {})
+        configured = list(votes) if gates is None else list(gates.get(env, ()))
+        configured += [g for g in votes if g not in configured]
         rates = ", ".join(
             f"gate {g!r} admit rate {a / max(t, 1):.2f} ({a}/{t})" for g, (a, t) in votes.items()
         )
+        unvoted = [g for g in configured if g not in votes]
+        if unvoted:  # the votes are the process's, the count the checkpoint's
+            names = ", ".join(repr(g) for g in unvoted)
+            rates += (", " if rates else "") + (
+                f"{'gate' if len(unvoted) == 1 else 'gates'} {names}: no votes counted (the run "
+                "resumed from a checkpoint or a given state since the last admission, and this "
+                "env was not drawn since)"
+            )
         counted = max((t for _, t in votes.values()), default=groups)
         if counted < groups:  # the votes are the process's, the count the checkpoint's
             rates += (
                 f" (votes over the last {counted} of them: the run resumed from a checkpoint "
-                "since the last admission)"
+                "or a given state since the last admission)"
             )
         m = curriculum_metrics.get(env, {})
         failed = m.get("failed_groups", 0.0)

@@ -145,6 +145,7 @@ def _stall_text(engine: Engine, state: EngineState, windows: int, votes: dict) -
         since_progress={e.name: int(since[i]) for i, e in enumerate(engine.envs)},
         gate_votes=votes,
         curriculum_metrics=metrics,
+        gates={e.name: list(e.curriculum.gates) for e in engine.envs},
     )
 
 

@@ -30,6 +30,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from curriculax._checks import check_seed
+from curriculax._random import seed_key
 from curriculax.credit import grpo_advantages
 from curriculax.selfplay._challenger import Challenger, InvalidTask
 
@@ -116,6 +118,7 @@ class LearnedConfig:
             )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"learned challenger: seed must be an int, got {self.seed!r}")
+        check_seed(self.seed, "learned challenger: seed")
 
     @property
     def max_length(self) -> int:
@@ -370,13 +373,14 @@ def learned_spec(cfg: LearnedConfig) -> dict:
     """The initial spec: ``{"level": int, "probs": tuple[float, ...], "state": LearnedState}``
     (``level`` the generator's most likely level and ``probs`` its level distribution, for
     tables and records; ``state`` everything the challenger learns)."""
-    graphdef, params = init_generator(cfg, jax.random.key(cfg.seed))
+    root = seed_key(cfg.seed)
+    graphdef, params = init_generator(cfg, root)
     del graphdef
     r = max(cfg.memory, 1)
     state = LearnedState(
         params=params,
         opt_state=_optimizer(cfg).init(params),
-        rng=jax.random.key_data(jax.random.fold_in(jax.random.key(cfg.seed), 1)),
+        rng=jax.random.key_data(jax.random.fold_in(root, 1)),
         recent=jnp.zeros((r,), jnp.uint32),
         recent_mask=jnp.zeros((r,), bool),
         cursor=jnp.int32(0),

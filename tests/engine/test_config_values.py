@@ -4,6 +4,7 @@ anything else that cannot work is refused with the argument's name."""
 import dataclasses
 import json
 
+import jax
 import numpy as np
 import pytest
 from engine_test_helpers import id_pool, id_solver
@@ -64,3 +65,15 @@ def test_bad_traces_name_the_argument(engine, traces, error):
 def test_resume_without_a_run_dir_is_refused(engine):
     with pytest.raises(ValueError, match="resume=True needs the run_dir"):
         run(engine, steps=1, resume=True, progress=False)
+
+
+def test_seeds_that_share_their_low_32_bits_start_different_runs():
+    # jax.random.key keeps a seed's low 32 bits with 64-bit mode off: 1 and 2**32 + 1 (or -1
+    # and 2**32 - 1) were one run; a seed below 2**32 keeps the key it always had
+    def key_of(seed=0, key=None):
+        engine = Engine(id_solver(), [Env("e", id_pool(8))], EngineConfig(seed=seed))
+        return np.asarray(jax.random.key_data(engine.init(key).key)).tolist()
+
+    assert key_of(1) != key_of(2**32 + 1)
+    assert key_of(-1) != key_of(2**32 - 1)
+    assert key_of(7) == key_of(key=jax.random.key(7))

@@ -135,3 +135,56 @@ def test_a_sampler_built_for_another_pool_size_is_refused():
     assert "env 'solo'" in str(info.value)
     assert "built for 20 tasks, the pool has 16" in str(info.value)
     Env("solo", synthetic_tasks(16), cx.curriculum(cx.samplers.uniform(16)), 2)
+
+
+def _ignores_group_size(k, *, field="rewards"):
+    """The id solver's rollout, but ``field`` (or all of them) made for ``k`` rollouts a group
+    whatever group size it is handed."""
+    solver = id_solver()
+
+    def rollout(state, tasks, key, group_size):
+        wrong = solver.rollout(state, tasks, key, k)
+        if field == "all":
+            return wrong
+        right = solver.rollout(state, tasks, key, group_size)
+        return right._replace(**{field: getattr(wrong, field)})
+
+    return rollout
+
+
+@pytest.mark.parametrize(
+    ("group_size", "k", "field", "got"),
+    [
+        (4, 3, "all", "rewards of shape (2, 3)"),  # fewer: was padded up and trained
+        (2, 3, "all", "rewards of shape (2, 3)"),  # more: failed with an unrelated error
+        (4, 3, "valid", "valid of shape (2, 3)"),
+        (4, 3, "token_mask", "token_mask of shape (2, 3, 1)"),
+    ],
+    ids=["fewer", "more", "valid", "token_mask"],
+)
+def test_a_rollout_that_ignores_the_group_size_is_refused(group_size, k, field, got):
+    env = Env("e", id_pool(16), group_size=group_size, rollout=_ignores_group_size(k, field=field))
+    with pytest.raises(ValueError) as info:
+        Engine(id_solver(), [env], EngineConfig(batch_groups=2))
+    message = str(info.value)
+    assert "env 'e'" in message
+    assert got in message
+    assert f"(G=2, group_size={group_size}" in message
+
+
+def test_a_rollout_returning_the_run_s_largest_group_size_for_a_smaller_env_is_refused():
+    """Env ``small`` (K = 2) returns 4 rollouts a group, the run's largest K: nothing to pad,
+    so it once trained on them while the budget charged 2 per group."""
+    big = Env("big", id_pool(8), group_size=4)
+    small = Env("small", id_pool(8), group_size=2, rollout=_ignores_group_size(4))
+    with pytest.raises(ValueError, match=r"env 'small'.*rewards of shape \(2, 4\)"):
+        Engine(id_solver(), [big, small], EngineConfig(batch_groups=2))
+
+
+def test_group_size_one_with_a_gate_on_a_one_task_pool():
+    """The group-size-one probe needs two groups, also from a pool of one task."""
+    for solver, pool in ((id_solver(), id_pool(1)), (synthetic_solver(), synthetic_tasks(1))):
+        env = Env("e", pool, cx.curriculum(cx.samplers.uniform(1), {"open": open_gate()}), 1)
+        engine = Engine(solver, [env], EngineConfig(batch_groups=2))
+        result = run(engine, steps=1, progress=False, traces=False)
+        assert int(result.state.counters.updates) == 1

@@ -136,3 +136,85 @@ def test_warn_policy_keeps_going_and_warns():
     assert [i for _, i in trained(result.state.solver)] == list(range(20, 28))
     messages = [str(w.message) for w in record if "no group was admitted" in str(w.message)]
     assert any("env 'slow'" in m and "What to check:" in m for m in messages)
+
+
+def test_stall_message_after_a_continue_names_the_gates_of_an_env_not_drawn_since():
+    """Gate votes are counted by the process, the groups since the last admission come with
+    the state: an env with gates that the continued run has not drawn has groups but no votes,
+    and once read "no gates". Here ``alpha`` and ``beta`` both rejected groups before the
+    continue; the continued run (``alpha``'s weight now 0) draws only ``beta``."""
+    import jax.numpy as jnp
+
+    def envs(alpha_weight):
+        return [
+            Env(
+                "alpha",
+                id_pool(64),
+                cx.curriculum(in_order(64), {"nope": reject_gate()}),
+                2,
+                weight=alpha_weight,
+            ),
+            Env(
+                "beta",
+                {"id": jnp.arange(100, 164, dtype=jnp.int32)},
+                cx.curriculum(in_order(64), {"never": reject_gate()}),
+                2,
+            ),
+        ]
+
+    config = EngineConfig(batch_groups=4, groups_per_generation=2, stall_windows=1)
+    before = Engine(id_solver(), envs(1.0), config)
+    state = before.init()
+    drawn = set()
+    while len(drawn) < 2:
+        state, gen = before.generate(state)
+        drawn.add(int(gen.env))
+        assert int(gen.generation) < 50
+    after = Engine(id_solver(), envs(0.0), config)
+    with pytest.raises(CurriculumStalled) as info:
+        run(after, steps=1, state=state, progress=False, traces=False)
+    message = str(info.value)
+    assert "no gates" not in message
+    assert "env 'alpha'" in message
+    assert "gate 'nope': no votes counted (the run resumed" in message
+    assert "gate 'never' admit rate 0.00 (0/2)" in message
+
+
+def test_stall_message_names_configured_gates_without_votes():
+    from curriculax.engine._guard import stall_message
+
+    def text(gates):
+        return stall_message(
+            windows=3,
+            batch_groups=4,
+            since_progress={"e": 12},
+            gate_votes={},
+            curriculum_metrics={},
+            gates=gates,
+        )
+
+    assert "gates 'a', 'b': no votes counted" in text({"e": ["a", "b"]})
+    assert "no gates" in text({"e": []})
+
+
+def test_the_groups_since_progress_of_each_env_saturate():
+    """``since_progress_by_env`` saturates at the int32 maximum like the other counters (it
+    wrapped to negative, and the stall message then left the env out)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from curriculax.engine._loop import _stall_text
+
+    top = 2**31 - 1
+    engine = _engine({"g": reject_gate()}, name="e")
+    state = engine.init()
+    state = state._replace(
+        counters=state.counters._replace(since_progress=jnp.int32(top - 5)),
+        since_progress_by_env=jnp.array([top - 5], jnp.int32),
+    )
+    for _ in range(2):
+        state, _ = engine.generate(state)
+    assert np.asarray(state.since_progress_by_env).tolist() == [top]
+    assert int(state.counters.since_progress) == top
+    message = _stall_text(engine, state, top // 4, {})
+    assert f"env 'e': {top} groups since the last admission" in message
