@@ -180,6 +180,28 @@ class DrawLedger:
             if entry[1] == entry[0].size:
                 self._in_flight.popleft()
 
+    def put_back(self, ids: Any) -> None:
+        """Undoes a :meth:`draw` whose batch never reached the trainer (looking its records up
+        failed): the draw leaves the draws in flight and the next :meth:`draw` hands it out
+        again, first and not counted again in ``draws`` (as after a restore).
+
+        Raises:
+          ValueError: ``ids`` are not a draw in flight none of whose groups were observed
+            (the ledger is unchanged then).
+        """
+        ids = np.asarray(ids)
+        with self.lock:
+            for at in range(len(self._in_flight) - 1, -1, -1):  # the newest first
+                drawn, seen = self._in_flight[at]
+                if not seen and np.array_equal(drawn, ids):
+                    del self._in_flight[at]
+                    self._replay.appendleft(drawn)
+                    return
+            raise ValueError(
+                f"put_back: tasks {ids.reshape(-1)[:8].tolist()} are not a draw in flight with "
+                "no group observed yet"
+            )
+
     def requeue(self) -> None:
         """Hands the draws in flight out again first, as after a restore (:meth:`set_state` of
         :meth:`state`): for a trainer that starts a new loop without finishing its old one
@@ -330,13 +352,27 @@ def check_answer_key(answer_key: Any) -> Any:
 
 def answers_of(answer_key: Any, completions: Any) -> np.ndarray | None:
     """``int64[M]`` the answer ids of ``completions`` through ``answer_key`` (None: no
-    answers reported)."""
+    answers reported); an ``answer_key`` that returns None found no answer (see
+    :func:`answer_ids`)."""
     if answer_key is None:
         return None
     return answer_ids(answer_key(c) for c in completions)
 
 
 def answer_ids(answers: Any) -> np.ndarray:
-    """``int64[M]`` stable ids of answers (any values; ids from their text, CRC-32 of
-    ``str(answer)`` in UTF-8): equal answers get equal ids, in every process and run."""
-    return np.array([zlib.crc32(str(a).encode("utf-8")) for a in answers], np.int64)
+    """``int64[M]`` stable ids of answers (any values; ids from their text): equal answers get
+    equal ids, in every process and run, in ``[0, 2**31)`` (the low 31 bits of the CRC-32 of
+    ``str(answer)`` in UTF-8).
+
+    ``None`` is no answer (the answer key found none): the ``i``-th value gets ``-1 - i``, an id
+    no answer gets and no other rollout of the call either (the curriculum keeps an id's low 32
+    bits: these stay distinct and negative). So two rollouts without an answer never count as
+    one answer with two rewards (:func:`~curriculax.samplers.reward_consistency` would mark the
+    task for the rest of the run); the string ``"None"`` is an answer like any other."""
+    return np.array(
+        [
+            -1 - i if a is None else zlib.crc32(str(a).encode("utf-8")) & 0x7FFFFFFF
+            for i, a in enumerate(answers)
+        ],
+        np.int64,
+    )

@@ -36,6 +36,10 @@ from curriculax.integrations._ledger import DrawLedger, check_pool
 
 __all__ = ["CurriculumCheckpoints", "CurriculumDataset", "CurriculumIterator"]
 
+_NUM_TASKS = "num_tasks"
+"""The entry of a checkpoint's ``data`` item (beside the iterator state) holding the pool size
+it was saved for: the curriculum's ``num_tasks`` (None: unknown)."""
+
 
 class CurriculumDataset(grain.IterDataset):
     """Batches of records chosen by a curriculum, as a ``grain.IterDataset``.
@@ -101,12 +105,20 @@ class CurriculumIterator(grain.DatasetIterator):
         if limit is not None and self.ledger.draws >= limit and not self.ledger.replaying:
             raise StopIteration
         ids = self.ledger.draw(d.batch_size)
-        rows = [d.records[int(i)] for i in ids]
-        for i, row in zip(ids, rows):
-            if not isinstance(row, Mapping):
-                raise TypeError(f"records[{int(i)}] must be a mapping of fields, got {type(row)}")
-        fields = [k for k in rows[0] if k != d.task_field]
-        batch = {k: np.asarray([row[k] for row in rows]) for k in fields}
+        try:
+            rows = [d.records[int(i)] for i in ids]
+            for i, row in zip(ids, rows):
+                if not isinstance(row, Mapping):
+                    raise TypeError(
+                        f"records[{int(i)}] must be a mapping of fields, got {type(row)}"
+                    )
+            fields = [k for k in rows[0] if k != d.task_field]
+            batch = {k: np.asarray([row[k] for row in rows]) for k in fields}
+        except BaseException:
+            # The batch never left: the next next() hands the same draw out again (not
+            # counted twice) instead of leaving it in flight ahead of every later batch.
+            self.ledger.put_back(ids)
+            raise
         batch[d.task_field] = ids
         return batch
 
@@ -165,9 +177,10 @@ def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class CurriculumCheckpoints:
-    """A directory of checkpoints of a curriculum iterator: its grain state (``data``, JSON)
-    and its curriculum's :meth:`~curriculax.HostCurriculum.state_dict` (``curriculum``, an
-    Orbax array item), written together as one Orbax step.
+    """A directory of checkpoints of a curriculum iterator: its grain state (``data``, JSON,
+    with the curriculum's ``num_tasks`` beside it) and its curriculum's
+    :meth:`~curriculax.HostCurriculum.state_dict` (``curriculum``, an Orbax array item), written
+    together as one Orbax step. A restore refuses a checkpoint saved for another pool size.
 
     Written through :class:`curriculax.checkpoint.CheckpointStore`: a save that replaces a step
     deletes the old one only once the new one is committed, and refuses to run where a
@@ -207,7 +220,7 @@ class CurriculumCheckpoints:
         # (Orbax writes from other threads, which must not wait on that lock).
         with iterator.ledger.lock:
             arrays = _nested(iterator.curriculum.state_dict())
-            data = _Frozen(iterator.get_state())
+            data = _Frozen({**iterator.get_state(), _NUM_TASKS: _num_tasks(iterator.curriculum)})
         self._store.save_items(
             step,
             curriculum=ocp.args.StandardSave(arrays),
@@ -223,8 +236,10 @@ class CurriculumCheckpoints:
 
         Raises:
           FileNotFoundError: no checkpoint (at ``step``) in the directory.
-          ValueError: the checkpoint was saved from a different curriculum (naming each
-            entry that differs).
+          ValueError: the checkpoint was saved from a different curriculum: another pool
+            size (``num_tasks``, as :meth:`curriculax.HostCurriculum.restore` refuses; a
+            checkpoint written before the size was saved is not checked for it), or entries
+            that differ (naming each). Nothing is restored then.
         """
         if not isinstance(iterator, CurriculumIterator):
             raise TypeError(f"restore takes a CurriculumIterator, got {type(iterator).__name__}")
@@ -237,12 +252,25 @@ class CurriculumCheckpoints:
             raise FileNotFoundError(
                 f"no curriculum checkpoint at step {step} in {self.directory} (steps: {steps})"
             )
-        scratch = CurriculumIterator(iterator.dataset)  # the iterator changes only on success
+        saved = _Frozen({})
         out = self._store.restore_items(
             step,
             curriculum=ocp.args.StandardRestore(),
-            data=grain.checkpoint.CheckpointRestore(scratch),
+            data=grain.checkpoint.CheckpointRestore(saved),
         )
+        state = saved.get_state()
+        # Saved since the pool check came in; a checkpoint written before has none (loaded
+        # unchecked: load_state_dict still refuses per-task state of another size).
+        if isinstance(state, Mapping) and _NUM_TASKS in state:
+            state = dict(state)
+            num_tasks, here = state.pop(_NUM_TASKS), _num_tasks(iterator.curriculum)
+            if num_tasks != here:
+                raise ValueError(
+                    f"the checkpoint in {self.directory} (step {step}) was saved from a "
+                    f"different curriculum:\n  - pool of {num_tasks} tasks, this one {here}"
+                )
+        scratch = CurriculumIterator(iterator.dataset)  # the iterator changes only on success
+        scratch.set_state(state)
         flat = {k: np.asarray(v) for k, v in _flat(out["curriculum"]).items()}
         with iterator.ledger.lock:
             iterator.curriculum.load_state_dict(flat)
@@ -251,6 +279,11 @@ class CurriculumCheckpoints:
 
     def close(self) -> None:
         self._store.close()
+
+
+def _num_tasks(curriculum: Any) -> int | None:
+    """The pool size a checkpoint is saved for (None: the sampler does not say)."""
+    return getattr(curriculum, "num_tasks", None)
 
 
 class _Frozen(grain.DatasetIterator):

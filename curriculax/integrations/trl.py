@@ -143,7 +143,11 @@ class CurriculumReward:
       task_field: the column with each row's task id.
       answer_key: ``answer_key(completion) -> answer`` (e.g. the final answer your verifier
         reads), or None. Given, each rollout's answer id (from the answer's text) goes to the
-        curriculum with its reward, for :func:`~curriculax.samplers.reward_consistency`.
+        curriculum with its reward, for :func:`~curriculax.samplers.reward_consistency`. It
+        must capture everything the summed reward depends on: a format bonus makes equal
+        extracted answers earn different rewards, which the check reads as a contradiction
+        (return e.g. ``(answer, well_formatted)``). ``None`` means no answer: each such
+        rollout gets an id of its own.
 
     Attributes:
       observing: feed groups to the curriculum (off during evaluation).
@@ -246,7 +250,10 @@ class CurriculumGRPOTrainer(GRPOTrainer):
       task_field: the dataset column with each row's index (added when missing).
       answer_key: ``answer_key(completion) -> answer`` or None: given, each rollout's answer id
         reaches the curriculum (for :func:`~curriculax.samplers.reward_consistency`, which
-        marks and skips tasks whose reward gave one answer two rewards).
+        marks and skips tasks whose reward gave one answer two rewards). It must capture
+        everything the summed reward depends on (with a format bonus, e.g. ``(answer,
+        well_formatted)``: equal extracted answers with different bonuses read as a
+        contradiction); ``None`` means no answer (each such rollout gets an id of its own).
 
     Attributes:
       curriculum: the :class:`curriculax.HostCurriculum`.

@@ -178,3 +178,74 @@ def test_answers_reach_a_consistency_curriculum():
     answers[0] = [5, 6, 7]  # except the first: each answer one reward
     it.observe(ids, rewards, answers=answers)
     assert cx.samplers.contradicted_tasks(cur._state).tolist() == sorted(ids[1:].tolist())
+
+
+def _sequential_iterator(num_tasks, batch_size=7):
+    cur = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(num_tasks, shuffle=False)))
+    records = [{"prompts": f"task {i}"} for i in range(num_tasks)]
+    return iter(CurriculumDataset(cur, records, batch_size=batch_size))
+
+
+def test_restore_refuses_a_checkpoint_of_another_pool_size(tmp_path):
+    """As ``HostCurriculum.restore`` does: ``sequential``'s state does not depend on the pool
+    size, so its cursor 14 of 16 once loaded into a pool of 12 without a word. A checkpoint
+    written before the size was saved (no ``num_tasks`` in its data) still restores."""
+    it = _sequential_iterator(16)
+    for _ in range(2):
+        ids = next(it)["task_id"]
+        it.observe(ids, np.tile([1.0, 0.0], (7, 1)))
+    ckpt = CurriculumCheckpoints(tmp_path / "ckpt")
+    ckpt.save(2, it)
+    smaller = _sequential_iterator(12)
+    before = smaller.curriculum.state_dict()
+    with pytest.raises(
+        ValueError, match=r"\(step 2\) was saved .*\n  - pool of 16 tasks, this one 12"
+    ):
+        ckpt.restore(smaller)
+    assert smaller.get_state() == {"draws": 0, "in_flight": []}
+    after = smaller.curriculum.state_dict()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+    same = _sequential_iterator(16)
+    assert ckpt.restore(same) == 2 and next(same)["task_id"].tolist() == [14, 15, 0, 1, 2, 3, 4]
+
+    # the data item as saved before it held the pool size
+    import grain
+    import orbax.checkpoint as ocp
+
+    from curriculax.integrations.grain import _Frozen, _nested
+
+    ckpt._store.save_items(
+        3,
+        curriculum=ocp.args.StandardSave(_nested(it.curriculum.state_dict())),
+        data=grain.checkpoint.CheckpointSave(_Frozen(it.get_state())),
+    )
+    ckpt._store.wait()
+    old = _sequential_iterator(16)
+    assert ckpt.restore(old, step=3) == 3 and old.get_state() == it.get_state()
+    ckpt.close()
+
+
+def test_a_failed_record_lookup_hands_the_same_draw_out_at_the_next_call():
+    """The lookup raises after the draw was made: the draw is put back, so the next ``next()``
+    hands it out (counted once) and its groups observe; it once stayed in flight ahead of
+    every later batch, and every observe raised."""
+
+    class Flaky(list):
+        fail = True
+
+        def __getitem__(self, i):
+            if Flaky.fail and i == 3:
+                Flaky.fail = False
+                raise OSError("transient read error for record 3")
+            return super().__getitem__(i)
+
+    cur = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(8, shuffle=False)))
+    it = iter(CurriculumDataset(cur, Flaky({"p": i} for i in range(8)), batch_size=4))
+    with pytest.raises(OSError, match="transient read error"):
+        next(it)
+    assert it.get_state() == {"draws": 1, "in_flight": [[0, 1, 2, 3]]}
+    batch = next(it)
+    assert batch["task_id"].tolist() == [0, 1, 2, 3] and batch["p"].tolist() == [0, 1, 2, 3]
+    it.observe(batch["task_id"], np.tile([1.0, 0.0], (4, 1)))
+    assert it.get_state() == {"draws": 1, "in_flight": []}
+    assert next(it)["task_id"].tolist() == [4, 5, 6, 7] and it.ledger.draws == 2

@@ -165,3 +165,75 @@ def test_per_batch_names_the_metrics_that_describe_the_last_batch():
     assert not per_batch("curriculum/groups")
     assert not per_batch("curriculum/gate/zero_advantage/rejected")
     assert not per_batch("admission_rate")  # a logged key carries the prefix
+
+
+def test_put_back_hands_a_draw_out_again_first_and_counts_it_once():
+    """A draw whose batch never reached the trainer (a record lookup failed) is put back: the
+    next draw is the same one, ``draws`` counts it once, and its groups observe as usual."""
+    cur, ledger = _ledger()
+    ids = ledger.draw(4)
+    ledger.put_back(ids)
+    assert ledger.in_flight == [] and ledger.replaying and ledger.draws == 1
+    assert ledger.draw(4).tolist() == ids.tolist()
+    assert ledger.draws == 1 and not ledger.replaying
+    ledger.observe(ids, np.ones((4, 3), np.float32), answers=np.zeros((4, 3), int))
+    assert ledger.in_flight == [] and cur.observe_calls == 1
+
+    # a replayed draw goes back in front of the rest of the replay
+    ledger.set_state({"draws": 3, "in_flight": [[1, 2, 3, 4], [5, 6, 7, 8]]})
+    ledger.put_back(ledger.draw(4))
+    assert ledger.state() == {"draws": 3, "in_flight": [[1, 2, 3, 4], [5, 6, 7, 8]]}
+
+    # only a draw in flight with no group observed yet; nothing changes otherwise
+    first = ledger.draw(4)
+    ledger.observe(first[:1], np.ones((1, 3), np.float32), answers=np.zeros((1, 3), int))
+    for ids in (first, [9, 9, 9, 9]):
+        with pytest.raises(ValueError, match="not a draw in flight with no group observed"):
+            ledger.put_back(ids)
+    assert ledger.state() == {"draws": 3, "in_flight": [[1, 2, 3, 4], [5, 6, 7, 8]]}
+
+
+def test_answer_ids_give_each_missing_answer_an_id_of_its_own():
+    """``None`` (the answer key found no answer) is no answer: every such rollout gets an id
+    no other rollout and no answer gets (they once all got the id of ``str(None)``)."""
+    from curriculax.integrations._ledger import answer_ids
+
+    ids = answer_ids([None, "None", None, "4", 4, "5", None])
+    assert ids.dtype == np.int64
+    missing, given = ids[[0, 2, 6]], ids[[1, 3, 4, 5]]
+    assert len(set(missing.tolist())) == 3 and (missing < 0).all()
+    assert ((given >= 0) & (given < 2**31)).all()  # apart from the missing ones
+    assert ids[3] == ids[4] != ids[5] and ids[1] != ids[3]
+    assert answer_ids(["4", "None"]).tolist() == given[[1, 0]].tolist()  # stable
+    # the curriculum keeps an id's low 32 bits: distinct ids stay distinct there
+    low = ids.astype(np.uint32).view(np.int32)
+    assert len(set(low.tolist())) == 6
+
+
+def test_rollouts_without_an_answer_prove_no_contradiction():
+    """Two answerless rollouts of a task with different rewards (a format bonus on one) are
+    not one answer with two rewards: the robust preset marks no task and admits every group.
+    They once shared one id, and one batch marked the whole pool for the rest of the run."""
+    import re
+
+    import curriculax as cx
+    from curriculax.integrations._ledger import DrawLedger, answers_of
+
+    cur = cx.HostCurriculum(cx.robust_curriculum(8), seed=0)
+    ledger = DrawLedger(cur, 8)
+    ids = ledger.draw(8)
+
+    def extract(completion):
+        found = re.search(r"\\boxed\{(\d+)\}", completion)
+        return found.group(1) if found else None
+
+    completions = ["<t> \\boxed{4}", "<t> \\boxed{5}", "<t> no idea", "no idea"] * 8
+    rewards = np.array([[1.1, 0.1, 0.1, 0.0]] * 8, np.float32)
+    answers = answers_of(extract, completions).reshape(8, 4)
+    assert ledger.observe(ids, rewards, answers=answers).all()
+    assert cx.samplers.contradicted_tasks(cur.state).tolist() == []
+    # one extracted answer with two rewards still proves it
+    answers[0, 3] = answers[0, 0]
+    ids = ledger.draw(8)
+    assert not ledger.observe(ids, rewards, answers=answers)[0]
+    assert cx.samplers.contradicted_tasks(cur.state).tolist() == [int(ids[0])]
