@@ -88,7 +88,11 @@ class CurriculumObserver:
       num_generations: rollouts per prompt (tunix's ``GRPOConfig.num_generations``).
       answer_key: ``answer_key(completion) -> answer`` (e.g. the final answer your verifier
         reads), or None. Given, each rollout's answer id (from the answer's text) goes to the
-        curriculum with its reward, for the ``reward_consistency`` sampler and gate.
+        curriculum with its reward, for the ``reward_consistency`` sampler and gate. It must
+        capture everything the summed reward depends on: a format bonus makes equal extracted
+        answers earn different rewards, which the check reads as a contradiction (return e.g.
+        ``(answer, well_formatted)``). ``None`` means no answer: each such rollout gets an id
+        of its own.
 
     The metrics go to tunix with their aggregation over a step's batches: the mean for a
     per-batch metric (``admission_rate``, a gate's ``admit_rate``, ``zero_variance_share``),
