@@ -106,7 +106,8 @@ def oracle_settings(table: Mapping) -> dict:
 
     Raises:
       ValueError: an unknown key or mode, naming it and what is accepted; a value out of
-        range (``mastered`` outside (0, 1], ``exact`` not a bool, ...), naming the key.
+        range (``mastered`` outside (0, 1], ``exact`` not a bool, ``every``, ``per_category``
+        or ``samples`` not a whole number, ...), naming the key and the value.
     """
     table = {k: v for k, v in table.items() if k != "gates"}
     bad = sorted(set(table) - set(SETTINGS))
@@ -121,6 +122,11 @@ def oracle_settings(table: Mapping) -> dict:
     if not 0.0 <= out["uniform_share"] <= 1.0:
         raise ValueError(f"oracle.uniform_share must lie in [0, 1], got {out['uniform_share']}")
     check_probe_settings(out["mastered"], out["exact"], "oracle.")
+    for key in ("every", "per_category", "samples"):
+        # A fractional `every` would divide eval_every (5 % 2.5 == 0) and then scan
+        # eval_every // every blocks of int(every) batches: fewer batches than the budget.
+        if isinstance(out[key], bool) or not isinstance(out[key], int | np.integer):
+            raise ValueError(f"oracle.{key} must be a whole number, got {out[key]!r}")
     if out["every"] < 0 or out["samples"] < 1 or out["per_category"] < 0:
         raise ValueError(
             "oracle.every and oracle.per_category must be >= 0 and oracle.samples >= 1, got "

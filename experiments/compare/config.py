@@ -102,7 +102,13 @@ class CompareConfig:
                 orc = arm_oracle(arm)
             except ValueError as e:
                 raise ValueError(f"arm {arm['name']!r}: {e}") from None
-            if orc and (orc["every"] < 0 or (orc["every"] and self.eval_every % orc["every"])):
+            every = orc["every"] if orc else 0
+            if orc and (
+                isinstance(every, bool)
+                or not isinstance(every, int | np.integer)
+                or every < 0
+                or (every and self.eval_every % every)
+            ):
                 raise ValueError(
                     f"arm {arm['name']!r}: oracle.every={orc['every']} must divide "
                     f"eval_every={self.eval_every} (0: probe at each evaluation)"

@@ -49,15 +49,17 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
         data[name] = {
             "rollouts_to_target": [None if np.isinf(x) else float(x) for x in hits],
             "updates_to_target": [None if np.isinf(x) else float(x) for x in upd],
-            "final_held_out": c["held_out"][:, -1].tolist(),
-            "final_levels": c["levels"][:, -1].tolist(),
+            # null, not NaN (not JSON): a seed with no held-out score, a level without a
+            # held-out task
+            "final_held_out": _nan_as_null(c["held_out"][:, -1]),
+            "final_levels": _nan_as_null(c["levels"][:, -1]),
             "final_updates": c["updates"][:, -1].tolist(),
             "signal_share": (c["signal"].sum(1) / c["groups"].sum(1)).tolist(),
             "admission_rate": (c["admitted"].sum(1) / c["groups"].sum(1)).tolist(),
             "draw_share": (c["draws"].sum(1) / c["draws"].sum((1, 2))[:, None]).tolist(),
             "category_names": c["category_names"],
             "curve_rollouts": c["rollouts"][0].tolist(),
-            "curve_held_out": c["held_out"].tolist(),
+            "curve_held_out": _nan_as_null(c["held_out"]),
             "seconds": c["seconds"],
             "load": list(c["load"]),
             "environment": c.get("environment"),
@@ -420,9 +422,7 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
                     name,
                     *(
                         _fmt_level(x)
-                        for x in _mean_finite(np.asarray(d["final_levels"], np.float32))[
-                            pool_levels
-                        ]
+                        for x in _mean_finite(_float_rows(d["final_levels"]))[pool_levels]
                     ),
                 ]
                 for name, d in data.items()
@@ -632,18 +632,46 @@ def load_study(path: str) -> tuple[CompareConfig, dict[str, dict], str]:
     # Onto the defaults, key by key: a study saved before a config gained fields (the nested
     # model and GRPO configs, init) reads back with those fields' defaults.
     config = _cli.apply_mapping(CompareConfig(), study["config"], where=f"{path}: config")
+    for d in study["arms"].values():
+        # A study stored before null was written holds NaN for a level without a held-out
+        # task: read as null, so its tables are the same and a rewrite writes JSON.
+        for key in NAN_AS_NULL:
+            if key in d:
+                d[key] = _nan_as_null(np.asarray(d[key], np.float64))
     return config, study["arms"], study.get("command", "python -m experiments.compare")
 
 
 def study_json(config: CompareConfig, data: dict[str, dict], command: str) -> dict:
     """What ``compare.json`` holds: the config, the command, the per-seed numbers and
     statistics per arm (:func:`tables` writes the statistics in) and the best-of groups."""
-    return {
+    study = {
         "config": dataclasses.asdict(config),
         "command": command,
         "arms": data,
         "best_of": [best_of_json(e) for e in best_of(config, data)],
     }
+    refuse_nan(study)
+    return study
+
+
+def refuse_nan(value, where: str = "compare.json") -> None:
+    """Raises a ValueError naming the first NaN in ``value`` (nested dicts, lists, tuples, numpy
+    arrays and scalars): NaN is written as a bare ``NaN``, which strict JSON readers reject;
+    a number that is not there is written as null. (``inf`` passes: a config's setting may be
+    unbounded, e.g. ``half_life = inf``.)"""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            refuse_nan(v, f"{where}.{k}")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            refuse_nan(v, f"{where}[{i}]")
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind in "fc" and np.isnan(value).any():
+            raise ValueError(f"{where} holds NaN, which is not JSON; write null instead")
+        if value.dtype.kind == "O":
+            refuse_nan(value.tolist(), where)
+    elif isinstance(value, float | np.floating) and np.isnan(value):
+        raise ValueError(f"{where} is NaN, which is not JSON; write null instead")
 
 
 class StudyResult(NamedTuple):
@@ -750,6 +778,25 @@ def study_best_of(path: str) -> list[BestAgainstBest] | str:
 def _finite(values) -> list[float | None]:
     """JSON-safe: ``inf`` (a miss, an unbounded end) and ``nan`` as ``None``."""
     return [float(x) if np.isfinite(x) else None for x in values]
+
+
+# The per-seed numbers that may hold a number that is not there (NaN in the curves), written
+# as null: compare.json holds no NaN (:func:`refuse_nan`).
+NAN_AS_NULL = ("final_held_out", "final_levels", "curve_held_out")
+
+
+def _nan_as_null(x) -> list:
+    """``x`` (an array) as nested lists of floats, None where it is NaN."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return None if np.isnan(x) else x.item()
+    return [_nan_as_null(row) for row in x]
+
+
+def _float_rows(rows) -> np.ndarray:
+    """``f32[S, C]`` from per-seed rows as stored: null (or NaN, as studies stored before
+    null was written hold) as NaN, so both spellings give the same tables."""
+    return np.asarray([[np.nan if x is None else x for x in row] for row in rows], np.float32)
 
 
 def _mean_finite(x: np.ndarray) -> np.ndarray:

@@ -275,13 +275,70 @@ def test_a_subset_run_takes_a_nan_in_the_tables_as_the_same_run(tmp_path, monkey
     text = STUDY.replace('best_of = [["sequential, unshuffled"], ["oracle"]]\n', "")
     study, out = _study(tmp_path, text), tmp_path / "out"
     compare.main(study)
-    assert np.isnan(_arms(out / "compare.json")[ORACLE]["final_held_out"][0])
+    assert _arms(out / "compare.json")[ORACLE]["final_held_out"][0] is None  # null, not NaN
     config = _cli.load_config(
         compare.CompareConfig, _cli.base_parser("", steps=0, run_dir="").parse_args(study)
     )
     os.remove(compare.cache.arm_path(str(out), config, config.arms[0]))
     compare.main([*study, "--arms", BASE])
     assert calls == [BASE, ORACLE, BASE]
+
+
+def _strict_json(text):
+    """``json.loads`` that refuses NaN and Infinity (not JSON, RFC 8259)."""
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_compare_json_is_json_and_reads_nan_or_null_alike(tmp_path, monkeypatch):
+    """``final_levels`` held a bare NaN for a level without a held-out task, which strict JSON
+    readers reject (56 stored studies): it is null now, as is a seed with no held-out score,
+    and a study stored with NaN there gives the same tables and is rewritten as JSON."""
+    from experiments.compare import cli, report
+
+    calls = []
+    fake = _fake_run_arm(calls)
+
+    def run_arm(config, arm, mesh=None, progress=None):
+        curves = fake(config, arm, mesh, progress)
+        curves["levels"][:, :, 0] = np.nan  # level 0: no held-out task
+        curves["levels"][1, -1, 2] = np.nan
+        if arm["name"] == ORACLE:
+            curves["held_out"][0, :] = np.nan
+        return curves
+
+    monkeypatch.setattr(cli, "run_arm", run_arm)
+    compare.main(_study(tmp_path))
+    out = tmp_path / "out"
+    path, made = out / "compare.json", (out / "compare.md").read_text()
+    stored = _strict_json(path.read_text())
+    arms = stored["arms"]
+    assert [row[0] for row in arms[BASE]["final_levels"]] == [None, None]
+    assert arms[BASE]["final_levels"][1][2] is None and arms[BASE]["final_levels"][0][2] >= 0
+    assert arms[ORACLE]["final_held_out"][0] is None
+    assert arms[ORACLE]["curve_held_out"][0] == [None, None]
+    level_row = next(line for line in made.splitlines() if line.startswith(f"| {BASE} | -"))
+    assert level_row.startswith(f"| {BASE} | - | ")  # level 0 shown as '-'
+    # A study stored before: NaN where null now is. Same tables, rewritten as JSON.
+    older = json.loads(path.read_text())
+    for d in older["arms"].values():
+        for key in ("final_levels", "final_held_out", "curve_held_out"):
+            d[key] = np.asarray(d[key], np.float64).tolist()  # None -> nan
+    assert np.isnan(older["arms"][BASE]["final_levels"][0][0])
+    path.write_text(json.dumps(older, indent=2))
+    config, data, _ = report.load_study(str(path))
+    assert report.tables(config, data) == made.split("\n\n", 1)[1]
+    compare.main(["--report", str(path)])
+    assert (out / "compare.md").read_text().split("\n", 1)[1] == made.split("\n", 1)[1]
+    assert _strict_json(path.read_text()) == stored
+    # Any other NaN is refused before the file is written, naming where it is.
+    arms[BASE]["seconds"] = float("nan")
+    with pytest.raises(ValueError, match=r"compare\.json\.arms\.sequential, unshuffled\.seconds"):
+        report.study_json(config, arms, "cmd")
+    assert calls == [BASE, ORACLE]
 
 
 def test_a_study_is_refused_across_processes(tmp_path, fake_runs):

@@ -182,6 +182,59 @@ def test_a_study_with_a_bad_mastered_is_refused_before_any_arm_runs(tmp_path, mo
     assert calls == []
 
 
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"every": 2.5}, r"oracle\.every must be a whole number, got 2\.5"),
+        ({"every": 0.5}, r"oracle\.every must be a whole number, got 0\.5"),
+        ({"every": 2.0}, r"oracle\.every must be a whole number, got 2\.0"),
+        ({"every": True}, r"oracle\.every must be a whole number, got True"),
+        ({"mode": "frontier", "per_category": 1.5}, r"oracle\.per_category .* got 1\.5"),
+        ({"samples": "8"}, r"oracle\.samples must be a whole number, got '8'"),
+        ({"mode": "frontier", "samples": 2.5}, r"oracle\.samples .* got 2\.5"),
+    ],
+    ids=[
+        "every 2.5",
+        "every 0.5",
+        "every 2.0",
+        "every bool",
+        "per_category",
+        "samples str",
+        "samples 2.5",
+    ],
+)
+def test_oracle_settings_refuse_counts_that_are_not_whole_numbers(table, message):
+    """``every = 2.5`` divided ``eval_every = 5`` (5 % 2.5 == 0), so the arm then scanned
+    ``5 // 2.5 = 2`` blocks of ``int(2.5) = 2`` batches: 4 generation batches per evaluation
+    instead of 5 (``every = 0.5``: none), while the tables stated the full budget."""
+    with pytest.raises(ValueError, match=message):
+        oracle_settings(table)
+    assert oracle_settings({"every": np.int64(5), "per_category": 3, "samples": 2})["every"] == 5
+
+
+def test_a_study_with_a_fractional_oracle_every_is_refused_before_any_arm_runs(
+    tmp_path, monkeypatch
+):
+    from experiments import compare
+    from experiments.compare import cli
+    from tests.experiments.test_compare import STUDY, _fake_run_arm
+
+    calls = []
+    monkeypatch.setattr(cli, "run_arm", _fake_run_arm(calls))
+    text = STUDY.replace("generations = 4\neval_every = 2", "generations = 10\neval_every = 5")
+    text = text.replace("oracle = { every = 1,", "oracle = { every = 2.5,")
+    assert "eval_every = 5" in text and "every = 2.5" in text
+    config = tmp_path / "study.toml"
+    config.write_text(text)
+    with pytest.raises(ValueError, match=r"arm 'oracle': oracle\.every must be a whole .* 2\.5"):
+        compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out")])
+    assert calls == []
+    # CompareConfig's own check of every against eval_every takes whole numbers only, too
+    arm = {"name": "o", "oracle": {"every": 2.5}}
+    with pytest.raises(ValueError, match=r"arm 'o': oracle\.every must be a whole number"):
+        compare.CompareConfig(generations=10, eval_every=5, baseline="o", arms=(arm,))
+
+
 def _small_experiment():
     task = TaskConfig(num_levels=2, level_mass=(1.0, 1.0), pool_size=24, held_out_per_level=2)
     return GRPOExperimentConfig(task=task)
