@@ -90,6 +90,17 @@ _PROBE = ".write-probe-"
 _STEP_FILES = ("meta/metadata", "state/_METADATA", "state/manifest.ocdbt")
 
 
+# The items of each checkpoint a run saves (subfolders of its step folder).
+ITEMS = ("state", "meta")
+
+
+def holds_items(folder: str | os.PathLike, item_names: tuple[str, ...] = ITEMS) -> bool:
+    """Whether step ``folder`` is a checkpoint of a store of ``item_names``: it holds a folder
+    for each item. Any other numbered folder (another Orbax manager's step, a user's folder)
+    is foreign: a store refuses to save beside it, and ``--overwrite`` does not delete it."""
+    return all(os.path.isdir(os.path.join(folder, n)) for n in item_names)
+
+
 def is_step_name(name: str) -> bool:
     """Whether ``name`` is what Orbax names a committed step: a number written without
     leading zeros (``7``, not ``007``)."""
@@ -286,11 +297,19 @@ def path_str(path: tuple) -> str:
     return "/".join(parts)
 
 
+def dtype_name(dtype: Any) -> str:
+    """A leaf dtype's name: numpy's (``float32``), or for a JAX extended dtype, which numpy
+    does not know (a typed PRNG key, ``key<fry>``), JAX's."""
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        return str(dtype)
+    return np.dtype(dtype).name
+
+
 def leaf_layout(tree: Any) -> dict[str, tuple[tuple[int, ...], str]]:
     """``{path: (shape, dtype name)}`` for every array leaf of ``tree`` (arrays or shapes)."""
     out = {}
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        out[path_str(path)] = (tuple(int(d) for d in np.shape(leaf)), np.dtype(leaf.dtype).name)
+        out[path_str(path)] = (tuple(int(d) for d in np.shape(leaf)), dtype_name(leaf.dtype))
     return out
 
 
@@ -341,7 +360,7 @@ def assemble(
             got is not None
             and not skipped
             and tuple(np.shape(got)) == tuple(want.shape)
-            and np.dtype(got.dtype) == np.dtype(want.dtype)
+            and dtype_name(got.dtype) == dtype_name(want.dtype)
         ):
             leaves.append(got)
         else:
@@ -386,7 +405,7 @@ class CheckpointStore:
         directory: str | os.PathLike,
         *,
         max_to_keep: int | None = 3,
-        item_names: tuple[str, ...] = ("state", "meta"),
+        item_names: tuple[str, ...] = ITEMS,
     ):
         if max_to_keep is not None and max_to_keep < 1:
             raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
@@ -446,11 +465,11 @@ class CheckpointStore:
         """The numbered folders of the directory that are not checkpoints of this store's
         items (each lacks one of them): Orbax would count them as steps and delete them."""
 
-        def ours(step: int) -> bool:
-            folder = self._step_dir(step)
-            return all(os.path.isdir(os.path.join(folder, n)) for n in self._item_names)
-
-        return [self._step_dir(step) for step in self.steps() if not ours(step)]
+        return [
+            self._step_dir(step)
+            for step in self.steps()
+            if not holds_items(self._step_dir(step), self._item_names)
+        ]
 
     def save(self, step: int, state: Any, meta: Mapping[str, Any]) -> None:
         """Saves (asynchronously; :meth:`wait` before reading back or exiting), replacing a

@@ -279,6 +279,8 @@ def run(
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
     int_at_least(checkpoint_every, "checkpoint_every", 0)
     int_at_least(keep_checkpoints, "keep_checkpoints", 1)
+    if run_dir is not None:  # it is saved with every checkpoint
+        _check_config(config)
     if resume and run_dir is None:
         raise ValueError(
             "resume=True needs the run_dir to resume from, got run_dir=None (a run without a "
@@ -327,6 +329,42 @@ def run(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _unwritable(value: Any, where: str) -> tuple[str, Exception] | None:
+    """The first key of ``value`` (dotted from ``where``) whose value ``json.dumps`` refuses,
+    with its error, or ``None``."""
+    try:
+        json.dumps(value)  # as the checkpoint's JSON item is written
+        return None
+    except (TypeError, ValueError) as e:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                found = _unwritable(v, f"{where}.{k}" if where else str(k))
+                if found is not None:
+                    return found
+        elif isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                found = _unwritable(v, f"{where}[{i}]" if where else f"[{i}]")
+                if found is not None:
+                    return found
+        return where, e
+
+
+def _check_config(config: Any) -> None:
+    """Raises ValueError, before anything trains or is written, when ``config`` cannot be
+    saved as JSON (a numpy scalar, an object), naming the key."""
+    if config is None:
+        return
+    found = _unwritable(config, "")
+    if found is not None:
+        where, e = found
+        at = f"key {where!r}" if where else "it"
+        raise ValueError(
+            f"config must be JSON-writable (it is saved with every checkpoint); {at} holds "
+            f"{type(e).__name__}: {e}. Use plain Python values (e.g. float(x) for a numpy "
+            "scalar)."
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -677,7 +715,11 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         state = restored if restored is not None else state
         if state is None:
             state = engine.init()
-        if restored is not None and plan.config is None and checkpoints.meta.get("config"):
+        if (
+            restored is not None
+            and plan.config is None
+            and checkpoints.meta.get("config") is not None
+        ):
             # A resume given no config carries the run's on (else the next resume compares
             # against nothing and lets any change through).
             plan = dataclasses.replace(plan, config=checkpoints.meta["config"])

@@ -104,10 +104,13 @@ def save(
     store.save(step, item, meta)
 
 
-def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str], bool]:
-    """Human-readable differences, envs to start fresh, envs whose gates to start fresh, and
-    whether a group size changed (the waiting groups then start fresh)."""
-    lines, fresh_envs, changed_gates, resized = [], set(), set(), False
+def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str], set[str], bool]:
+    """Human-readable differences, envs to start fresh, the state paths to start fresh (new
+    gates), the saved paths the differences already account for (removed envs and gates),
+    and whether a group size changed (the waiting groups then start fresh)."""
+    lines, fresh_envs, resized = [], set(), False
+    fresh_paths: set[str] = set()  # in this run only: start fresh
+    dropped: set[str] = set()  # in the checkpoint only: dropped
     saved = meta.get("envs", {})
     now = {e.name: e for e in engine.envs}
     sizes = (
@@ -131,6 +134,7 @@ def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str], bo
         lines.append(
             f"envs in the checkpoint but not in this run: {removed} (their state is dropped)"
         )
+        dropped.update(f"curricula/{n}" for n in removed)
     if added:
         lines.append(f"envs in this run but not in the checkpoint: {added} (they start fresh)")
         fresh_envs.update(added)
@@ -163,9 +167,10 @@ def _diff(engine: Engine, meta: dict) -> tuple[list[str], set[str], set[str], bo
             lines.append(f"env {name!r}: gates {gone} are in the checkpoint but not in this run")
         elif new:
             lines.append(f"env {name!r}: gates {new} are in this run but not in the checkpoint")
-        if gone or new:
-            changed_gates.add(name)
-    return lines, fresh_envs, changed_gates, resized
+        # Only the gates added start fresh; the others keep their state.
+        fresh_paths.update(f"curricula/{name}/gates/{g}" for g in new)
+        dropped.update(f"curricula/{name}/gates/{g}" for g in gone)
+    return lines, fresh_envs, fresh_paths, dropped, resized
 
 
 def _saved_order(engine: Engine, meta: dict) -> list[str] | None:
@@ -207,17 +212,24 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: tree}
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal config values; NaN equals NaN (compared as the JSON they are saved as)."""
+    return a == b or json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def config_changes(saved: dict | None, now: dict | None) -> dict[str, list]:
     """``{dotted key: [in the checkpoint, now]}`` for every key of the run's config that differs
-    (but :data:`RESUMABLE_KEYS`); ``{}`` when either side has no config."""
-    if not saved or not now:
+    (but :data:`RESUMABLE_KEYS`); ``{}`` when this run gives no config (``None``) or the
+    checkpoint holds none (``{}`` is also what a run without one saved). A config of ``{}``
+    given now is compared: every saved key then reads as removed."""
+    if now is None or not saved:
         return {}
     old = _flat(json.loads(json.dumps(saved, default=str)))
-    new = _flat(json.loads(json.dumps(now, default=str)))
+    new = _flat(json.loads(json.dumps(now, default=str))) if now else {}
     return {
         k: [old.get(k, _ABSENT), new.get(k, _ABSENT)]
         for k in sorted(set(old) | set(new))
-        if k not in RESUMABLE_KEYS and old.get(k, _ABSENT) != new.get(k, _ABSENT)
+        if k not in RESUMABLE_KEYS and not _same(old.get(k, _ABSENT), new.get(k, _ABSENT))
     }
 
 
@@ -308,8 +320,11 @@ def restore(
     changed pool size, group size or env weight, a changed ``batch_groups`` or
     ``groups_per_generation``, a changed state layout, or a run ``config`` that differs from
     the one saved (but for :data:`RESUMABLE_KEYS`) raises :class:`CheckpointMismatch` saying
-    exactly what differs, config keys as ``key: old -> new``. With ``allow_partial=True`` new
-    components start fresh and removed ones are dropped, with a warning; envs listed in
+    exactly what differs, config keys as ``key: old -> new``; saved leaves this run has no
+    place for (a sampler or solver with fewer state fields) are named too. With
+    ``allow_partial=True`` new components start fresh (a new gate alone, not its env's other
+    gates) and removed ones are dropped, with a warning; waiting groups laid out otherwise
+    (another pending capacity) are all dropped, their count included; envs listed in
     another order have the engine's per-env state (mixer counts, no-progress counts, the env
     of each waiting group) moved to the new order by name. Checkpoints written before the env
     order was saved are not checked for it. A pool holding the
@@ -326,7 +341,7 @@ def restore(
     meta = store.meta(step)
     if meta.get("format") != FORMAT:
         raise CheckpointMismatch(f"checkpoint format {meta.get('format')!r}, expected {FORMAT}")
-    lines, fresh_envs, changed_gates, resized = _diff(engine, meta)
+    lines, fresh_envs, new_paths, dropped, resized = _diff(engine, meta)
     saved_layout = dict(meta.get("layout", {}))
     renamed = {o: n for o, n in RENAMED.items() if o in saved_layout and n not in saved_layout}
     for old, new in renamed.items():
@@ -384,14 +399,39 @@ def restore(
         perms[e.name] = pos
 
     # Leaf-level layout changes that the env-level diff did not explain.
-    skip = {f"curricula/{n}" for n in fresh_envs}
-    skip |= {f"curricula/{n}/gates" for n in changed_gates}
+    skip = {f"curricula/{n}" for n in fresh_envs} | new_paths
     if set(meta.get("envs", {})) != set(engine.env_names):
         skip |= {"pending", "mixer", "since_progress_by_env"}
     if resized:
         skip.add("pending")
-    for path, (shape, dtype) in leaf_layout(abstract).items():
-        if any(path == s or path.startswith(s + "/") for s in skip):
+    layout = leaf_layout(abstract)
+    if saved_layout and "pending" not in skip:
+        # Waiting groups are rows up to pending/count: with any of their leaves laid out
+        # otherwise (another pending capacity), they all start fresh, count included.
+        changed = [
+            p
+            for p in set(layout) | set(saved_layout)
+            if p.startswith("pending/")
+            and (
+                p not in layout
+                or p not in saved_layout
+                or tuple(saved_layout[p][0]) != layout[p][0]
+                or saved_layout[p][1] != layout[p][1]
+            )
+        ]
+        if changed:
+            skip.add("pending")
+            lines.append(
+                "engine/pending: the waiting groups' layout differs (another batch_groups, "
+                "groups_per_generation or pending_capacity; the groups waiting to train are "
+                "dropped)"
+            )
+
+    def under(path: str, prefixes: set[str]) -> bool:
+        return any(path == s or path.startswith(s + "/") for s in prefixes)
+
+    for path, (shape, dtype) in layout.items():
+        if under(path, skip):
             continue
         got = saved_layout.get(path)
         if got is None:
@@ -401,6 +441,10 @@ def restore(
                 f"engine/{path}: {got[1]}{list(got[0])} in the checkpoint, "
                 f"{dtype}{list(shape)} in this run"
             )
+    # Saved leaves this run has no place for (a sampler, gate or solver with fewer fields).
+    for path in sorted(set(saved_layout) - set(layout)):
+        if not under(path, skip | dropped):
+            lines.append(f"engine/{path}: in the checkpoint, not in this run")
     if lines and not allow_partial:
         raise CheckpointMismatch(
             f"checkpoint step {step} in {store.directory} does not match this run:\n  - "

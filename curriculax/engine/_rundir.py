@@ -24,6 +24,7 @@ import numpy as np
 from curriculax.checkpoint import (
     _DELETING,
     _PROBE,
+    holds_items,
     is_step_name,
     recover_replacement,
     staging_dir,
@@ -33,8 +34,6 @@ from curriculax.checkpoint import (
 LOGS = ("metrics.jsonl", "traces.jsonl", "summary.json")
 LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
-# What a step folder Orbax wrote holds (one of them is enough: a removal cut short).
-_STEP_MARKS = ("_CHECKPOINT_METADATA", "commit_success.txt", "state", "meta")
 
 try:
     import fcntl
@@ -145,13 +144,14 @@ def contents(run_dir: str) -> Contents:
 
 def _written_by_a_run(ckpt: str, name: str) -> bool:
     """Whether entry ``name`` of ``ckpt`` is one a run writes: a checkpoint step (a numbered
-    folder holding Orbax's files), an unfinished or deleted step, a write probe."""
+    folder holding a run's items, the rule of ``CheckpointStore.foreign_steps``: another Orbax
+    manager's step is not one), an unfinished or deleted step, a write probe."""
     path = os.path.join(ckpt, name)
     if not os.path.isdir(path) or os.path.islink(path):
         return False
     if unfinished_save(name) or name == _DELETING or name.startswith(_PROBE):
         return True
-    return is_step_name(name) and any(os.path.lexists(os.path.join(path, n)) for n in _STEP_MARKS)
+    return is_step_name(name) and holds_items(path)
 
 
 def _refuse_foreign(ckpt: str) -> None:

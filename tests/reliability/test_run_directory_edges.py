@@ -182,3 +182,29 @@ def test_overwrite_beside_a_numbered_folder_no_run_wrote_deletes_nothing(engine,
     with pytest.raises(RunDirError, match="Nothing was deleted"):
         run(engine, steps=1, run_dir=used, state=engine.init(), overwrite=True, progress=False)
     assert snapshot(used) == before
+
+
+def test_overwrite_keeps_a_step_another_orbax_manager_wrote(engine, used):
+    """A numbered folder with Orbax's files but not a run's items (a pretrained ``params``
+    checkpoint) is what the store calls foreign; ``--overwrite`` deleted it as the run's own."""
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
+    ckpt = used / "checkpoints"
+    manager = ocp.CheckpointManager(ckpt / "pretrained", item_names=("params",))
+    manager.save(9, args=ocp.args.Composite(params=ocp.args.StandardSave({"w": jnp.ones(3)})))
+    manager.wait_until_finished()
+    manager.close()
+    os.rename(ckpt / "pretrained" / "9", ckpt / "9")
+    shutil.rmtree(ckpt / "pretrained")
+    store = CheckpointStore(ckpt)
+    try:
+        assert store.foreign_steps() == [str(ckpt / "9")]
+    finally:
+        store.close()
+    assert not _rundir._written_by_a_run(str(ckpt), "9")
+    assert _rundir._written_by_a_run(str(ckpt), "2")
+    before = snapshot(used)
+    with pytest.raises(RunDirError, match=r"not checkpoints \(9\).*Nothing was deleted"):
+        run(engine, steps=1, run_dir=used, overwrite=True, progress=False)
+    assert snapshot(used) == before
