@@ -55,7 +55,9 @@ class EngineConfig:
       stall_policy: ``"raise"`` stops with :class:`CurriculumStalled`; ``"warn"`` logs and
         keeps going.
       seed: seed of the engine's key (mixing, sampling, rollouts, updates); an int in
-        ``[-2**63, 2**63)``.
+        ``[-2**63, 2**63)``, each its own key (``curriculax._random.seed_key``: a seed in
+        ``[0, 2**32)`` keeps the key ``jax.random.key`` gives it; a negative seed's key
+        changed on 2026-12-07, it had shared that of ``seed % 2**32``).
 
     Integer settings are stored as Python ints (a numpy integer given is converted), so the
     config saves as JSON with a checkpoint.

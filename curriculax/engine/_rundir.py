@@ -24,6 +24,7 @@ import numpy as np
 from curriculax.checkpoint import (
     _DELETING,
     _PROBE,
+    ITEMS,
     holds_items,
     is_step_name,
     recover_replacement,
@@ -142,16 +143,24 @@ def contents(run_dir: str) -> Contents:
     return Contents(steps, unfinished, tuple(logs))
 
 
+# What a run's step folder holds: its items and Orbax's two marks.
+_STEP_ENTRIES = frozenset((*ITEMS, "_CHECKPOINT_METADATA", "commit_success.txt"))
+
+
 def _written_by_a_run(ckpt: str, name: str) -> bool:
     """Whether entry ``name`` of ``ckpt`` is one a run writes: a checkpoint step (a numbered
-    folder holding a run's items, the rule of ``CheckpointStore.foreign_steps``: another Orbax
-    manager's step is not one), an unfinished or deleted step, a write probe."""
+    folder holding a run's items, the rule of ``CheckpointStore.foreign_steps``), or what is
+    left of one whose deletion was cut short (a numbered folder holding nothing but some of
+    what a step holds); another Orbax manager's step (other items) is not one; an unfinished
+    or deleted step, a write probe."""
     path = os.path.join(ckpt, name)
     if not os.path.isdir(path) or os.path.islink(path):
         return False
     if unfinished_save(name) or name == _DELETING or name.startswith(_PROBE):
         return True
-    return is_step_name(name) and holds_items(path)
+    if not is_step_name(name):
+        return False
+    return holds_items(path) or set(os.listdir(path)) <= _STEP_ENTRIES
 
 
 def _refuse_foreign(ckpt: str) -> None:

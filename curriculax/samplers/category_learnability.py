@@ -95,7 +95,8 @@ def category_learnability(
     draw, score), a gather of the scores into the distinct tasks laid out by category in rows
     of ``ceil(D / C)`` (``D`` distinct tasks; at most about ``2 D`` cells however the
     categories are sized; built once on the host), a ``jax.lax.top_k`` of ``min(num, row)``
-    along each row, and one sort of those candidates (at most about ``2 C num``):
+    along each row (twice: the second settles a tie at a row's cut at random), and one sort
+    of those candidates (at most about ``2 C num``):
     O(N + C num log(C num)). ``observe``: O(G K T + C). The per-task state is not split over
     devices.
 

@@ -78,7 +78,8 @@ def floor(
     choose: for a sampler that learns from results, extra information).
 
     Cost: the inner sampler's, plus O(num log num) for the uniform share and, with a
-    staleness share, one O(N) pass and a ``top_k``.
+    staleness share, two O(N) passes and two ``top_k`` (the second settles equal ages at the
+    cut at random).
 
     Args:
       num_tasks: pool size ``N``.

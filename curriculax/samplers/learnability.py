@@ -473,7 +473,8 @@ def learnability(
 
     Cost per ``sample``: one O(N) elementwise pass (decay, draw, score) and one
     ``jax.lax.top_k`` of ``num`` (the fastest exact selection measured; the timings are in
-    docs/studies.md), so O(N + num log N). ``observe``: O(G K).
+    docs/studies.md), then a second O(N) pass and ``top_k`` that settle a tie at the cut at
+    random (``curriculax/_topk.py``), so O(N + num log N). ``observe``: O(G K).
 
     Args:
       num_tasks: pool size ``N``.

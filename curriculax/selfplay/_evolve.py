@@ -15,6 +15,7 @@ from curriculax._checks import check_unique_keys, int_at_least
 from curriculax._config import sampler_from_config
 from curriculax._curriculum import curriculum
 from curriculax._files import write_json_atomic
+from curriculax._random import seed_key
 from curriculax._types import AdmissionGate, TaskSampler
 from curriculax.engine._engine import Engine, EngineConfig, EngineState
 from curriculax.engine._env import Env, task_keys
@@ -236,7 +237,7 @@ def curriculum_evolve(
         copies under distinct ``seed_keys``) is refused.
       held_out_tasks: an explicit evaluation set (same layout as ``seed_tasks``; none of its
         keys may be a seed task's); then every seed task trains.
-      key: PRNG key or int seed of the run.
+      key: PRNG key or int seed of the run (a signed 64-bit int; each its own key).
       sampler: the seed sampler: a TaskSampler for the training split, a config mapping
         (``{"type": "difficulty_pools"}``, the default), or ``num_tasks -> TaskSampler``.
       gates: admission gates (default: none). A gate that keeps per-task state indexes it by
@@ -270,7 +271,7 @@ def curriculum_evolve(
             f"challenger must be a selfplay.Challenger, got {type(challenger).__name__}"
         )
     if isinstance(key, int):
-        key = jax.random.key(key)
+        key = seed_key(key, "key")  # every int seed its own key (curriculax._random.seed_key)
 
     # What tasks hold (content or key field), as a generated task is keyed; seed_keys, when
     # given, key the pool for the run and its split instead.

@@ -208,3 +208,19 @@ def test_overwrite_keeps_a_step_another_orbax_manager_wrote(engine, used):
     with pytest.raises(RunDirError, match=r"not checkpoints \(9\).*Nothing was deleted"):
         run(engine, steps=1, run_dir=used, overwrite=True, progress=False)
     assert snapshot(used) == before
+
+
+def test_overwrite_deletes_what_a_cut_short_step_deletion_left(engine, used):
+    """A step whose deletion an earlier version cut short (its meta/ left, or nothing) is the
+    run's own, as before: --overwrite deletes it; a folder holding anything else is foreign."""
+    ckpt = used / "checkpoints"
+    shutil.copytree(ckpt / "2" / "meta", ckpt / "7" / "meta")
+    os.makedirs(ckpt / "8")
+    os.makedirs(ckpt / "11" / "meta")
+    (ckpt / "11" / "notes.txt").write_text("mine")
+    assert _rundir._written_by_a_run(str(ckpt), "7")
+    assert _rundir._written_by_a_run(str(ckpt), "8")
+    assert not _rundir._written_by_a_run(str(ckpt), "11")
+    shutil.rmtree(ckpt / "11")
+    run(engine, steps=1, run_dir=used, overwrite=True, progress=False)
+    assert not (ckpt / "7").exists() and not (ckpt / "8").exists()

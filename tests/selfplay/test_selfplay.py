@@ -572,3 +572,26 @@ def test_one_observe_of_a_slot_twice_equals_observing_its_rows_in_order(max_atte
             joint = observe(joint, results(ids, rewards, valid))
             sequential = in_order(sequential, ids, rewards, valid)
             assert frontier_fields(joint) == frontier_fields(sequential), (ids, rewards, valid)
+
+
+def test_int_seeds_that_share_their_low_32_bits_are_different_runs(monkeypatch):
+    # the run's key from an int seed: 1 and 2**32 + 1 were one key with 64-bit mode off
+    from curriculax.selfplay import _evolve
+
+    seen = []
+
+    def stop(seed_tasks):
+        raise RuntimeError("stop")
+
+    def record(seed, name="seed"):
+        key = _evolve_seed_key(seed, name)
+        seen.append(np.asarray(jax.random.key_data(key)).tolist())
+        return key
+
+    _evolve_seed_key = _evolve.seed_key
+    monkeypatch.setattr(_evolve, "seed_key", record)
+    monkeypatch.setattr(_evolve, "task_keys", stop)
+    for seed in (1, 2**32 + 1):
+        with pytest.raises(RuntimeError, match="stop"):
+            _evolve.curriculum_evolve(None, None, challenger=None, key=seed)
+    assert seen[0] != seen[1]
