@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -57,8 +58,6 @@ def trainer_steps_and_seed(args: argparse.Namespace, *, resuming: bool) -> tuple
     scored the tasks of the stored one). A resumed run that stored none stores its own. A
     fresh run refuses a directory holding an earlier run's ``metrics.jsonl`` or
     ``summary.json`` (nothing a user ran is overwritten)."""
-    import json
-
     steps = args.default_steps if args.steps is None else args.steps
     check_int(steps, "--steps", 1, "updates to train")
     if args.seed is not None:

@@ -1,10 +1,12 @@
 """Helpers shared by the adapter tests: a curriculum with a gate whose votes are easy to predict,
 rewards that depend only on the task (so two runs observe the same), and spies."""
 
+import json
 import os
 import re
 
 import numpy as np
+import pytest
 
 import curriculax as cx
 
@@ -96,3 +98,28 @@ def readme_block(section):
     part = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", part, re.S)
     return block
+
+
+# A trainer demo's flags it must refuse before it builds anything, with the message's start.
+BAD_FLAGS = [
+    (["--steps", "0"], r"^--steps must be >= 1, got 0 \(updates to train\)"),
+    (["--steps", "-1"], r"^--steps must be >= 1, got -1"),
+    (["--seed", "-1"], r"^--seed must be an int in \[0, 2\*\*32\)"),
+]
+
+
+def never(*args, **kwargs):
+    """Stands in for what a script builds: a bad flag must stop it first."""
+    raise AssertionError("the script built its model despite a bad flag")
+
+
+def check_the_seed_is_kept(main, run, seeds):
+    """A trainer demo's ``main`` started with ``--seed 1`` stores it, refuses another seed on
+    ``--resume`` and resumes with the stored one (``seeds``: the seeds its tasks were built
+    from, recorded by the caller)."""
+    main(["--run-dir", str(run), "--steps", "1", "--seed", "1"])
+    assert json.loads((run / "seed.json").read_text()) == {"seed": 1}
+    with pytest.raises(SystemExit, match=r"--seed 0, but the run in .* started with seed 1"):
+        main(["--run-dir", str(run), "--steps", "2", "--resume", "--seed", "0"])
+    main(["--run-dir", str(run), "--steps", "2", "--resume"])
+    assert seeds == [1, 1]

@@ -16,10 +16,13 @@ from curriculax.integrations._ledger import DrawLedger, per_batch
 from curriculax.integrations.trl import CurriculumGRPOTrainer, CurriculumSampler
 from experiments import trl_curriculum
 from tests.integrations._common import (
+    BAD_FLAGS,
     Spy,
     check_gated_advantages,
+    check_the_seed_is_kept,
     host_curriculum,
     mixed,
+    never,
     readme_block,
     solved,
 )
@@ -273,30 +276,14 @@ def test_a_resumed_script_run_keeps_the_seed_it_started_with(tmp_path, monkeypat
         return dataset(seed)
 
     monkeypatch.setattr(trl_curriculum, "dataset", recorded)
-    trl_curriculum.main(["--run-dir", str(run), "--steps", "1", "--seed", "1"])
-    assert json.loads((run / "seed.json").read_text()) == {"seed": 1}
-    with pytest.raises(SystemExit, match=r"--seed 0, but the run in .* started with seed 1"):
-        trl_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume", "--seed", "0"])
-    trl_curriculum.main(["--run-dir", str(run), "--steps", "2", "--resume"])
-    assert seeds == [1, 1]
+    check_the_seed_is_kept(trl_curriculum.main, run, seeds)
 
 
-def _never(*args, **kwargs):
-    raise AssertionError("the script built its model despite a bad flag")
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--steps", "0"], r"^--steps must be >= 1, got 0 \(updates to train\)"),
-        (["--steps", "-1"], r"^--steps must be >= 1, got -1"),
-        (["--seed", "-1"], r"^--seed must be an int in \[0, 2\*\*32\)"),
-    ],
-)
+@pytest.mark.parametrize(("argv", "message"), BAD_FLAGS)
 def test_the_script_refuses_a_bad_steps_or_seed_before_building_anything(
     tmp_path, monkeypatch, argv, message
 ):
-    monkeypatch.setattr(trl_curriculum, "model", _never)
+    monkeypatch.setattr(trl_curriculum, "model", never)
     with pytest.raises(ValueError, match=message):
         trl_curriculum.main(["--run-dir", str(tmp_path / "run"), *argv])
     assert not (tmp_path / "run").exists()
