@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import sys
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from curriculax import _config
 from curriculax._config import expand_preset
 from curriculax._files import write_atomic
 from experiments._base import base_spec, spec_hash
@@ -24,22 +26,28 @@ from experiments.compare.config import (
     json_default,
 )
 
+# Experiment settings a run never reads: ``target`` is the score its curves are read against
+# afterwards (changing it re-reads the kept curves, it does not rerun them).
+NOT_RUN = (*MAIN_JOB_ONLY, "target")
+
 
 def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
-    """What an arm's curves depend on: its experiment, curriculum (a preset as its tables) or
-    oracle, the seeds, the schedule and the code it runs (:func:`arm_code_digest`: an arm kept
-    by other code is run again), not its name, nor the other arms."""
+    """What an arm's curves depend on: its experiment (less the settings a run never reads,
+    :data:`NOT_RUN`), curriculum (a preset as its tables, each sampler and gate table with its
+    factory's defaults written in: :func:`bound_curriculum`) or oracle, the seeds, the schedule
+    and the code it runs (:func:`arm_code_digest`: an arm kept by other code is run again), not
+    its name, nor the other arms."""
     exp = dataclasses.asdict(arm_experiment(config, arm))
-    for key in MAIN_JOB_ONLY:
+    for key in NOT_RUN:
         exp.pop(key)
     arm_spec = {k: v for k, v in arm.items() if k not in ("name", "experiment")}
-    if "curriculum" in arm:  # a preset by the tables it stands for, not by its name
-        arm_spec["curriculum"] = expand_preset(arm["curriculum"] or {})
     if "oracle" in arm:  # the settings it runs with, defaults filled in, not only the table
-        arm_spec["oracle"] = {**arm_oracle(arm), "gates": arm["oracle"].get("gates", {})}
-        code = arm_code_digest({"gates": arm_spec["oracle"]["gates"]}, oracle=True)
+        gates = arm["oracle"].get("gates", {})
+        arm_spec["oracle"] = _as_floats({**arm_oracle(arm), "gates": _bound_gates(gates)})
+        code = arm_code_digest({"gates": gates}, oracle=True)
     else:
-        code = arm_code_digest(arm_spec["curriculum"])
+        arm_spec["curriculum"] = bound_curriculum(arm.get("curriculum"))
+        code = arm_code_digest(arm.get("curriculum"))
     spec = {
         "experiment": exp,
         "arm": arm_spec,
@@ -57,6 +65,62 @@ def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
         spec["base"] = spec_hash(base)
     text = json.dumps(spec, sort_keys=True, default=json_default)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def bound_curriculum(curriculum: Mapping | None) -> dict:
+    """A curriculum table as the arm runs it, for its cache key: a preset as the tables it
+    stands for, the default sampler where none is named, every sampler table (``inner`` ones
+    too) and gate table with its factory's defaults written in, and numbers as floats (a
+    table that writes a default out, or ``4`` for ``4.0``, runs the same arm and gets its
+    key).
+
+    Raises:
+      ValueError: a type no registry holds and no import path names (as building it would).
+    """
+    curriculum = dict(expand_preset(curriculum or {}))
+    curriculum["sampler"] = _bound("sampler", curriculum.get("sampler", {"type": "sequential"}))
+    curriculum["gates"] = _bound_gates(curriculum.get("gates") or {})
+    return _as_floats(curriculum)
+
+
+def _bound_gates(gates):
+    """A ``gates`` table with each gate's defaults written in (:func:`_bound`)."""
+    if not isinstance(gates, Mapping):
+        return gates
+    return {name: _bound("gate", spec) for name, spec in gates.items()}
+
+
+def _bound(kind: str, spec):
+    """A sampler (``kind="sampler"``) or gate table with its factory's defaults written in;
+    anything but a table with a ``type`` as it is (building the arm refuses it)."""
+    if not isinstance(spec, Mapping) or "type" not in spec:
+        return spec
+    table, skip = (_config._SAMPLERS, 1) if kind == "sampler" else (_config._GATES, 0)
+    factory = _config._resolve(kind, table, spec["type"], f"curriculum {kind}")
+    spec = dict(spec)
+    if kind == "sampler" and "inner" in spec:
+        spec["inner"] = _bound("sampler", spec["inner"])
+    try:
+        params = list(inspect.signature(factory).parameters.values())[skip:]
+    except (TypeError, ValueError):  # no signature: the table as written
+        return spec
+    for p in params:
+        named = p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        if named and p.default is not inspect.Parameter.empty and p.name not in spec:
+            spec[p.name] = p.default
+    return spec
+
+
+def _as_floats(x):
+    """``x`` with every int (not bool) that a float holds exactly written as a float, through
+    mappings, lists and tuples."""
+    if isinstance(x, Mapping):
+        return {k: _as_floats(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_as_floats(v) for v in x]
+    if isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_):
+        return float(x) if abs(int(x)) <= 2**53 else int(x)
+    return x
 
 
 def arm_path(run_dir: str, config: CompareConfig, arm: Mapping) -> str:

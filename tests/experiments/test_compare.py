@@ -3,6 +3,7 @@ need no code change; every arm spends the same budget; per-seed numbers are kept
 
 import contextlib
 import dataclasses
+import inspect
 import io
 import json
 import os
@@ -13,6 +14,7 @@ import jax
 import numpy as np
 import pytest
 
+import curriculax as cx
 from experiments import _cli, _markdown, compare
 
 STUDY = """
@@ -545,3 +547,31 @@ def test_an_arm_may_not_change_the_budget_seeds_or_target(key, value):
     )
     with pytest.raises(ValueError, match=rf"arms\[1\] \('v'\): experiment.{key} may not differ"):
         compare.CompareConfig(arms=arms, baseline="u")
+
+
+def test_an_arm_is_fingerprinted_by_what_it_runs_not_how_its_table_is_written():
+    cfg = compare.CompareConfig()
+
+    def key(sampler, gates=None, **experiment):
+        c = dataclasses.replace(cfg, experiment=dataclasses.replace(cfg.experiment, **experiment))
+        curriculum = {"sampler": sampler} if sampler else {}
+        curriculum.update({"gates": gates} if gates else {})
+        return compare.arm_fingerprint(c, {"name": "a", "curriculum": curriculum})
+
+    lp = {"type": "learning_progress"}
+    inner = {"type": "floor", "inner": lp}
+    ref = key(inner)
+    # a default written out, an int for a float, in an inner table too: the same arm
+    assert key({**inner, "inner": {**lp, "half_life": 8}}) == key(
+        {**inner, "inner": {**lp, "half_life": 8.0}}
+    )
+    default = inspect.signature(cx.samplers.learning_progress).parameters["half_life"].default
+    assert key({**inner, "inner": {**lp, "half_life": default}}) == ref
+    assert key({**inner, "inner": {**lp, "half_life": default + 1}}) != ref
+    gate = {"type": "advantage_range"}
+    low = inspect.signature(cx.gates.advantage_range).parameters["low"].default
+    assert key(inner, {"g": {**gate, "low": low}}) == key(inner, {"g": gate})
+    assert key({"type": "sequential"}) == key(None)  # the default sampler, named or not
+    # the score the curves are read against afterwards is not part of the run
+    assert key(inner, target=cfg.experiment.target / 2) == ref
+    assert key(inner, group_size=cfg.experiment.group_size + 1) != ref
