@@ -21,6 +21,23 @@ def int_at_least(value: object, name: str, minimum: int = 1) -> int:
     return n
 
 
+def number(value: object, name: str) -> float:
+    """``value`` as a float; a TypeError naming ``name`` unless it is an int or a float (bools
+    are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def unit_interval(value: object, name: str, *, open_low: bool = False) -> float:
+    """``value`` as a float in [0, 1] (``open_low``: in (0, 1]); a TypeError or ValueError
+    naming ``name`` and the value otherwise (NaN is refused)."""
+    x = number(value, name)
+    if not ((0.0 < x <= 1.0) if open_low else (0.0 <= x <= 1.0)):
+        raise ValueError(f"{name} must lie in {'(0, 1]' if open_low else '[0, 1]'}, got {x}")
+    return x
+
+
 def check_seed(seed: object, name: str = "seed", *, bits: int = 64) -> int:
     """``seed`` as a Python int that ``jax.random.key`` takes (a signed 64-bit int); with
     ``bits=32``, one that a 32-bit seed word holds whole (an int in ``[0, 2**32)``: a sampler

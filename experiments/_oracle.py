@@ -51,7 +51,7 @@ import numpy as np
 
 from curriculax import TaskSampler, _entries
 from curriculax import tasks as T
-from curriculax._checks import check_num, check_num_tasks
+from curriculax._checks import check_num, check_num_tasks, number, unit_interval
 from curriculax.samplers.learnability import ranked_draw
 from experiments._builders import build, make_study_pool
 
@@ -119,8 +119,11 @@ def oracle_settings(table: Mapping) -> dict:
     out = {"mode": mode, **DEFAULTS[mode], **table}
     if out["draw"] not in DRAWS:
         raise ValueError(f"oracle.draw must be one of {list(DRAWS)}, got {out['draw']!r}")
-    if not 0.0 <= out["uniform_share"] <= 1.0:
-        raise ValueError(f"oracle.uniform_share must lie in [0, 1], got {out['uniform_share']}")
+    try:
+        unit_interval(out["uniform_share"], "oracle.uniform_share")
+        check_floor(out["floor"], "oracle.floor")
+    except TypeError as e:  # a study's config checks report ValueErrors
+        raise ValueError(str(e)) from None
     check_probe_settings(out["mastered"], out["exact"], "oracle.")
     for key in ("every", "per_category", "samples"):
         # A fractional `every` would divide eval_every (5 % 2.5 == 0) and then scan
@@ -133,6 +136,15 @@ def oracle_settings(table: Mapping) -> dict:
             f"{out['every']}, {out['per_category']}, {out['samples']}"
         )
     return out
+
+
+def check_floor(floor: object, name: str) -> float:
+    """``floor`` as a finite float > 0 (an infinite one puts every proportional draw on the
+    pool's last entry); a TypeError or ValueError naming ``name`` otherwise."""
+    floor = number(floor, name)
+    if not (math.isfinite(floor) and floor > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {floor!r}")
+    return floor
 
 
 def check_probe_settings(mastered, exact, prefix: str = "") -> None:
@@ -190,10 +202,8 @@ def oracle(
     n = check_num_tasks(num_tasks)
     if draw not in DRAWS:
         raise ValueError(f"oracle: draw must be one of {list(DRAWS)}, got {draw!r}")
-    if not floor > 0:
-        raise ValueError(f"oracle: floor must be > 0, got {floor!r}")
-    if not 0.0 <= uniform_share <= 1.0:
-        raise ValueError(f"oracle: uniform_share must lie in [0, 1], got {uniform_share!r}")
+    floor = check_floor(floor, "oracle: floor")
+    uniform_share = unit_interval(uniform_share, "oracle: uniform_share")
     ent = _entries.entries(entry_task, n, "oracle")
 
     def init(key):
@@ -303,8 +313,9 @@ def make_measure(built, *, per_category: int | None = None, samples: int = 8, ex
 
     ``exact``: the task's exact probability of a reward of 1 in one rollout
     (``built.pass_probability``: one teacher-forced pass per task, no sampling noise; the key
-    is unused). Otherwise the mean exact match of ``samples`` rollouts at the run's
-    temperature (coin-flip tasks pay what they pay).
+    is unused). Otherwise the share of ``samples`` rollouts at the run's temperature with a
+    reward of 1 (an exact match; with ``grpo.reward = "partial"`` the partial credit of the
+    others does not count; coin-flip tasks pay what they pay).
     """
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
@@ -328,7 +339,7 @@ def make_measure(built, *, per_category: int | None = None, samples: int = 8, ex
 
     def measure(solver_state, key):
         out = rollout(solver_state, tasks, key, samples)
-        return jnp.mean(out.rewards.astype(jnp.float32), axis=1)
+        return jnp.mean((out.rewards >= 1.0).astype(jnp.float32), axis=1)
 
     return measure, rows
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _permute, _progress, _spread
-from curriculax._checks import check_num, check_num_tasks
+from curriculax._checks import check_num, check_num_tasks, unit_interval
 from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
 
@@ -89,16 +89,6 @@ def category_probabilities(
     mask = jnp.asarray(nonempty)
     soft = jax.nn.softmax(jnp.where(mask, q / temperature, -jnp.inf))
     return (1.0 - epsilon) * soft + jnp.where(mask, epsilon / num_nonempty, 0.0)
-
-
-def _rate(value: object, name: str, *, zero_ok: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    ok = 0.0 <= value <= 1.0 if zero_ok else 0.0 < value <= 1.0
-    if not ok:
-        bound = "[0, 1]" if zero_ok else "(0, 1]"
-        raise ValueError(f"{name} must lie in {bound}, got {value}")
-    return float(value)
 
 
 def _categories(categories: object, n: int) -> np.ndarray:
@@ -217,16 +207,16 @@ def category_bandit(
     cats = _categories(categories, n)
     if reward not in REWARDS:
         raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
-    step_size = _rate(step_size, "step_size", zero_ok=False)
-    epsilon = _rate(epsilon, "epsilon", zero_ok=True)
-    fast = _rate(fast, "fast", zero_ok=False)
-    slow = _rate(slow, "slow", zero_ok=False)
+    step_size = unit_interval(step_size, "step_size", open_low=True)
+    epsilon = unit_interval(epsilon, "epsilon")
+    fast = unit_interval(fast, "fast", open_low=True)
+    slow = unit_interval(slow, "slow", open_low=True)
     if not slow < fast:
         raise ValueError(f"slow ({slow}) must be below fast ({fast})")
-    evidence = _rate(evidence, "evidence", zero_ok=False)
+    evidence = unit_interval(evidence, "evidence", open_low=True)
     if isinstance(noise_batches, bool) or not isinstance(noise_batches, int) or noise_batches < 1:
         raise ValueError(f"noise_batches must be an int >= 1, got {noise_batches!r}")
-    noise_reliability = _rate(noise_reliability, "noise_reliability", zero_ok=False)
+    noise_reliability = unit_interval(noise_reliability, "noise_reliability", open_low=True)
     if temperature is None:
         temperature = DEFAULT_TEMPERATURE[reward]
     if isinstance(temperature, bool) or not isinstance(temperature, int | float):

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from curriculax import _counters, _permute, _random, _shard, _topk
-from curriculax._checks import check_num, check_num_tasks
+from curriculax._checks import check_num, check_num_tasks, unit_interval
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
 
@@ -35,14 +35,6 @@ class FloorState(NamedTuple):
 
     # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
     PER_TASK = ("last_drawn",)
-
-
-def _share(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {value}")
-    return float(value)
 
 
 def floor(
@@ -103,8 +95,8 @@ def floor(
     """
     n = check_num_tasks(num_tasks)
     inner = _wrapping.check_inner(inner, "floor", n)
-    uniform_share = _share(uniform_share, "uniform_share")
-    staleness_share = _share(staleness_share, "staleness_share")
+    uniform_share = unit_interval(uniform_share, "uniform_share")
+    staleness_share = unit_interval(staleness_share, "staleness_share")
     if uniform_share + staleness_share > 1.0 + 1e-9:
         raise ValueError(
             f"uniform_share ({uniform_share}) + staleness_share ({staleness_share}) must be <= 1"

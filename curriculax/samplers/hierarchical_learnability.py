@@ -11,10 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _entries, _shard
-from curriculax._checks import check_num_tasks
+from curriculax._checks import check_num_tasks, number
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers.category_bandit import _categories
-from curriculax.samplers.learnability import LearnabilityState, _beta_pool, _number
+from curriculax.samplers.learnability import LearnabilityState, _beta_pool
 
 # Categories up to this many get a metric each.
 _MAX_CATEGORY_METRICS = 32
@@ -126,7 +126,7 @@ def hierarchical_learnability(
     cats_np = np.zeros((n,), np.int32) if categories is None else _categories(categories, n)
     cats_np = cats_np[ent.rep]  # copies of a task under their representative's category
     num_cats = int(cats_np.max()) + 1
-    strength = _number(strength, "strength")
+    strength = number(strength, "strength")
     if not (strength > 0 and np.isfinite(strength)):
         raise ValueError(f"strength must be a finite number > 0, got {strength}")
     pool = _beta_pool(

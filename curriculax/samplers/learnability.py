@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _entries, _permute, _random, _shard, _topk
-from curriculax._checks import check_num, check_num_tasks
+from curriculax._checks import check_num, check_num_tasks, number, unit_interval
 from curriculax._types import GroupResults, TaskSampler
 
 DRAWS = ("thompson", "mean")
@@ -52,23 +52,10 @@ class LearnabilityState(NamedTuple):
     AT_FIRST_ENTRY = True  # with entry_task: see curriculax._types
 
 
-def _number(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    return float(value)
-
-
-def _share(value: object, name: str) -> float:
-    share = _number(value, name)
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {share}")
-    return share
-
-
 def _half_life(value: object) -> float:
     if value is None:
         return math.inf
-    h = _number(value, "half_life")
+    h = number(value, "half_life")
     if not h > 0:
         raise ValueError(
             f"half_life must be > 0 pool passes (or None / inf for no forgetting), got {value!r}"
@@ -79,7 +66,7 @@ def _half_life(value: object) -> float:
 def _prior(value: object) -> tuple[float, float]:
     if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
         raise TypeError(f"prior must be a pair [a0, b0] of Beta pseudo-counts, got {value!r}")
-    a0, b0 = (_number(v, "prior") for v in value)
+    a0, b0 = (number(v, "prior") for v in value)
     if not (a0 > 0 and b0 > 0 and math.isfinite(a0) and math.isfinite(b0)):
         raise ValueError(f"prior pseudo-counts must be finite and > 0, got {list(value)}")
     return a0, b0
@@ -278,7 +265,7 @@ def _beta_pool(
 ) -> _BetaPool:
     """Validates learnability's arguments (raising ValueError or TypeError that names the bad
     one) into a :class:`_BetaPool` over a pool of ``n`` entries."""
-    target = _number(target, "target")
+    target = number(target, "target")
     if not 0.0 < target < 1.0:
         raise ValueError(f"target must lie strictly between 0 and 1, got {target}")
     if draw not in DRAWS:
@@ -286,13 +273,13 @@ def _beta_pool(
     h = _half_life(half_life)
     a0, b0 = _prior(prior)
     if success_threshold is not None:
-        success_threshold = _number(success_threshold, "success_threshold")
+        success_threshold = number(success_threshold, "success_threshold")
         if not math.isfinite(success_threshold):
             raise ValueError(
                 f"success_threshold must be finite (or None: fractional successes), got "
                 f"{success_threshold}"
             )
-    uniform_share = _share(uniform_share, "uniform_share")
+    uniform_share = unit_interval(uniform_share, "uniform_share")
     if not isinstance(unseen_first, bool):
         raise TypeError(f"unseen_first must be a bool, got {unseen_first!r}")
     num_distinct = n if num_distinct is None else num_distinct

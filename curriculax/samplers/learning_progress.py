@@ -11,11 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _entries, _progress, _shard, _spread
-from curriculax._checks import check_num_tasks
+from curriculax._checks import check_num_tasks, number, unit_interval
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
 from curriculax.samplers.difficulty_pools import sum_by_id
-from curriculax.samplers.learnability import _beta_pool, _count, _number
+from curriculax.samplers.learnability import _beta_pool, _count
 
 DEFAULT_NOISE_VISITS = 8
 DEFAULT_NOISE_RELIABILITY = 0.5
@@ -124,13 +124,6 @@ def noisy_tasks(
         found[0], noise_visits=noise_visits, noise_reliability=noise_reliability
     )
     return _progress.flagged(flags)
-
-
-def _rate(value: object, name: str) -> float:
-    rate = _number(value, name)
-    if not 0.0 < rate <= 1.0:
-        raise ValueError(f"{name} must lie in (0, 1], got {rate}")
-    return rate
 
 
 def learning_progress(
@@ -247,15 +240,18 @@ def learning_progress(
         num_distinct=ent.num_distinct,
         name="learning_progress",
     )
-    patience = _number(patience, "patience")
+    patience = number(patience, "patience")
     if not (patience > 0 and math.isfinite(patience)):
         raise ValueError(f"patience must be finite and > 0 visits, got {patience}")
-    fast, slow, evidence = _rate(fast, "fast"), _rate(slow, "slow"), _rate(evidence, "evidence")
+    fast, slow, evidence = (
+        unit_interval(v, name, open_low=True)
+        for v, name in ((fast, "fast"), (slow, "slow"), (evidence, "evidence"))
+    )
     if not slow < fast:
         raise ValueError(f"slow ({slow}) must be below fast ({fast})")
     if isinstance(noise_visits, bool) or not isinstance(noise_visits, int) or noise_visits < 1:
         raise ValueError(f"noise_visits must be an int >= 1, got {noise_visits!r}")
-    noise_reliability = _rate(noise_reliability, "noise_reliability")
+    noise_reliability = unit_interval(noise_reliability, "noise_reliability", open_low=True)
 
     def noise(state: LearningProgressState) -> jax.Array:
         return looks_like_noise(

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _entries, _shard, _spread
-from curriculax._checks import check_num, check_num_tasks
+from curriculax._checks import check_num, check_num_tasks, unit_interval
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
 
@@ -53,15 +53,6 @@ class SkipState(NamedTuple):
     # Fields indexed by task: a checkpoint restored onto a reordered pool permutes these.
     PER_TASK = ("streak",)
     AT_FIRST_ENTRY = True  # with entry_task: see curriculax._types
-
-
-def _unit_interval(value: object, name: str, *, open_low: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    ok = (0.0 < value <= 1.0) if open_low else (0.0 <= value <= 1.0)
-    if not ok:
-        raise ValueError(f"{name} must lie in {'(0, 1]' if open_low else '[0, 1]'}, got {value}")
-    return float(value)
 
 
 def _inner_replacements(
@@ -246,10 +237,10 @@ def skip_zero_variance(
     """
     n = check_num_tasks(num_tasks)
     inner = _wrapping.check_inner(inner, "skip_zero_variance", n)
-    target_share = _unit_interval(target_share, "target_share")
-    floor = _unit_interval(floor, "floor", open_low=True)
-    initial_p = _unit_interval(initial_p, "initial_p")
-    p_step = _unit_interval(p_step, "p_step")
+    target_share = unit_interval(target_share, "target_share")
+    floor = unit_interval(floor, "floor", open_low=True)
+    initial_p = unit_interval(initial_p, "initial_p")
+    p_step = unit_interval(p_step, "p_step")
     if skip not in ("zero_variance", "solved"):
         raise ValueError(
             f"skip_zero_variance: skip must be 'zero_variance' or 'solved', got {skip!r}"

@@ -13,6 +13,7 @@ from experiments._builders import GRPOExperimentConfig, TaskConfig, build, make_
 from experiments._oracle import (
     OracleState,
     build_oracle,
+    make_measure,
     make_probe,
     oracle,
     oracle_settings,
@@ -79,6 +80,24 @@ def test_learnability_oracle_scores_tasks_not_levels():
     level = pool.category
     assert np.allclose(weight[level == 0], 0.25) and np.allclose(weight[level == 1], 0.0)
     assert np.allclose(rate[level == 0], 0.5) and set(rate[level == 1].tolist()) == {0.0, 1.0}
+
+
+def test_sampled_pass_rates_count_exact_matches_not_partial_credit():
+    """With ``grpo.reward = "partial"`` a rollout right on half its positions earns 0.5: the
+    sampled probe counted it as half a pass, so a task never solved read as "sometimes"."""
+    pool = _pool()
+
+    def rollout(state, tasks, key, group_size):
+        # every rollout half right, except the first of each group of a level-0 task: right
+        part = jnp.full((tasks.level.shape[0], group_size), 0.5)
+        rewards = part.at[:, 0].set(jnp.where(tasks.level == 0, 1.0, 0.5))
+        shape = rewards.shape
+        return Rollouts(rewards, jnp.ones(shape, bool), jnp.ones((*shape, 1), bool), ())
+
+    measure, rows = make_measure(_Built(pool, rollout), samples=4)
+    rate = np.asarray(jax.jit(measure)(None, jax.random.key(0)))
+    level = rows.category
+    assert np.allclose(rate[level == 0], 0.25) and np.allclose(rate[level == 1], 0.0)
 
 
 # --------------------------------------------------------------- the sound p(1 - p) oracle
@@ -152,15 +171,23 @@ def test_oracle_settings_fill_each_modes_defaults_and_name_bad_keys():
         ({"mastered": "0.9"}, r"oracle\.mastered must be .* got '0\.9'"),
         ({"exact": "no"}, r"oracle\.exact must be true or false, got 'no'"),
         ({"mode": "frontier", "exact": 1}, r"oracle\.exact must be true or false, got 1"),
+        ({"uniform_share": "x"}, r"oracle\.uniform_share must be a number, got 'x'"),
+        ({"uniform_share": 1.5}, r"oracle\.uniform_share must lie in \[0, 1\], got 1\.5"),
+        ({"floor": float("inf")}, r"oracle\.floor must be a finite number > 0, got inf"),
+        ({"floor": 0.0}, r"oracle\.floor must be a finite number > 0, got 0\.0"),
+        ({"floor": True}, r"oracle\.floor must be a number, got True"),
+        ({"floor": "x"}, r"oracle\.floor must be a number, got 'x'"),
     ],
     ids=[
         *("mastered above 1", "mastered 0", "mastered nan", "mastered bool", "mastered str"),
-        *("exact str", "exact int"),
+        *("exact str", "exact int", "uniform_share str", "uniform_share 1.5"),
+        *("floor inf", "floor 0", "floor bool", "floor str"),
     ],
 )
 def test_oracle_settings_refuse_a_mastered_or_exact_out_of_range(table, message):
     """``mastered = 1.5`` kept the frontier on level 0 for the whole run and ``exact = "no"``
-    read as true; both were accepted."""
+    read as true; both were accepted. ``floor = inf`` put every proportional draw on the
+    pool's last entry; a string ``uniform_share`` failed with a bare TypeError."""
     with pytest.raises(ValueError, match=message):
         oracle_settings(table)
     assert oracle_settings({"mode": "frontier", "mastered": 1, "exact": True})["mastered"] == 1
