@@ -126,7 +126,10 @@ def grpo_loss(
 
     Returns:
       ``(loss f32[], metrics)`` with metrics ``pg_loss``, ``entropy``, ``kl``, ``clip_frac``,
-      ``ratio``, ``approx_kl_old`` (``k3`` from the behaviour policy) and ``tokens``.
+      ``ratio``, ``approx_kl_old`` and ``tokens``. ``approx_kl_old`` is the masked mean of the
+      ``k3`` estimator ``exp(q) - 1 - q``, ``q = logprobs - old_logprobs``: on tokens drawn
+      from the behaviour policy, an unbiased, non-negative estimate of the per-token
+      ``KL(old || new)`` (behaviour policy first) of the next-token distributions.
     """
     mask = jnp.asarray(mask, bool)
     count = jnp.maximum(jnp.sum(mask), 1).astype(jnp.float32)
@@ -143,7 +146,8 @@ def grpo_loss(
             (jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32), mask, count
         ),
         "ratio": _masked_mean(ratio, mask, count),
-        "approx_kl_old": _masked_mean(jnp.exp(-log_ratio) + log_ratio - 1.0, mask, count),
+        # k3 of KL(old || new) on tokens drawn from old: E_old[exp(q) - 1 - q], q = log(new/old).
+        "approx_kl_old": _masked_mean(jnp.exp(log_ratio) - 1.0 - log_ratio, mask, count),
         "tokens": jnp.sum(mask).astype(jnp.float32),
     }
     if entropy is not None:

@@ -65,14 +65,32 @@ def policy_log_softmax(
     """Log-probabilities of the policy's token distribution from raw logits ``f32[..., V]``.
 
     The distribution is ``softmax(logits / temperature)`` restricted to ``output_tokens``
-    (default :func:`default_output_tokens`): every other token gets probability 0.
+    (default :func:`default_output_tokens`): every other token gets probability 0 (a finite
+    log-probability of about ``-1e9``), at any temperature > 0.
+
+    Args:
+      logits: ``f32[..., V]`` raw logits.
+      temperature: softmax temperature (> 0).
+      output_tokens: token ids the policy may emit: ids in ``[1, V)``, EOS included, else a
+        ValueError (checked at trace time).
+
+    Returns:
+      ``f32[..., V]`` log-probabilities.
     """
     vocab_size = logits.shape[-1]
     if output_tokens is None:
         output_tokens = default_output_tokens(vocab_size)
     allowed = np.zeros((vocab_size,), bool)
-    allowed[list(output_tokens)] = True
-    return jax.nn.log_softmax(jnp.where(allowed, logits / temperature, NEG_INF), axis=-1)
+    allowed[list(check_output_tokens(output_tokens, vocab_size))] = True
+    # Blocked tokens are masked with -inf, not a finite value: a finite mask (it was -1e9) fell
+    # above the allowed tokens once logits / temperature went below it (logits -2 at
+    # temperature 1e-9), and they took the mass. The clip keeps an overflowed scaled logit
+    # finite (all allowed at -inf would give NaN); the maximum gives blocked tokens a finite
+    # log-probability (0 * -inf is NaN in an entropy). At ordinary temperatures the allowed
+    # tokens' log-probabilities are bit for bit those of a finite mask.
+    big = float(np.finfo(np.float32).max) / 2
+    scaled = jnp.where(allowed, jnp.clip(logits / temperature, -big, big), -jnp.inf)
+    return jnp.maximum(jax.nn.log_softmax(scaled, axis=-1), NEG_INF)
 
 
 def completion_mask(tokens: Array) -> Array:
@@ -117,8 +135,9 @@ def sample(
       temperature: softmax temperature of the sampling distribution; the returned
         log-probabilities are under that same distribution.
       greedy: take the most likely token at every step (evaluation).
-      output_tokens: token ids the policy may emit (see :func:`policy_log_softmax`); default:
-        every token that is not prompt-only.
+      output_tokens: token ids the policy may emit (see :func:`policy_log_softmax`; a
+        ValueError unless ids in ``[1, V)`` with EOS); default: every token that is not
+        prompt-only.
       use_cache: decode on a KV cache (default) or recompute the whole sequence per token.
 
     Returns:
@@ -196,7 +215,8 @@ def score_completions(
       prompts: ``i32[B, P]`` left-padded prompts.
       completions: ``i32[B, T]`` tokens to score (PAD after EOS, as :func:`sample` returns).
       temperature: the sampling temperature the completions were drawn with.
-      output_tokens: the token ids the completions were drawn from.
+      output_tokens: the token ids the completions were drawn from (checked as in
+        :func:`policy_log_softmax`).
 
     Returns:
       ``(logprobs f32[B, T], entropy f32[B, T])``: log-probability of each completion token and
@@ -242,7 +262,8 @@ def answer_probability(
       params: the policy's params dict.
       prompts: ``i32[B, P]`` left-padded prompts.
       answers: ``i32[B, A]`` answer tokens then EOS, right-padded (a task set's ``answer``).
-      answer_len: ``i32[B]`` answer tokens including EOS.
+      answer_len: ``i32[B]`` answer tokens including EOS; a row below 1 gets probability 0,
+        as :func:`~curriculax.tasks.verify` scores it.
       temperature: the sampling temperature of the rollouts this stands for.
       output_tokens: the token ids the rollouts are drawn from.
 
@@ -269,4 +290,6 @@ def answer_probability(
         output_tokens=output_tokens,
     )
     in_answer = jnp.arange(answers.shape[1]) < answer_len[:, None]
-    return jnp.exp(jnp.sum(jnp.where(in_answer, logprobs, 0.0), axis=1))
+    p = jnp.exp(jnp.sum(jnp.where(in_answer, logprobs, 0.0), axis=1))
+    # verify reads no position for answer_len < 1 and scores it 0, not the empty product 1.
+    return jnp.where(answer_len >= 1, p, 0.0)

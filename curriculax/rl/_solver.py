@@ -81,9 +81,11 @@ def check_vocab_size(model_cfg: TransformerConfig, caller: str) -> None:
         )
 
 
-def _check_positive_int(name: str, value: Any) -> int:
+def _check_positive_int(name: str, value: Any, caller: str = "grpo_solver") -> int:
+    """``value`` as a Python int >= 1 (numpy ints too, bools not); a ValueError naming
+    ``caller`` and ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"grpo_solver: {name} must be an int >= 1, got {value!r}.")
+        raise ValueError(f"{caller}: {name} must be an int >= 1, got {value!r}.")
     return int(value)
 
 

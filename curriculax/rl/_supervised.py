@@ -11,12 +11,13 @@ from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from curriculax.rl._grpo import GRPOConfig
 from curriculax.rl._model import Params, TransformerConfig, init_policy, policy_graphdef
 from curriculax.rl._sampling import check_output_tokens, default_output_tokens, score_completions
-from curriculax.rl._solver import check_vocab_size, make_optimizer
+from curriculax.rl._solver import _check_positive_int, check_vocab_size, make_optimizer
 from curriculax.tasks import PAD, TaskSet, num_tasks
 
 Array = jax.Array
@@ -76,16 +77,17 @@ def pretrain(
     Args:
       model_cfg: the policy's shape (the one the RL solver will use); ``vocab_size`` must
         cover the tasks' tokens, as :func:`~curriculax.rl.grpo_solver` requires.
-      tasks: ``N`` training tasks (prompts of one width, the width RL will use).
+      tasks: ``N >= 1`` training tasks (prompts of one width, the width RL will use).
       key: PRNG key: initial weights and batch draws.
       steps: optimizer steps (>= 1).
-      batch_size: tasks per step.
+      batch_size: tasks per step (>= 1).
       learning_rate: AdamW step size.
       output_tokens: token ids the policy may emit (as the RL solver's): ids below
         ``vocab_size``, EOS included, PAD excluded, else a ValueError (the check
         :func:`~curriculax.rl.grpo_solver` makes). ``None``: every token that is not
-        prompt-only.
-      chunk: steps per compiled scan.
+        prompt-only. It must also hold every token of the tasks' answers (PAD aside), else
+        a ValueError naming the missing ids.
+      chunk: steps per compiled scan (>= 1).
       on_chunk: optional host callback after each chunk.
 
     Returns:
@@ -104,9 +106,9 @@ def pretrain(
       >>> solver = grpo_solver(model_cfg, GRPOConfig(), max_new_tokens=spec.answer_width,
       ...                      init_params=params)
     """
-    for name, value in (("steps", steps), ("batch_size", batch_size), ("chunk", chunk)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"pretrain: {name} must be an int >= 1, got {value!r}")
+    steps = _check_positive_int("steps", steps, "pretrain")
+    batch_size = _check_positive_int("batch_size", batch_size, "pretrain")
+    chunk = _check_positive_int("chunk", chunk, "pretrain")
     check_vocab_size(model_cfg, "pretrain")
     # The solver's check: a set without EOS (or with PAD, or ids past the vocabulary) would
     # train on answers the policy cannot emit (losses ~1e8), so refuse it here too.
@@ -115,6 +117,16 @@ def pretrain(
         model_cfg.vocab_size,
     )
     n = num_tasks(tasks)
+    if n == 0:
+        raise ValueError("pretrain: the task set is empty (0 tasks); pass at least one task.")
+    # So would answers whose tokens the policy may not emit (their probability is 0).
+    missing = sorted(set(np.unique(np.asarray(tasks.answer)).tolist()) - {PAD, *output_tokens})
+    if missing:
+        raise ValueError(
+            f"pretrain: output_tokens {output_tokens} cannot produce the tasks' answers: "
+            f"missing token ids {missing}; include them (e.g. the union of the specs' "
+            "answer_tokens())."
+        )
     k_init, k_data = jax.random.split(key)
     _, params = init_policy(model_cfg, k_init)
     graphdef = policy_graphdef(model_cfg)

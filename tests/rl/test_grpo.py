@@ -127,3 +127,19 @@ def test_config_refuses_infinity(name):
     every param +-inf on the first step."""
     with pytest.raises(ValueError, match=rf"GRPOConfig\.{name} must be a finite number.*inf"):
         rl.GRPOConfig(**{name: float("inf")})
+
+
+def test_approx_kl_old_estimates_kl_from_the_behaviour_policy():
+    """``approx_kl_old`` was ``exp(-q) + q - 1`` with ``q = logprobs - old_logprobs`` on tokens
+    drawn from the behaviour policy: 0.418 here, neither KL(old||new) = 0.373 nor
+    KL(new||old) = 0.422. The k3 estimator ``exp(q) - 1 - q`` has expectation KL(old||new)."""
+    old = np.array([0.7, 0.2, 0.1])
+    new = np.array([0.3, 0.3, 0.4])
+    # Tokens drawn from ``old`` in exact proportion: 7 of token 0, 2 of token 1, 1 of token 2,
+    # so the masked mean over them is the expectation under ``old``.
+    tokens = np.repeat(np.arange(3), [7, 2, 1])
+    _, metrics = rl.grpo_loss(
+        jnp.log(new[tokens]), jnp.log(old[tokens]), jnp.zeros(10), jnp.ones(10, bool)
+    )
+    kl_old_new = float(np.sum(old * np.log(old / new)))
+    np.testing.assert_allclose(float(metrics["approx_kl_old"]), kl_old_new, rtol=1e-5)

@@ -1,5 +1,7 @@
 """Supervised pretraining: the loss falls, the fitted policy answers, GRPO starts from it."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -82,3 +84,27 @@ def test_pretrain_refuses_what_the_solver_refuses():
     small = rl.TransformerConfig(20, width=32, depth=1, heads=2, max_len=MODEL.max_len)
     with pytest.raises(ValueError, match=r"pretrain: model_cfg\.vocab_size=20 does not cover"):
         rl.pretrain(small, _tasks(), jax.random.key(0), steps=1)
+
+
+def test_pretrain_refuses_output_tokens_that_cannot_emit_the_answers():
+    """``pretrain`` once accepted ``output_tokens=(EOS,)`` on reversal tasks: the answers'
+    symbols had probability 0, so it trained to losses ~6e8 and the base could never answer."""
+    symbols = sorted(set(SPEC.answer_tokens()) - {T.EOS})
+    with pytest.raises(ValueError, match=re.escape(f"missing token ids {symbols}")):
+        rl.pretrain(MODEL, _tasks(), jax.random.key(0), steps=1, output_tokens=(T.EOS,))
+
+
+def test_pretrain_checks_its_ints_as_the_solver_does_and_refuses_no_tasks():
+    """``pretrain`` once refused ``steps=np.int64(2)`` (which ``grpo_solver`` accepts for its
+    ints), accepted ``True`` for ``steps``, ``batch_size`` and ``chunk``, and failed on an
+    empty task set with an unclear JAX gather error."""
+    tasks = _tasks()
+    _, losses = rl.pretrain(MODEL, tasks, jax.random.key(0), steps=np.int64(2), chunk=np.int32(2))
+    assert losses.shape == (2,)
+    for name in ("steps", "batch_size", "chunk"):
+        kwargs = {"steps": 1, name: True}
+        with pytest.raises(ValueError, match=rf"pretrain: {name} must be an int >= 1"):
+            rl.pretrain(MODEL, tasks, jax.random.key(0), **kwargs)
+    empty = jax.tree.map(lambda x: x[:0], tasks)
+    with pytest.raises(ValueError, match="pretrain: the task set is empty"):
+        rl.pretrain(MODEL, empty, jax.random.key(0), steps=1)
