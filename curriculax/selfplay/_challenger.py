@@ -168,6 +168,10 @@ def run_challenge(
       max_tries: attempts of a non-vectorized challenger (default ``4 * count``).
       on_frontier: ``u32[...]`` keys of the tasks still on the frontier (active or awaiting
         judgement); ``None``: none.
+
+    Raises:
+      ValueError: a vectorized ``validate`` returned a mask that is not ``bool[P]`` (one flag
+        per payload), as the compiled path refuses it.
     """
     forbidden_set = set(np.asarray(forbidden, np.uint32).tolist())
     front_set = set(() if on_frontier is None else np.asarray(on_frontier, np.uint32).tolist())
@@ -193,6 +197,11 @@ def run_challenge(
         payloads = challenger.generate(spec, subkeys)
         tasks, mask = challenger.validate(payloads)
         mask = np.asarray(mask, bool)
+        if mask.shape != (count,):  # a bug in validate, not an invalid task (as compiled)
+            raise ValueError(
+                f"the vectorized challenger's validate returned valid of shape {mask.shape}; "
+                f"expected ({count},), one flag per payload"
+            )
         invalid = int((~mask).sum())
         for i in np.flatnonzero(mask):
             try:  # a malformed payload is counted, as on the one-task path

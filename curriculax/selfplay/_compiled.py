@@ -272,6 +272,9 @@ class CompiledResult(NamedTuple):
         (``collisions``: generated tasks rejected because they equal a held-out task).
       r0: ``f32[S, R]``.
       rollouts: ``i32[S, R]`` solver rollouts after each round.
+      updates: ``i32[S, R]`` updates done after each round (``RoundReport.steps``):
+        ``(r + 1) * steps_per_round`` after round ``r``, unless the engine's stall guard
+        stopped the round short (where the host path raises ``CurriculumStalled``).
       spec: the spec each round generated with, leaves ``[S, R, ...]``.
       state: the final engine states, leaves ``[S, ...]``.
     """
@@ -285,6 +288,7 @@ class CompiledResult(NamedTuple):
     dropped_easy: jax.Array
     r0: jax.Array
     rollouts: jax.Array
+    updates: jax.Array
     spec: Any
     state: Any
 
@@ -316,16 +320,26 @@ def compiled_evolve(
     seed of ``keys`` (``key[S]``) in one compiled, ``vmap``-ped program.
 
     The same run as the host path with :func:`host_challenger` for the same key (an explicit
-    ``held_out_tasks``; no gates; one generation batch per update, ``groups_per_generation``
-    equal to ``batch_groups``, so a round is ``steps_per_round`` engine steps). With
+    ``held_out_tasks``; no gates; ``groups_per_generation`` equal to ``batch_groups``, so an
+    engine step, one generation batch, makes one update or none). A round counts updates as
+    the host path's :func:`~curriculax.engine.run` does: it runs engine steps until the run
+    has done ``(r + 1) * steps_per_round`` updates after round ``r``; a step whose groups were
+    not admitted (e.g. no valid rollout) makes no update, so a round may take more steps
+    than ``steps_per_round``. Where nothing is admitted for the engine's ``stall_windows``
+    batch-equivalents (and two generation batches) in a row, the host path raises
+    :class:`~curriculax.engine.CurriculumStalled`; a compiled round stops at the same
+    generation batch instead (the round ends short of its updates, the next round goes on
+    from there), :attr:`CompiledResult.updates` shows the shortfall and a warning names the
+    seeds and rounds. This bounds every round: each admitted group, at most ``stall_windows
+    * batch_groups`` groups apart, moves the run towards its next update. With
     ``challenger=None`` (``spec`` ignored) it is the host path's run without a challenger:
     the seed sampler alone, the held-out set evaluated after each round (the challenge and
     judge counts are 0, ``spec`` is ``None``).
 
     Args:
-      seed_batch: seeds ``vmap``-ped together; the batches run one after another inside the
-        same program (``lax.map``). ``None``: all seeds at once. On a CPU whose cores one
-        seed already keeps busy, a smaller batch can be faster per seed.
+      seed_batch: seeds ``vmap``-ped together, an int >= 1; the batches run one after
+        another inside the same program (``lax.map``). ``None``: all seeds at once. On a
+        CPU whose cores one seed already keeps busy, a smaller batch can be faster per seed.
       progress: called on the host once per seed at the end of each round (with that seed's
         held-out score, through ``jax.debug.callback``), e.g. to move a progress line while
         the program runs; its return value is ignored and no number of the run depends on it.
@@ -334,6 +348,8 @@ def compiled_evolve(
     # The host path's argument checks (curriculum_evolve), so neither path runs what the
     # other refuses.
     check_round_counts(rounds, steps_per_round, generated_per_round, challenger)
+    if seed_batch is not None:
+        seed_batch = int_at_least(seed_batch, "seed_batch")
     if challenger is not None and not isinstance(challenger, PureChallenger):
         raise TypeError(
             f"challenger must be a selfplay.PureChallenger (pure JAX), got "
@@ -380,12 +396,32 @@ def compiled_evolve(
         cs = state.curricula["train"]
         return state._replace(curricula={"train": cs._replace(sampler=fstate)})
 
-    def solve(state):
-        return jax.lax.fori_loop(0, steps_per_round, lambda _, s: engine.step(s)[0], state)
+    cfg = engine.config
+
+    def stalled(state):
+        """The host's stall guard (``engine._loop._StallGuard``) after a generation batch."""
+        since = state.counters.since_progress
+        return (since // cfg.batch_groups >= cfg.stall_windows) & (since >= 2 * cfg.generation)
+
+    def solve(state, r):
+        """Engine steps until ``(r + 1) * steps_per_round`` updates are done, as the host's
+        ``run(steps=...)`` (one update or none per step, ``G == B``), or until the stall
+        guard fires (the host raises there)."""
+        target = (r + 1) * steps_per_round
+
+        def step(carry):
+            state, _ = carry
+            state = engine.step(state)[0]
+            return state, stalled(state)
+
+        state, _ = jax.lax.while_loop(
+            lambda c: (c[0].counters.updates < target) & ~c[1], step, (state, jnp.bool_(False))
+        )
+        return state
 
     def plain_round(k_eval, state, r):
         """A round without a challenger: train, then evaluate."""
-        state = solve(state)
+        state = solve(state, r)
         score = jnp.mean(solver.evaluate(state.solver, held, jax.random.fold_in(k_eval, r)))
         out = dict(
             held_out=score,
@@ -397,6 +433,7 @@ def compiled_evolve(
             dropped_easy=zero,
             r0=jnp.zeros((), jnp.float32),
             rollouts=state.counters.rollouts,
+            updates=state.counters.updates,
             spec=None,
         )
         return state, out
@@ -423,7 +460,7 @@ def compiled_evolve(
                 fstate.status != EMPTY,
             )
             fstate = frontier.insert(fstate, tasks, valid, tkeys, r, seeds, invalid)
-            state = solve(set_frontier(state, fstate))
+            state = solve(set_frontier(state, fstate), r)
             fstate, rep = frontier.judge(state.curricula["train"].sampler)
             state = set_frontier(state, fstate)
             easy = fstate.dropped_easy - easy_before
@@ -448,6 +485,7 @@ def compiled_evolve(
                 dropped_easy=easy,
                 r0=rep.r0,
                 rollouts=state.counters.rollouts,
+                updates=state.counters.updates,
                 spec=spec,
             )
             return (state, challenger.propose(spec, judged)), out
@@ -469,4 +507,26 @@ def compiled_evolve(
     out, states = jax.jit(run_all)(keys)
     if progress is not None:
         jax.effects_barrier()  # every call made before the result is handed back
+    _warn_stalled(np.asarray(out["updates"]), steps_per_round, cfg.stall_windows)
     return CompiledResult(**out, state=states)
+
+
+def _warn_stalled(updates: np.ndarray, steps_per_round: int, stall_windows: int) -> None:
+    """Warns naming each seed whose round ended short of its updates (``updates: i32[S, R]``),
+    i.e. where the stall guard stopped it and the host path would have raised."""
+    target = steps_per_round * np.arange(1, updates.shape[1] + 1)
+    first: dict[int, int] = {}  # seed -> its first short round
+    for s, r in zip(*np.nonzero(updates < target[None, :]), strict=True):
+        first.setdefault(int(s), int(r))
+    if not first:
+        return
+    lines = "; ".join(
+        f"seed {s} round {r}: {int(updates[s, r])} of {int(target[r])} updates"
+        for s, r in list(first.items())[:5]
+    )
+    warnings.warn(
+        f"compiled_evolve: no group was admitted for {stall_windows} batch-equivalents, so "
+        f"{len(first)} seed(s) stopped short of their updates ({lines}); the host path "
+        "raises CurriculumStalled there. CompiledResult.updates holds every round's count",
+        stacklevel=3,
+    )

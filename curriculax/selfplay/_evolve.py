@@ -95,8 +95,11 @@ class EvolutionResult:
 
     Attributes:
       final_reward: mean held-out score at the end (held-out tasks only).
-      history: one dict per round (the :class:`RoundReport` fields plus
-        ``held_out_reward``; JSON-able).
+      history: one dict per round: the :class:`RoundReport` fields but ``judged``, plus
+        ``held_out_reward``. The values are the report's as they are: numbers and the
+        ``metrics`` dict, but ``spec`` as the challenger holds it (e.g. jax arrays for a pure
+        bandit's spec, a ``LearnedState`` of arrays in the learned challenger's), so it is
+        JSON-able only when the spec is; ``summary.json`` writes what is not with ``str``.
       curriculum: the per-round :class:`RoundReport` values (what ``propose`` saw).
       held_out: the mean held-out score after each round (what ``propose`` never saw).
       state: the final engine state.
@@ -277,6 +280,11 @@ def curriculum_evolve(
     # given, key the pool for the run and its split instead.
     content = task_keys(seed_tasks)
     keys = content if seed_keys is None else np.asarray(seed_keys, np.uint32)
+    if keys.shape != content.shape:  # else the split would drop or misread seed tasks
+        raise ValueError(
+            f"seed_keys holds {keys.size} keys (shape {keys.shape}) for {len(content)} seed "
+            f"tasks; pass one key per seed task, u32[{len(content)}]"
+        )
     check_unique_keys(keys, "seed_tasks")
     if held_out_tasks is not None:
         if held_out_frac:

@@ -15,6 +15,13 @@ rate before training; and one fixed look per task leaves no room to stop on a lu
 For a solver that does not learn, the expected gain is 0 and about 2-3% of judged tasks pass
 the z-test by chance. ``r0`` measures all improvement on the task (what the solver learned
 from the task itself and from everything else it trained on between the two measurements).
+
+The assumption: a group's rollouts are exchangeable by position (the even half, the odd half
+and the whole group draw the same pass rate), since the gain compares the latest attempt's
+full group with the first attempt's odd half. GRPO rollouts are i.i.d. samples of the policy,
+so it holds for the built-in solver. A solver whose rollouts differ by position (e.g. rollout
+0 decoded greedily, the rest sampled) breaks it: a frozen one then gets a positive gain and
+tasks judged learned.
 """
 
 from __future__ import annotations
@@ -115,7 +122,9 @@ class Frontier(NamedTuple):
         task whose key an active or waiting slot holds before inserting (``run_challenge``'s
         ``on_frontier``), so no task is judged twice in two slots.
       judge: ``(state) -> (state, JudgeReport)``: judges the tasks that used up their
-        attempts (learned or stuck) and drops them.
+        attempts (learned or stuck) and drops them. Its gain, the latest attempt's full group
+        minus the first attempt's odd half, is unbiased only when a group's rollouts are
+        exchangeable by position (see the module docstring).
       num_seed: seed pool size ``N`` (frontier tasks have ids ``N + slot``).
       capacity: ``F``.
     """
@@ -125,6 +134,12 @@ class Frontier(NamedTuple):
     judge: Any
     num_seed: int
     capacity: int
+
+
+def _share(successes: jax.Array, samples: jax.Array) -> jax.Array:
+    """``f32[...]`` pass rate ``successes / samples`` (0 where there is no sample): the easy
+    filter and the judge compare it with ``pass_rate`` alike, so they agree on every count."""
+    return successes / jnp.maximum(samples.astype(jnp.float32), 1.0)
 
 
 def check_frontier_draws(frontier_share: float, num: Any, where: str) -> None:
@@ -160,7 +175,8 @@ def frontier_sampler(
     The judge (``Frontier.judge``) splits each generated task's first attempt into a filter
     half (even rollouts: already passed? then dropped) and a baseline half (odd rollouts), and
     judges the task once, after ``max_attempts`` attempts, on latest minus baseline; the
-    module docstring says why that is unbiased.
+    module docstring says why that is unbiased when a group's rollouts are exchangeable by
+    position (i.i.d. samples, as GRPO's), and how it is biased otherwise.
 
     ``sample(num)`` draws ``round(frontier_share * num)`` distinct active frontier tasks (as
     payloads, ids ``num_seed + slot``) and the rest from the seed sampler (a positive share
@@ -320,7 +336,8 @@ def frontier_sampler(
         untried = active & (state.attempts[slot] == 0)
         can_open = untried & (filter_n > 0) & (base_n > 0)
         first = can_open & ~earlier(can_open)
-        easy = first & (filter_s >= pass_rate * filter_n)  # dropped: later rows find it empty
+        # Dropped (later rows find it empty) when its share passes, the judge's test of p1.
+        easy = first & (_share(filter_s, filter_n) >= pass_rate)
         later = active & ~first & (~untried | earlier(can_open)) & (samples > 0) & ~earlier(easy)
         measured = first | later
         # Each row's attempt number: the slot's attempts plus the earlier measured rows on it;
@@ -357,8 +374,8 @@ def frontier_sampler(
         judged = state.status == WAITING
         bn = state.base_samples.astype(jnp.float32)
         ln = state.last_samples.astype(jnp.float32)
-        p0 = state.base_successes / jnp.maximum(bn, 1.0)
-        p1 = state.last_successes / jnp.maximum(ln, 1.0)
+        p0 = _share(state.base_successes, state.base_samples)
+        p1 = _share(state.last_successes, state.last_samples)
         pooled = (state.base_successes + state.last_successes) / jnp.maximum(bn + ln, 1.0)
         se = jnp.sqrt(
             pooled * (1.0 - pooled) * (1.0 / jnp.maximum(bn, 1.0) + 1.0 / jnp.maximum(ln, 1.0))

@@ -192,3 +192,28 @@ def test_compiled_evolve_refuses_what_the_host_path_refuses(bad, match):
     if "generated_per_round" not in bad:  # the host path refuses the same (no challenger)
         with pytest.raises(ValueError, match=match):
             curriculum_evolve(capped_solver(), tasks, key=0, **kw)
+
+
+@pytest.mark.parametrize("num_keys", [19, 21])
+@pytest.mark.parametrize("held_out", ["frac", "tasks"])
+def test_seed_keys_of_another_length_than_the_seed_tasks_are_refused(num_keys, held_out):
+    # (Before, on the held_out_frac path: one key short, the last seed task silently neither
+    # trained nor was evaluated; one key too many failed with an IndexError.)
+    tasks = level_tasks(levels=2, per_level=10)  # 20 tasks
+    split = (
+        dict(held_out_frac=0.3)
+        if held_out == "frac"
+        else dict(held_out_tasks=jax.tree.map(lambda x: x[:4] + 100, tasks))
+    )
+    with pytest.raises(ValueError, match=rf"seed_keys holds {num_keys} keys .* 20 seed tasks"):
+        curriculum_evolve(
+            capped_solver(),
+            tasks,
+            seed_keys=np.arange(1, num_keys + 1, dtype=np.uint32),
+            rounds=1,
+            steps_per_round=1,
+            batch_groups=2,
+            group_size=2,
+            key=0,
+            **split,
+        )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from curriculax import tasks as T
-from curriculax.engine import content_keys
+from curriculax.engine import CurriculumStalled, Rollouts, content_keys
 from curriculax.selfplay import (
     PureChallenger,
     compiled_evolve,
@@ -195,3 +195,98 @@ def test_a_task_still_on_the_frontier_is_not_generated_again_on_either_path(retr
         live = keys[status != 0]
         assert len(live) == 3 and len(set(live.tolist())) == 3, (status, keys)
         assert int(np.asarray(f.inserted)[row]) == 3
+
+
+def _truncating_solver(levels=(1.0,)):
+    """The capped solver, but every rollout on a task of one of ``levels`` is truncated (no
+    valid rollout): such a group is never admitted, so a generation batch that draws one makes
+    no full update."""
+    base = capped_solver()
+
+    def rollout(state, tasks, key, k):
+        r = base.rollout(state, tasks, key, k)
+        level = jnp.floor(tasks["level"])
+        cut = jnp.any(level[:, None] == jnp.asarray(levels, jnp.float32)[None, :], axis=1)
+        ok = jnp.broadcast_to(~cut[:, None], r.valid.shape)
+        return Rollouts(r.rewards, ok, ok[:, :, None], r.data)
+
+    return base._replace(rollout=rollout)
+
+
+@pytest.mark.parametrize("with_challenger", [True, False])
+def test_a_compiled_round_counts_updates_as_the_host_path_does(with_challenger):
+    # Groups on level-1 tasks are never admitted, so some generation batches make no update.
+    # (Before: a compiled round ran steps_per_round generation batches, the host path
+    # steps_per_round updates: 3 updates against 6, other rollouts and scores.)
+    tasks = level_tasks(levels=4, per_level=8)
+    held = jax.tree.map(lambda x: x[:4] + 100, level_tasks(levels=1, per_level=4))
+    kw = dict(rounds=2, steps_per_round=3, batch_groups=4, group_size=4)
+    if with_challenger:
+        pure = pure_level_bandit(max_level=4)
+        kw.update(generated_per_round=4, frontier_share=0.5)
+        ck = dict(challenger=pure, spec=pure_bandit_spec(4))
+        hk = dict(challenger=host_challenger(pure, tasks, 16), spec=pure_bandit_spec(4))
+    else:
+        ck, hk = dict(challenger=None, spec=None), {}
+    solver = _truncating_solver()
+    compiled = compiled_evolve(
+        solver, tasks, held_out_tasks=held, keys=jax.random.key(3)[None], **ck, **kw
+    )
+    host = curriculum_evolve(solver, tasks, held_out_tasks=held, key=3, **hk, **kw)
+    assert [r.steps for r in host.curriculum] == [3, 6]
+    assert int(compiled.state.counters.updates[0]) == int(host.state.counters.updates)
+    assert int(compiled.state.counters.generations[0]) == int(host.state.counters.generations)
+    assert np.asarray(compiled.updates)[0].tolist() == [3, 6]
+    assert np.asarray(compiled.rollouts)[0].tolist() == [r.rollouts for r in host.curriculum]
+    np.testing.assert_allclose(np.asarray(compiled.held_out)[0], host.held_out, rtol=1e-6)
+    for field in ("generated", "learned", "stuck", "dropped_easy"):
+        assert np.asarray(getattr(compiled, field))[0].tolist() == [
+            getattr(r, field) for r in host.curriculum
+        ], field
+
+
+def test_a_compiled_round_that_admits_nothing_stops_where_the_host_path_raises():
+    # Every group is truncated: the host path raises CurriculumStalled after the engine's
+    # stall_windows batch-equivalents; the compiled round stops at the same generation
+    # batch, with its shortfall in `updates` and a warning. (Before: it ran steps_per_round
+    # batches and reported nothing; a loop counting updates alone would never end.)
+    tasks = level_tasks(levels=4, per_level=8)
+    held = jax.tree.map(lambda x: x[:4] + 100, level_tasks(levels=1, per_level=4))
+    kw = dict(rounds=2, steps_per_round=3, batch_groups=4, group_size=4)
+    solver = _truncating_solver(levels=(0.0, 1.0, 2.0, 3.0))
+    with pytest.raises(CurriculumStalled):
+        curriculum_evolve(solver, tasks, held_out_tasks=held, key=3, **kw)
+    with pytest.warns(UserWarning, match=r"seed 0 .*0 of 3 updates.*CurriculumStalled"):
+        out = compiled_evolve(
+            solver,
+            tasks,
+            challenger=None,
+            spec=None,
+            held_out_tasks=held,
+            keys=jax.random.key(3)[None],
+            **kw,
+        )
+    assert np.asarray(out.updates)[0].tolist() == [0, 0]
+    # stall_windows=10 batch-equivalents of 4 groups: 10 generation batches in round 0, then
+    # one more in round 1 (nothing was admitted since, so the guard fires again at once).
+    assert np.asarray(out.rollouts)[0].tolist() == [10 * 4 * 4, 11 * 4 * 4]
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-1, ValueError), (True, TypeError)])
+def test_compiled_evolve_refuses_a_seed_batch_that_is_not_an_int_at_least_1(bad, error):
+    # (Before: 0 and True ran, -1 failed inside lax.map with a reshape error.)
+    tasks, held = level_tasks(levels=2, per_level=4), _held_out()
+    with pytest.raises(error, match="seed_batch"):
+        compiled_evolve(
+            capped_solver(),
+            tasks,
+            challenger=None,
+            spec=None,
+            held_out_tasks=held,
+            keys=jax.random.split(jax.random.key(0), 2),
+            rounds=1,
+            steps_per_round=1,
+            batch_groups=2,
+            group_size=2,
+            seed_batch=bad,
+        )

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import platform
+import re
 
 import jax
 import jax.numpy as jnp
@@ -287,6 +288,22 @@ def test_a_vectorized_challengers_malformed_payloads_count_as_invalid():
     assert (got.invalid, got.generated) == (4, 0)
 
 
+@pytest.mark.parametrize("shape", [(), (1,), (3,), (4, 1)])
+def test_a_vectorized_validate_must_return_one_flag_per_payload(shape):
+    # (Before: a mask of another shape was read as it came, e.g. one flag for the batch kept
+    # payload 0 only and counted nothing invalid; the compiled path refused it.)
+    layout = {"level": jax.ShapeDtypeStruct((), np.float32)}
+    vectorized = Challenger(
+        lambda spec, keys: {"level": np.ones(len(keys), np.float32)},
+        lambda p: (p, np.ones(shape, bool)),
+        lambda spec, report: spec,
+        vectorized=True,
+    )
+    match = rf"valid of shape {re.escape(str(shape))}; expected \(4,\), one flag per payload"
+    with pytest.raises(ValueError, match=match):
+        run_challenge(vectorized, {}, jax.random.key(0), 4, layout, np.zeros(0, np.uint32))
+
+
 def test_a_task_on_the_frontier_is_rejected_as_a_repeat_on_both_challenger_kinds():
     layout = {
         "level": jax.ShapeDtypeStruct((), np.float32),
@@ -446,6 +463,69 @@ def test_frontier_judgement_on_hand_made_counts():
     assert np.asarray(s.status).tolist() == [0, 0, 0, 0, 1]
     assert int(report.occupancy) == 1
     assert int(s.judged) == 3
+
+
+@pytest.mark.parametrize("pass_rate, successes, half", [(0.6, 15, 25), (0.3, 15, 50)])
+def test_the_easy_filter_and_the_judge_agree_on_a_pass_rate_of_exactly_pass_rate(
+    pass_rate, successes, half
+):
+    """A share equal to ``pass_rate`` passes both tests, one below passes neither. (Before:
+    the filter compared ``successes >= pass_rate * samples`` in f32, where 0.6 * 25 and 0.3 *
+    50 round above 15, so 15/25 at 0.6 and 15/50 at 0.3 were not dropped as easy though the
+    judge's ``p1 >= pass_rate`` counts them as passing.)"""
+    n, k = 4, 2 * half
+    fr = frontier_sampler(
+        cx.samplers.sequential(n),
+        n,
+        {"level": jax.ShapeDtypeStruct((), jnp.float32)},
+        capacity=4,
+        max_attempts=2,
+        pass_rate=pass_rate,
+        z=0.0,
+    )
+    s = fr.sampler.init(jax.random.key(0))
+    s = fr.insert(
+        s,
+        {"level": jnp.zeros(4)},
+        jnp.ones(4, bool),
+        jnp.arange(4, dtype=jnp.uint32),
+        0,
+        jnp.zeros(4, jnp.uint32),
+        jnp.int32(0),
+    )
+    observe = jax.jit(fr.sampler.observe)
+
+    def rewards(even, odd):  # successes among the even (filter) and odd rollouts
+        r = np.zeros(k, np.float32)
+        r[0::2][:even] = 1.0
+        r[1::2][:odd] = 1.0
+        return r
+
+    def group(rows):
+        ids = jnp.array([n + slot for slot, _ in rows], jnp.int32)
+        r = jnp.asarray(np.stack([x for _, x in rows]))
+        valid = jnp.ones(r.shape, bool)
+        return cx.GroupResults(ids, r, valid, r[:, :, None] * 0, valid[:, :, None])
+
+    # Slots 0 and 1: the filter half at the share and one success below it. Slots 2 and 3:
+    # baseline 0, then a latest attempt at the same two shares (the full group, both halves).
+    s = observe(
+        s,
+        group(
+            [
+                (0, rewards(successes, 0)),
+                (1, rewards(successes - 1, 0)),
+                (2, rewards(0, 0)),
+                (3, rewards(0, 0)),
+            ]
+        ),
+    )
+    assert np.asarray(s.status).tolist()[:2] == [0, 1]  # the share dropped, not the one below
+    assert int(s.dropped_easy) == 1
+    latest = [(2, rewards(successes, successes)), (3, rewards(successes - 1, successes - 1))]
+    s, report = fr.judge(observe(s, group(latest)))
+    assert np.asarray(report.judged_mask).tolist() == [False, False, True, True]
+    assert np.asarray(report.learned_mask)[2:].tolist() == [True, False]
 
 
 def test_the_frontier_judge_needs_two_rollouts_per_group():
