@@ -468,7 +468,14 @@ def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
 
 def load_config(cls: type[T], args: argparse.Namespace, defaults: T | None = None) -> T:
     """The config: defaults (``defaults``, or ``cls()``), then ``--config`` TOML, then
-    ``--set``, then ``--seed``/``--steps``."""
+    ``--set``, then ``--seed``/``--steps``. ``--resume`` with ``--overwrite`` is refused
+    first: one continues the run directory's run, the other deletes it."""
+    if getattr(args, "resume", False) and getattr(args, "overwrite", False):
+        raise ValueError(
+            "--resume and --overwrite ask for opposite things (--resume continues the run in "
+            "the run directory, --overwrite deletes it and starts over); pass one of them. "
+            "`make run` passes --resume: start over with `make run RUN_ARGS=--overwrite`"
+        )
     config = cls() if defaults is None else defaults
     if args.config:
         try:
@@ -486,6 +493,7 @@ def load_config(cls: type[T], args: argparse.Namespace, defaults: T | None = Non
         if "seed" in fields:
             config = dataclasses.replace(config, seed=args.seed)
     if args.steps is not None and "steps" in fields:
+        check_int(args.steps, "--steps", 0, _HINTS["steps"])
         config = dataclasses.replace(config, steps=args.steps)
     every = getattr(args, "checkpoint_every", None)
     if every is not None:

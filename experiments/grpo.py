@@ -13,8 +13,9 @@ a warm-started base built on first use: ``experiments/_base.py``). The result is
 to what the studies measured for this curriculum against uniform sampling: first best against
 best (``evidence_best_of``: each arm at its own best learning rate, the fair comparison), then
 at the study's shared learning rate (``evidence``), each with its interval, its regime and the
-command that reproduces it. Follows the experiment CLI convention
-(``--steps --seed --resume --config --set --devices``).
+command that reproduces it, and a note naming what this run trains with that the quoted arm did
+not (its curriculum, a setting). A study it cannot quote is refused before anything is built.
+Follows the experiment CLI convention (``--steps --seed --resume --config --set --devices``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import importlib.util
 import json
 import math
 import os
+import sys
 
 import jax
 
@@ -30,7 +32,8 @@ from curriculax._files import write_json_atomic
 from experiments import _cli, _plot
 from experiments._builders import MAIN_JOB, GRPOExperimentConfig, build, held_out_report
 from experiments._stats import fmt_ratio_interval
-from experiments.compare.report import study_best_of, study_result
+from experiments.compare.cache import bound_curriculum
+from experiments.compare.report import run_settings, study_best_of, study_result
 
 
 def plot_curves(metrics_path: str, out_path: str, title: str, start: dict | None = None) -> None:
@@ -78,9 +81,46 @@ def labels_text(labels) -> str:
     return f"labels {labels}" if isinstance(labels, str) else f"labels noise {labels['noise']}"
 
 
+def differences(
+    config: GRPOExperimentConfig, experiment, curriculum, grid: dict | None = None
+) -> list[str]:
+    """What this run trains with that a study's arm did not: ``"curriculum"`` (compared as
+    each runs it, :func:`~experiments.compare.cache.bound_curriculum`, so a default written out
+    or a preset's name matches its tables; an oracle arm, ``curriculum=None``, matches none),
+    then each setting of :func:`~experiments.compare.report.run_settings` that differs. A
+    setting in ``grid`` (what a ``best_of`` group chose among) differs only where this run's
+    value is none of the group's.
+
+    Args:
+      config: this run's config.
+      experiment: the arm's experiment config.
+      curriculum: the arm's curriculum table, or None for an oracle arm.
+      grid: per setting a ``best_of`` group's arms differ in, the values they ran.
+
+    Returns:
+      The differing keys, ``[]`` when this run trains as the arm did.
+    """
+    out = []
+    if curriculum is None or bound_curriculum(config.curriculum) != bound_curriculum(curriculum):
+        out.append("curriculum")
+    ours, theirs, grid = run_settings(config), run_settings(experiment), grid or {}
+    out += [k for k, v in ours.items() if v not in grid.get(k, [theirs[k]])]
+    return out
+
+
+def differs_text(arm: str, keys: list[str]) -> str:
+    """The note that this run is not the study's arm ``arm`` (``keys``: :func:`differences`)."""
+    return (
+        f"  (this run differs from {arm} in {', '.join(keys)}: the study's numbers are not "
+        "evidence for this run)"
+    )
+
+
 def best_of_text(config: GRPOExperimentConfig) -> str | None:
     """The best-against-best comparison of the study named by ``config.evidence_best_of`` (each
-    arm at its own best learning rate: the fair comparison), with its regime."""
+    arm at its own best learning rate: the fair comparison), with its regime, and a note where
+    this run does not train as the best arm of the last group (the arm the main job stands
+    for) did."""
     if not config.evidence_best_of:
         return None
     result = study_best_of(config.evidence_best_of)
@@ -100,17 +140,23 @@ def best_of_text(config: GRPOExperimentConfig) -> str | None:
                 f"  (that study ran with {regime_text(r.init)}; this run with "
                 f"{regime_text(config.init)}: it is evidence from another regime)"
             )
+    last = result[-1]
+    keys = differences(config, last.experiment, last.curriculum, last.grid)
+    if keys:
+        lines.append(differs_text(repr(last.best), keys))
     return "\n".join(lines) + f"\n  reproduce: {result[0].command}"
 
 
 def evidence_text(config: GRPOExperimentConfig) -> str | None:
     """What the study named by ``config.evidence`` measured for ``config.evidence_arm`` at the
-    main job's learning rate."""
+    main job's learning rate; the ratio is called this run's curriculum's only where this run
+    trains as that arm did (:func:`differences`), and a note names what differs otherwise."""
     if not config.evidence:
         return None
     result = study_result(config.evidence, config.evidence_arm)
     if isinstance(result, str):
         return f"  ({result})"
+    keys = differences(config, result.experiment, result.curriculum)
     base = result.baseline
     regime = f"{regime_text(result.init)}, {labels_text(result.labels)}"
     text = (
@@ -128,14 +174,44 @@ def evidence_text(config: GRPOExperimentConfig) -> str | None:
             f", paired {fmt_ratio_interval(result.paired)}" if result.paired is not None else ""
         )
         text += (
-            f";\n  {base} / this curriculum, median rollouts to target: {point} "
-            f"(95% CI {fmt_ratio_interval(r)}{paired}): {result.verdict}; seeds at target, "
-            f"Fisher's exact p = {result.fisher_p:.3f}"
+            f";\n  {base} / {'that arm' if keys else 'this curriculum'}, median rollouts to "
+            f"target: {point} (95% CI {fmt_ratio_interval(r)}{paired}): {result.verdict}; seeds "
+            f"at target, Fisher's exact p = {result.fisher_p:.3f}"
         )
+    if keys:
+        text += "\n" + differs_text("that arm", keys)
     ours = f"{regime_text(config.init)}, {labels_text(config.task.labels)}"
     if ours != regime:
         text += f"\n  (this run: {ours}: it is evidence from another regime)"
     return text + f"\n  reproduce: {result.command}"
+
+
+def check_evidence(config: GRPOExperimentConfig) -> None:
+    """Refuses, before anything is built, a study the run would quote after training and
+    cannot: an ``evidence_best_of`` study with no two ``best_of`` groups run, an
+    ``evidence_arm`` the ``evidence`` study does not hold. A ValueError names the key and how
+    to quote no study (the empty string). A study file that is not there (a run started
+    outside the repository, whose ``docs/compare`` the default paths name) is only noted on
+    stderr: the run goes on, and says so again where it would quote it."""
+    for key, path in (("evidence_best_of", config.evidence_best_of), ("evidence", config.evidence)):
+        if path and not os.path.exists(path):
+            print(
+                f"note: {key}: the study {path} is not there; nothing will be quoted",
+                file=sys.stderr,
+            )
+    if config.evidence_best_of and os.path.exists(config.evidence_best_of):
+        result = study_best_of(config.evidence_best_of)
+        if isinstance(result, str):
+            raise ValueError(_refusal("evidence_best_of", result))
+    if config.evidence and os.path.exists(config.evidence):
+        result = study_result(config.evidence, config.evidence_arm)
+        if isinstance(result, str):
+            raise ValueError(_refusal("evidence_arm", result))
+
+
+def _refusal(key: str, why: str) -> str:
+    off = "evidence_best_of" if key == "evidence_best_of" else "evidence"
+    return f'{key}: {why} (set {off} = "" to quote no study)'
 
 
 def _count(value) -> str:
@@ -167,6 +243,7 @@ def main(argv=None) -> None:
     config = _cli.load_config(GRPOExperimentConfig, args, defaults=MAIN_JOB)
     if config.eval_rollouts < 1:
         raise SystemExit(f"error: eval_rollouts must be >= 1, got {config.eval_rollouts}")
+    check_evidence(config)
     mesh = _cli.setup_devices(args)
     built = build(config, mesh)
     _cli.check_engine_memory(built.engine, config)

@@ -101,6 +101,8 @@ def main(argv=None) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _cli.add_debug_flag(p)
     args = p.parse_args(argv)
+    _cli.check_int(args.samples, "--samples", 1, "rollouts per task")
+    _cli.check_int(args.per_category, "--per-category", 0, "tasks probed per level; 0: all")
     config = load_experiment(args.config, args.set)
     _cli.check_values(config)
     if base_spec(config) is None:

@@ -43,7 +43,7 @@ def arm_fingerprint(config: CompareConfig, arm: Mapping) -> str:
     arm_spec = {k: v for k, v in arm.items() if k not in ("name", "experiment")}
     if "oracle" in arm:  # the settings it runs with, defaults filled in, not only the table
         gates = arm["oracle"].get("gates", {})
-        arm_spec["oracle"] = _as_floats({**arm_oracle(arm), "gates": _bound_gates(gates)})
+        arm_spec["oracle"] = as_floats({**arm_oracle(arm), "gates": _bound_gates(gates)})
         code = arm_code_digest({"gates": gates}, oracle=True)
     else:
         arm_spec["curriculum"] = bound_curriculum(arm.get("curriculum"))
@@ -80,7 +80,7 @@ def bound_curriculum(curriculum: Mapping | None) -> dict:
     curriculum = dict(expand_preset(curriculum or {}))
     curriculum["sampler"] = _bound("sampler", curriculum.get("sampler", {"type": "sequential"}))
     curriculum["gates"] = _bound_gates(curriculum.get("gates") or {})
-    return _as_floats(curriculum)
+    return as_floats(curriculum)
 
 
 def _bound_gates(gates):
@@ -111,13 +111,13 @@ def _bound(kind: str, spec):
     return spec
 
 
-def _as_floats(x):
+def as_floats(x):
     """``x`` with every int (not bool) that a float holds exactly written as a float, through
     mappings, lists and tuples."""
     if isinstance(x, Mapping):
-        return {k: _as_floats(v) for k, v in x.items()}
+        return {k: as_floats(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_as_floats(v) for v in x]
+        return [as_floats(v) for v in x]
     if isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_):
         return float(x) if abs(int(x)) <= 2**53 else int(x)
     return x

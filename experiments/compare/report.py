@@ -16,6 +16,7 @@ from experiments import _stats as S
 from experiments._builders import GRPOExperimentConfig, make_study_pool
 from experiments._environment import describe_all
 from experiments._oracle import probe_rows
+from experiments.compare.cache import NOT_RUN, as_floats
 from experiments.compare.config import (
     CompareConfig,
     arm_experiment,
@@ -698,6 +699,8 @@ class StudyResult(NamedTuple):
     command: str
     init: str | dict  # the regime the arm ran in: its experiment's init ...
     labels: str | dict  # ... and what its sampler was told of the categories
+    experiment: GRPOExperimentConfig  # the arm's experiment (the study's, with its overrides)
+    curriculum: dict | None  # the arm's curriculum table as written; None: an oracle arm
 
 
 def study_result(path: str, arm: str) -> StudyResult | str:
@@ -712,7 +715,7 @@ def study_result(path: str, arm: str) -> StudyResult | str:
         return f"the study {path} is not there; run it to compare"
     config, data, command = load_study(path)
     if arm not in data:
-        return f"the study {path} has no arm {arm!r}"
+        return f"the study {path} has no arm {arm!r}; its arms are {list(data)}"
     hits = stored_hits(data[arm], arm=arm)
     exp = arm_experiment(config, find_arm(config, arm))
     base = data.get(config.baseline)
@@ -735,14 +738,42 @@ def study_result(path: str, arm: str) -> StudyResult | str:
         command=command,
         init=exp.init,
         labels=exp.task.labels,
+        experiment=exp,
+        curriculum=arm_curriculum(find_arm(config, arm)),
     )
+
+
+def arm_curriculum(arm) -> dict | None:
+    """An ``[[arms]]`` table's curriculum as written (``{}``: the default), or None for an
+    oracle arm (it draws by the policy's true pass rates: no curriculum is the same)."""
+    return None if "oracle" in arm else arm.get("curriculum", {})
+
+
+def run_settings(exp: GRPOExperimentConfig) -> dict:
+    """The experiment settings a run reads, flat by key (``grpo.learning_rate``; numbers as
+    floats, sequences as lists), to compare a run with a study's arm. Leaves out what a run
+    never reads (:data:`~experiments.compare.cache.NOT_RUN`, the curriculum among them),
+    ``seed`` (a study runs several) and the regime, ``init`` and ``task.labels``, which the
+    main job compares on their own."""
+    out = {}
+    for key, value in dataclasses.asdict(exp).items():
+        if key in (*NOT_RUN, "seed", "init"):
+            continue
+        table = value if isinstance(value, dict) else {None: value}  # task, model, grpo
+        for k, v in table.items():
+            out[key if k is None else f"{key}.{k}"] = as_floats(v)
+    out.pop("task.labels")
+    return out
 
 
 class BestAgainstBest(NamedTuple):
     """A study's best-against-best comparison, as the main job quotes it: ``first`` (the first
     ``best_of`` group's best arm) over ``best`` (another group's best), median rollouts to
     target. ``comparison`` is :func:`compare_arms`'s dict; ``init`` the regime the study ran in
-    (its experiment's ``init``)."""
+    (its experiment's ``init``); ``experiment`` and ``curriculum`` the ``best`` arm's (its
+    :func:`arm_experiment` and :func:`arm_curriculum`); ``grid`` the settings
+    (:func:`run_settings`) its group's arms differ in, each with the values they ran: what
+    choosing the group's best chose among."""
 
     first: str
     best: str
@@ -750,6 +781,9 @@ class BestAgainstBest(NamedTuple):
     text: str
     init: object
     command: str
+    experiment: GRPOExperimentConfig
+    curriculum: dict | None
+    grid: dict[str, list]
 
 
 def study_best_of(path: str) -> list[BestAgainstBest] | str:
@@ -762,17 +796,29 @@ def study_best_of(path: str) -> list[BestAgainstBest] | str:
     if len(entries) < 2:
         return f"the study {path} has no two best_of groups run"
     first = entries[0]["best"]
-    return [
-        BestAgainstBest(
-            first=first,
-            best=e["best"],
-            comparison=e["comparison"],
-            text=_comparison_text(e["comparison"]),
-            init=config.experiment.init,
-            command=command,
+    out = []
+    for e in entries[1:]:
+        runs = [
+            run_settings(arm_experiment(config, find_arm(config, n)))
+            for n in e["group"]
+            if n in data
+        ]
+        grid = {k: [r[k] for r in runs] for k in runs[0] if any(r[k] != runs[0][k] for r in runs)}
+        best = find_arm(config, e["best"])
+        out.append(
+            BestAgainstBest(
+                first=first,
+                best=e["best"],
+                comparison=e["comparison"],
+                text=_comparison_text(e["comparison"]),
+                init=config.experiment.init,
+                command=command,
+                experiment=arm_experiment(config, best),
+                curriculum=arm_curriculum(best),
+                grid=grid,
+            )
         )
-        for e in entries[1:]
-    ]
+    return out
 
 
 def _finite(values) -> list[float | None]:

@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from experiments import grpo
 from experiments.selfplay import selfplay_demo
 
@@ -173,3 +175,122 @@ def test_main_job_builds_its_base_on_first_use_and_finds_it_after(tmp_path, monk
     assert "building the base policy" in first.err + first.out
     assert "building the base policy" not in second.err + second.out
     assert len(os.listdir(tmp_path / "cache" / "base")) == 1
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DIFFERS = "the study's numbers are not evidence for this run)"
+
+
+def test_the_main_job_quotes_a_study_arm_as_its_own_only_when_it_trains_as_that_arm(monkeypatch):
+    """The study's gain was printed as ``uniform / this curriculum`` next to any run: one that
+    trained with another curriculum (``--set curriculum.sampler.type=uniform``), another
+    learning rate or another pool was told the bandit's measured 2.00x was its own (only
+    ``init`` and ``task.labels`` were compared). Now the run's curriculum (as it runs: defaults
+    written out, presets expanded) and the settings a run reads are compared with the quoted
+    arm's, and a difference is named."""
+    import dataclasses
+
+    from experiments import _cli
+    from experiments._builders import MAIN_JOB
+
+    monkeypatch.chdir(ROOT)
+    evidence, best = grpo.evidence_text(MAIN_JOB), grpo.best_of_text(MAIN_JOB)
+    assert "uniform / this curriculum, median rollouts to target: 2.00x" in evidence
+    assert "differs" not in evidence + best
+    # The same run spelled otherwise: a default written out, the main job's TOML.
+    spelled = _cli.override(MAIN_JOB, ["curriculum.sampler.step_size=0.3"])
+    assert (grpo.evidence_text(spelled), grpo.best_of_text(spelled)) == (evidence, best)
+    parser = _cli.base_parser("x", steps=MAIN_JOB.steps, run_dir="unused")
+    args = parser.parse_args(["--config", "experiments/configs/grpo.toml"])
+    toml = _cli.load_config(type(MAIN_JOB), args, defaults=MAIN_JOB)
+    assert (grpo.evidence_text(toml), grpo.best_of_text(toml)) == (evidence, best)
+    # Another curriculum: the ratio is that arm's, not this run's.
+    uniform = _cli.override(MAIN_JOB, ["curriculum.sampler.type=uniform"])
+    text = grpo.evidence_text(uniform)
+    assert "this curriculum" not in text and "uniform / that arm, median rollouts" in text
+    assert f"(this run differs from that arm in curriculum: {DIFFERS}" in text
+    assert (
+        "(this run differs from 'category bandit (|advantage|), lr 0.004' in curriculum: " + DIFFERS
+        in grpo.best_of_text(uniform)
+    )
+    # Another learning rate and pool: named by key. A best_of group chose among its arms'
+    # learning rates, so the main job's (one of them) is no difference there; one outside is.
+    other = _cli.override(MAIN_JOB, ["grpo.learning_rate=0.01", "task.pool_size=200"])
+    assert f"that arm in task.pool_size, grpo.learning_rate: {DIFFERS}" in (
+        grpo.evidence_text(other)
+    )
+    assert f"lr 0.004' in task.pool_size, grpo.learning_rate: {DIFFERS}" in (
+        grpo.best_of_text(other)
+    )
+    lr4 = _cli.override(MAIN_JOB, ["grpo.learning_rate=0.004"])
+    assert "differs" not in grpo.best_of_text(lr4)
+    assert f"in grpo.learning_rate: {DIFFERS}" in grpo.evidence_text(lr4)
+    # The seed is not a difference (a study runs several); the regime has its own note.
+    assert "differs" not in grpo.evidence_text(dataclasses.replace(MAIN_JOB, seed=7))
+    # A preset matches its tables written out; an oracle arm matches no curriculum.
+    from curriculax._config import PRESETS
+
+    robust = dataclasses.replace(
+        MAIN_JOB,
+        evidence="docs/compare/base-hard-skew-auto.json",
+        evidence_arm="robust, labels levels",
+    )
+    for curriculum in ({"preset": "robust"}, PRESETS["robust"]):
+        text = grpo.evidence_text(dataclasses.replace(robust, curriculum=curriculum))
+        assert "uniform / this curriculum" in text and "differs" not in text
+    oracle = dataclasses.replace(MAIN_JOB, evidence_arm="oracle p(1-p)")
+    assert f"that arm in curriculum: {DIFFERS}" in grpo.evidence_text(oracle)
+
+
+def _never(*_, **__):
+    raise AssertionError("the main job started its work")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "evidence_arm",
+            "nosuch",
+            r"^evidence_arm: the study docs/compare/base-hard-skew\.json has no arm 'nosuch'; "
+            r"its arms are \[.*'uniform', .*'oracle p\(1-p\)', .*\] \(set "
+            r'evidence = "" to quote no study\)$',
+        ),
+        (
+            "evidence_best_of",
+            "docs/compare/base-hard-skew.json",
+            r"^evidence_best_of: the study docs/compare/base-hard-skew\.json has no two "
+            r'best_of groups run \(set evidence_best_of = "" to quote no study\)$',
+        ),
+    ],
+)
+def test_the_main_job_refuses_a_study_it_cannot_quote_before_it_builds_anything(
+    tmp_path, monkeypatch, key, value, message
+):
+    """An ``evidence_arm`` the study does not hold, or an ``evidence_best_of`` study with no
+    groups, was found only after the whole run had trained: a note in place of the numbers,
+    and exit status 0."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(grpo, "build", _never)
+    run_dir = tmp_path / "r"
+    args = ["--run-dir", str(run_dir), "--no-progress", "--set", f'{key}="{value}"']
+    with pytest.raises(ValueError, match=message):
+        grpo.main(args)
+    assert not run_dir.exists()
+    off = ["--set", 'evidence=""', "--set", 'evidence_best_of=""']  # as the message says
+    with pytest.raises(AssertionError, match="started its work"):
+        grpo.main([*args, *off])
+
+
+@pytest.mark.parametrize("key", ["evidence", "evidence_best_of"])
+def test_a_study_file_that_is_not_there_is_noted_before_the_run_not_refused(
+    tmp_path, monkeypatch, capsys, key
+):
+    """A run started outside the repository finds no ``docs/compare`` study at the default
+    paths: it trains and says so (before, only after training), it is not refused."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(grpo, "build", _never)
+    args = ["--run-dir", str(tmp_path / "r"), "--no-progress", "--set", f'{key}="nosuch.json"']
+    with pytest.raises(AssertionError, match="started its work"):
+        grpo.main(args)
+    assert f"note: {key}: the study nosuch.json is not there" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from experiments import _cli, grpo, simulated_pool
+from experiments import _cli, grpo, pretrain, simulated_pool
 from experiments._builders import MAIN_JOB
 from experiments.selfplay import compiled_speed, grpo_selfplay, selfplay_demo
 
@@ -31,6 +31,7 @@ def _nothing_runs(monkeypatch):
     monkeypatch.setattr(simulated_pool, "noisy", _never)
     monkeypatch.setattr(simulated_pool, "arms", _never)
     monkeypatch.setattr(grpo_selfplay, "evolve_arm", _never)
+    monkeypatch.setattr(pretrain, "load_base", _never)
 
 
 BAD = [
@@ -68,6 +69,20 @@ def test_a_bad_flag_value_is_refused_by_name_before_anything_runs(tmp_path, scri
         script.main([*argv, *run_dir])
     assert re.search(message, str(e.value)), str(e.value)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--per-category", "-1"], r"^--per-category must be >= 0, got -1 \(tasks probed per"),
+        (["--samples", "0"], r"^--samples must be >= 1, got 0 \(rollouts per task"),
+    ],
+)
+def test_pretrain_refuses_a_bad_count_by_its_flag_before_it_builds_the_base(argv, message):
+    """``--per-category -1`` and ``--samples 0`` were refused only after the base was built (21
+    s), and ``--per-category`` was named ``per_category``."""
+    with pytest.raises(ValueError, match=message):
+        pretrain.main(argv)
 
 
 COMMANDS = [

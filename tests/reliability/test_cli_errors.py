@@ -90,6 +90,40 @@ def test_a_bad_config_value_is_refused_by_key_before_anything_is_built(
     assert not (tmp_path / "run").exists()  # refused before the run directory was made
 
 
+def _never(*_, **__):
+    raise AssertionError("the script started building its run")
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "message"),
+    [
+        (grpo, ["--steps", "-1"], r"^--steps must be >= 0, got -1 \(updates to train\)$"),
+        (quickstart, ["--steps", "-3"], r"^--steps must be >= 0, got -3 \(updates to train\)$"),
+    ],
+)
+def test_a_bad_steps_flag_is_refused_naming_the_flag(tmp_path, monkeypatch, script, args, message):
+    """``--steps -1`` was refused as ``steps must be >= 0``: the config key, not the flag the
+    value came from."""
+    monkeypatch.setattr(grpo, "build", _never)
+    with pytest.raises(ValueError, match=message):
+        script.main(["--run-dir", str(tmp_path / "run"), "--no-progress", *args])
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("script", [quickstart, grpo])
+@pytest.mark.parametrize("order", [["--resume", "--overwrite"], ["--overwrite", "--resume"]])
+def test_resume_with_overwrite_is_refused_naming_both_flags(tmp_path, monkeypatch, script, order):
+    """``--resume --overwrite`` resumed and dropped ``--overwrite`` without a word (``make run``
+    passes ``--resume``, so ``make run ARGS=--overwrite`` did that), then advised starting over
+    with ``--overwrite``. The two ask for opposite things: refused before anything is built."""
+    monkeypatch.setattr(grpo, "build", _never)
+    with pytest.raises(ValueError) as e:
+        script.main(["--run-dir", str(tmp_path / "run"), "--steps", "1", "--no-progress", *order])
+    assert re.match(r"--resume and --overwrite ask for opposite things", str(e.value)), e.value
+    assert "make run RUN_ARGS=--overwrite" in str(e.value)
+    assert not (tmp_path / "run").exists()
+
+
 def _cli_run(*args, env=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "experiments.quickstart", "--no-progress", *map(str, args)],
