@@ -22,9 +22,11 @@ def int_at_least(value: object, name: str, minimum: int = 1) -> int:
 
 
 def number(value: object, name: str) -> float:
-    """``value`` as a float; a TypeError naming ``name`` unless it is an int or a float (bools
-    are not numbers here)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """``value`` as a float; a TypeError naming ``name`` unless it is an int or a float, numpy's
+    included (bools are not numbers here)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(
+        value, int | float | np.integer | np.floating
+    ):
         raise TypeError(f"{name} must be a number, got {value!r}")
     return float(value)
 

@@ -108,3 +108,17 @@ def test_the_tie_pass_keeps_the_keys_above_the_cut_and_draws_only_among_the_cut_
     # fewer keys than k: every task, the best first
     values, ids = _topk.top_k(keys, 9, jnp.int32(0), None, tie=(jnp.uint32(3), 1))
     assert sorted(ids.tolist()) == list(range(7)) and ids[0] == 4
+
+
+def test_stochastic_round_never_rounds_a_whole_number_up():
+    """``floor(x + u)`` in float32 rounded ``512 + u`` up to 513 when ``u`` lay within half an
+    ulp of 1 (about one call in 65,000 at a share of 512): floor then drew one more stale task
+    than its top_k held and repeated one within a call."""
+    from curriculax import _random
+
+    u_top = jnp.float32(1 - 2**-24)  # the largest uniform the 24-bit draws give
+    for x in (1.0, 512.0, 1024.0, 65536.0):
+        assert int(_random.stochastic_round(jnp.float32(x), u_top)) == int(x)
+    x = jnp.float32(2.25)
+    got = _random.stochastic_round(x, jnp.asarray([0.0, 0.74, 0.76, float(u_top)], jnp.float32))
+    assert got.tolist() == [2, 2, 3, 3]  # one more with probability frac(x), as floor(x + u)

@@ -1,13 +1,16 @@
-"""What the sampler wrappers (``floor``, ``skip_zero_variance``) share."""
+"""What the sampler wrappers (``floor``, ``skip_zero_variance``, ``reward_consistency``)
+share."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from curriculax import _random, _shard, _topk
+from curriculax import _entries, _random, _shard, _topk
 from curriculax._types import TaskDraw, TaskSampler
 
 
@@ -25,6 +28,29 @@ def check_inner(inner: object, wrapper: str, num_tasks: int) -> TaskSampler:
             f"for {num_tasks}; build both for the same pool"
         )
     return inner
+
+
+def entry_task_with_inner(
+    entry_task: Sequence[int] | np.ndarray | None, inner: TaskSampler, n: int, where: str
+) -> Sequence[int] | np.ndarray | None:
+    """The copies a wrapper's per-task state follows: its own ``entry_task``, else its inner
+    sampler's (``TaskSampler.entry_task``, each entry's first entry; None: each entry its own).
+
+    Raises:
+      ValueError: both are given and group the entries differently (the labels may differ).
+    """
+    if entry_task is None or inner.entry_task is None:
+        return inner.entry_task if entry_task is None else entry_task
+    own = _entries.entries(entry_task, n, where).rep
+    theirs = _entries.entries(inner.entry_task, n, f"{where} (inner sampler)").rep
+    if not np.array_equal(own, theirs):
+        at = int(np.flatnonzero(own != theirs)[0])
+        raise ValueError(
+            f"{where}: entry_task groups the pool's entries otherwise than the inner "
+            f"sampler's entry_task (entry {at} is a copy of entry {own[at]} here, of entry "
+            f"{theirs[at]} there); give both the same map, or give it to the inner sampler alone"
+        )
+    return entry_task
 
 
 def ids_of(drawn: object, wrapper: str) -> jax.Array:

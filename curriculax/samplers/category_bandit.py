@@ -331,8 +331,9 @@ def category_bandit(
             r = abs_adv
             fast_avg, slow_avg = state.fast, state.slow
         elif reward == "advantage_progress":
-            # Reliable signal counts as gain, noise as cost once the category has shown
-            # variance for noise_batches batches (before that, nothing counts against it).
+            # Reliable signal counts as gain, noise as cost, the cost ramping up over the
+            # category's first noise_batches batches with variance (from the first: a
+            # category's first |advantage| with reliability 0 scores slightly below none).
             mixed = _counters.add(state.mixed, (both & varied).astype(jnp.int32))
             ramp = jnp.minimum(mixed.astype(jnp.float32) / noise_batches, 1.0)
             r = abs_adv * (_progress.reliability(cross, power) - noise_reliability * ramp)

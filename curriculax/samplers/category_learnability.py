@@ -221,7 +221,12 @@ def category_learnability(
         again = jnp.where(rows == values[:, -1:], 1.0 + again, 0.0)
         columns = _topk.settle(values, columns, jax.lax.top_k(again, k)[1])
         candidates = jnp.take_along_axis(table, columns, axis=1).reshape(-1)
-        ranked = candidates[jnp.lexsort((-values.reshape(-1), np.repeat(row_cat_np, k)))]
+        # A category's rows merged by key, equal keys by the same hashed draw that settled
+        # them inside a row (lexsort keeps row order among equal keys: a tie went to the
+        # category's first row, its lowest ids)
+        tied = _random.unit(word, jnp.maximum(candidates, 0), _SALT_SETTLE)
+        order = jnp.lexsort((-tied, -values.reshape(-1), np.repeat(row_cat_np, k)))
+        ranked = candidates[order]
         picked = ranked[jnp.asarray(row_start_np * k)[labels] + ranks]
         per_cat = jnp.zeros((num_cats,), jnp.int32).at[labels].add(1)
         bandit_state = state.bandit._replace(draws=_counters.add(state.bandit.draws, per_cat))

@@ -64,6 +64,8 @@ def _half_life(value: object) -> float:
 
 
 def _prior(value: object) -> tuple[float, float]:
+    if isinstance(value, np.ndarray) and value.shape == (2,):
+        value = value.tolist()
     if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
         raise TypeError(f"prior must be a pair [a0, b0] of Beta pseudo-counts, got {value!r}")
     a0, b0 = (number(v, "prior") for v in value)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _entries, _progress, _shard, _spread
-from curriculax._checks import check_num_tasks, number, unit_interval
+from curriculax._checks import check_num_tasks, int_at_least, number, unit_interval
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
 from curriculax.samplers.difficulty_pools import sum_by_id
@@ -249,8 +249,7 @@ def learning_progress(
     )
     if not slow < fast:
         raise ValueError(f"slow ({slow}) must be below fast ({fast})")
-    if isinstance(noise_visits, bool) or not isinstance(noise_visits, int) or noise_visits < 1:
-        raise ValueError(f"noise_visits must be an int >= 1, got {noise_visits!r}")
+    noise_visits = int_at_least(noise_visits, "noise_visits")
     noise_reliability = unit_interval(noise_reliability, "noise_reliability", open_low=True)
 
     def noise(state: LearningProgressState) -> jax.Array:

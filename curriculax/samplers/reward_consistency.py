@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -70,6 +71,7 @@ def reward_consistency(
     *,
     keep_share: float = 0.05,
     muted_reward: float = 0.0,
+    entry_task: Sequence[int] | np.ndarray | None = None,
     axis_name: str | None = None,
 ) -> TaskSampler:
     """Mutes tasks whose reward is proven not to depend on the answer; any sampler inside.
@@ -103,9 +105,11 @@ def reward_consistency(
     reads, not the whole text), and it cannot see a reward that is a deterministic function of
     the answer but of the wrong one (a wrong reference: that task reads as one the policy
     fails, so it draws no variance anyway). A contradicted task stays marked for the run.
-    Where the inner sampler pools copies of a task (``entry_task``), a proof marks every copy
-    (each copy's entry is marked: marks stay per entry, and ``contradicted_tasks`` lists them
-    all), so no copy of a noisy task is drawn as a replacement or reaches ``inner`` unmuted.
+    Where the pool holds copies of a task (``entry_task``, its own or, without it, the inner
+    sampler's), a proof marks every copy (each copy's entry is marked: marks stay per entry,
+    and ``contradicted_tasks`` lists them all), so no copy of a noisy task is drawn as a
+    replacement or reaches ``inner`` unmuted, as the gate of that name given the same map
+    rejects every copy.
 
     Cost: the inner sampler's, plus one O(N) pass and a ``top_k`` of ``num`` per ``sample``
     (the replacements) and O(G K^2) per ``observe`` (plus O(N log G) with copies). It wraps
@@ -121,6 +125,13 @@ def reward_consistency(
         with: one the inner sampler counts as a failure (below its ``success_threshold`` or
         ``solved_reward``). 0 (the default) for rewards in [0, 1]; for rewards in {-1, 1}
         with a threshold of 0, give -1 (0 would count as a success there).
+      entry_task: ``int[N]``, entries with equal values hold the same task (e.g.
+        :func:`curriculax.tasks.distinct_tasks`; a config passes it as context, as to the
+        gate): a proof on one copy marks every copy. None: the inner sampler's
+        ``entry_task``, or, where it has none, each entry its own task. Given beside an inner
+        ``entry_task`` that groups the entries otherwise: ``ValueError``. The sampler's own
+        ``entry_task`` stays the inner sampler's (where that state sits; its own marks are
+        alike on every copy, so they follow the task keys on a reordered pool either way).
       axis_name: the mesh axis along which per-task state is split under ``shard_map`` (the
         inner sampler must be built with the same one).
 
@@ -148,7 +159,8 @@ def reward_consistency(
     if not 0.0 <= keep_share <= 1.0:
         raise ValueError(f"keep_share must lie in [0, 1], got {keep_share}")
 
-    rep = task_of(inner.entry_task, n, "reward_consistency")
+    entry_task = _wrapping.entry_task_with_inner(entry_task, inner, n, "reward_consistency")
+    rep = task_of(entry_task, n, "reward_consistency")
 
     def init(key: jax.Array) -> RewardConsistencyState:
         return RewardConsistencyState(

@@ -26,7 +26,8 @@ class SkipState(NamedTuple):
     Attributes:
       inner: the wrapped sampler's state.
       streak: ``i32[N]`` consecutive zero-variance (or, with ``skip="solved"``, solved) groups
-        of each task (its latest groups); with ``entry_task``, kept at each task's first entry.
+        of each task (its latest groups); with ``entry_task`` (its own or, without it, its
+        inner sampler's), kept at each task's first entry.
       p: ``f32[]`` base keep probability (a task with streak ``k`` is kept with
         probability ``max(p ** k, floor)``), steered toward the target zero-variance share.
       zero_variance_share: ``f32[]`` share of zero-variance groups in the latest batch.
@@ -219,7 +220,10 @@ def skip_zero_variance(
       replace: ``"uniform"`` (skipped draws replaced uniformly over the tasks not predicted
         zero-variance) or ``"inner"`` (by the inner sampler's draws first, above).
       entry_task: ``int[N]``, entries with equal values hold the same task (e.g.
-        :func:`curriculax.tasks.distinct_tasks`): copies share a streak. None: each entry its own.
+        :func:`curriculax.tasks.distinct_tasks`; a config passes it as context): copies share
+        a streak. None: the inner sampler's ``entry_task`` (its copies share one), or, where
+        it has none, each entry its own. Given beside an inner ``entry_task`` that groups the
+        entries otherwise: ``ValueError``.
       axis_name: the mesh axis along which per-task state is split under ``shard_map`` (the
         inner sampler must be built with the same one).
 
@@ -278,6 +282,9 @@ def skip_zero_variance(
         share = state.forgotten / jnp.maximum(state.retests, 1e-6)
         return jnp.float32(target_share) * (share if follow else 1.0)
 
+    # Without its own map, the inner sampler's: the streak is then laid out as the
+    # entry_task it advertises says (AT_FIRST_ENTRY), so a restore moves it with its task.
+    entry_task = _wrapping.entry_task_with_inner(entry_task, inner, n, "skip_zero_variance")
     ent = _entries.entries(entry_task, n, "skip_zero_variance")
     shared = entry_task is not None and not ent.is_rep.all()
     rep = jnp.asarray(ent.rep)

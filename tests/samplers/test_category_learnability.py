@@ -230,3 +230,21 @@ def test_the_posterior_mean_draws_tied_tasks_from_the_whole_category():
     keys = jax.random.split(jax.random.key(2), 200)
     got = np.concatenate([np.asarray(sample(state, key, k)[0]) for key in keys])
     assert 0.09 < np.mean(got < n // 8) < 0.16
+
+
+def test_ties_across_the_rows_of_a_large_category_are_settled_at_random():
+    """A category larger than the row width spans several rows; the rows' candidates were
+    merged by key with row order among equal keys, so a tie went to the first row: with
+    every task tied, 16% of the large category's picks came from its second half."""
+    n = 2_001
+    cats = np.array([0] * 2_000 + [1])  # rows of ceil(2001 / 2) = 1001: category 0 spans two
+    s = cx.samplers.category_learnability(n, cats, draw="mean", half_life=None, epsilon=0.0)
+    state = s.init(jax.random.key(0))
+    rewards = jnp.zeros((n, 8), jnp.float32)  # 0 of 8 everywhere: every posterior mean ties
+    state = jax.jit(s.observe)(state, group_results(jnp.arange(n), rewards))
+    sample = jax.jit(s.sample, static_argnums=2)
+    keys = jax.random.split(jax.random.key(1), 200)
+    got = np.concatenate([np.asarray(sample(state, key, 4)[0]) for key in keys])
+    big = got[got < 2_000]
+    assert big.size > 300
+    assert 0.4 < np.mean(big >= 1_001) < 0.6

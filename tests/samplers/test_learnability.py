@@ -252,6 +252,21 @@ def test_bad_arguments_name_the_argument_and_value(kwargs, error, match):
         cx.samplers.learnability(10, **kwargs)
 
 
+def test_numpy_numbers_are_numbers():
+    """A prior as a numpy array, a numpy float32 share and a numpy int count were refused
+    ("prior must be a pair", "must be a number", "noise_visits must be an int")."""
+    s = cx.samplers.learnability(
+        10, prior=np.array([0.5, 2.0]), uniform_share=np.float32(0.25), target=np.float64(0.4)
+    )
+    assert isinstance(s, cx.TaskSampler)
+    lp = cx.samplers.learning_progress(10, noise_visits=np.int64(3), patience=np.float32(4))
+    assert isinstance(lp, cx.TaskSampler)
+    with pytest.raises(TypeError, match=r"uniform_share must be a number, got np.True_"):
+        cx.samplers.learnability(10, uniform_share=np.bool_(True))
+    with pytest.raises(TypeError, match="prior must be a pair"):
+        cx.samplers.learnability(10, prior=np.ones((2, 1)))
+
+
 # ------------------------------------------------------------------------ repeated entries
 
 

@@ -208,3 +208,53 @@ def test_a_proof_on_one_copy_mutes_and_skips_every_copy_of_its_task():
     vote2, g = gate.admit(g, other_copy._replace(task_ids=jnp.array([2])))
     assert vote.tolist() == [False] and vote2.tolist() == [False]
     assert cx.samplers.contradicted_tasks(g).tolist() == [0, 1, 2, 3]
+
+
+def test_a_config_hands_the_copy_map_to_the_sampler_as_to_the_gate():
+    """Entries 0 and 1 hold one task; the config passes ``entry_task`` as context. Before, the
+    sampler learned the copies only from its inner sampler's ``entry_task`` and had no
+    argument of its own, so with uniform inside (which advertises none) a proof on entry 0
+    marked both copies in the gate but entry 0 alone in the sampler: entry 1 was still drawn
+    (``keep_share=0``) and reached ``inner`` unmuted, and ``contradicted_tasks`` raised on the
+    curriculum's state, whose two sets of marks disagreed."""
+    et = np.array([0, 0, 1, 2])
+    config = {
+        "sampler": {"type": "reward_consistency", "keep_share": 0.0, "inner": {"type": "uniform"}},
+        "gates": {"consistency": {"type": "reward_consistency"}},
+    }
+    cur = cx.curriculum_from_config(config, 4, entry_task=et)
+    assert cur.sampler.entry_task is None  # uniform keeps no per-task state to place
+    state = cur.init(jax.random.key(0))
+    proof = group_results([0], [[1.0, 0.0]])._replace(answers=jnp.array([[7, 7]]))
+    _, state = cur.observe(state, proof)
+    assert np.asarray(state.sampler.contradicted).tolist() == [True, True, False, False]
+    assert np.asarray(state.gates["consistency"].contradicted).tolist() == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert cx.samplers.contradicted_tasks(state).tolist() == [0, 1]
+    keys = jax.random.split(jax.random.key(1), 100)
+    drawn = np.asarray(jax.vmap(lambda k: cur.sample(state, k, 2)[0])(keys))
+    assert set(drawn.ravel().tolist()) == {2, 3}
+
+
+def test_its_own_entry_task_must_group_entries_as_the_inner_samplers_does():
+    """``entry_task`` given to both the wrapper and its inner sampler: the same grouping under
+    other labels is fine (the wrapper still advertises the inner sampler's, which says where
+    that state sits); another grouping is refused. Without its own, the inner one's holds."""
+    inner = cx.samplers.learnability(4, entry_task=[0, 0, 1, 2])
+    s = cx.samplers.reward_consistency(4, inner, entry_task=[9, 9, 3, 5])
+    np.testing.assert_array_equal(s.entry_task, [0, 0, 2, 3])
+    with pytest.raises(ValueError, match="reward_consistency: entry_task groups"):
+        cx.samplers.reward_consistency(4, inner, entry_task=[0, 1, 1, 2])
+    with pytest.raises(ValueError, match="reward_consistency: entry_task groups"):
+        cx.samplers.reward_consistency(4, inner, entry_task=[0, 1, 2, 3])
+    # Its own map where the inner sampler keeps per-entry state: marks every copy, and
+    # advertises none (the inner state is per entry; its own marks are alike on all copies).
+    s = cx.samplers.reward_consistency(4, cx.samplers.learnability(4), entry_task=[0, 0, 1, 2])
+    assert s.entry_task is None
+    proof = group_results([1], [[1.0, 0.0]])._replace(answers=jnp.array([[7, 7]]))
+    state = s.observe(s.init(jax.random.key(0)), proof)
+    assert cx.samplers.contradicted_tasks(state).tolist() == [0, 1]

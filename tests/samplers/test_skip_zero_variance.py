@@ -296,3 +296,44 @@ def test_inner_replacements_come_from_the_inner_samplers_draws():
 def test_replace_errors_name_the_argument():
     with pytest.raises(ValueError, match="replace must be 'uniform' or 'inner', got 'best'"):
         cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), replace="best")
+
+
+def test_without_its_own_entry_task_copies_share_the_inner_samplers_streak_layout():
+    """Entries 0 and 1 hold one task; only the inner sampler was given ``entry_task``. Before,
+    the skip kept ``streak`` per entry while advertising the inner sampler's ``entry_task``
+    (its state declares ``AT_FIRST_ENTRY``), so a restore onto a pool with the copies swapped
+    moved the streaks by first entries: entry 1's streak stayed at row 1, now the key of the
+    other copy, and the task's new first entry read none. Now it adopts the inner sampler's
+    map: copies share one streak at the first entry, and a restore keeps it with its task."""
+    from curriculax.engine._restore import _per_task_fields, first_entries_follow
+
+    et = np.array([0, 0, 1, 2])
+    s = cx.samplers.skip_zero_variance(4, cx.samplers.learnability(4, entry_task=et))
+    np.testing.assert_array_equal(s.entry_task, [0, 0, 2, 3])
+    state = s.observe(s.init(jax.random.key(0)), group_results([1], [[1.0, 1.0]]))
+    assert np.asarray(state.streak).tolist() == [1, 0, 0, 0]  # at the task's first entry
+    # What the engine's restore does onto a pool whose entries 0 and 1 swapped keys.
+    perm = np.array([1, 0, 2, 3])  # each new entry's saved row
+    [(_, at_first)] = [f for f in _per_task_fields(state, "s") if f[0] == "s/streak"]
+    rows = first_entries_follow(perm, s.entry_task) if at_first else perm
+    restored = np.asarray(state.streak)[rows]
+    assert restored.tolist() == [1, 0, 0, 0]  # the task's streak at its new first entry
+    # The copies still share it: a draw of either copy is skipped alike.
+    state = state._replace(streak=jnp.asarray(restored), p=jnp.float32(0.0))
+    ids = np.concatenate([np.asarray(s.sample(state, jax.random.key(k), 1)[0]) for k in range(40)])
+    assert np.isin(ids, [0, 1]).mean() < 0.1  # floor 0.01: each draw of a copy kept 1%
+
+
+def test_its_own_entry_task_must_group_entries_as_the_inner_samplers_does():
+    """Both given: the same grouping under other labels is fine; another is refused. A pool
+    without copies (or an inner sampler without a map) is unchanged: each entry its own."""
+    inner = cx.samplers.learnability(4, entry_task=[0, 0, 1, 2])
+    s = cx.samplers.skip_zero_variance(4, inner, entry_task=[9, 9, 3, 5])
+    np.testing.assert_array_equal(s.entry_task, [0, 0, 2, 3])
+    with pytest.raises(ValueError, match="skip_zero_variance: entry_task groups"):
+        cx.samplers.skip_zero_variance(4, inner, entry_task=[0, 1, 2, 3])
+    for inner in (cx.samplers.uniform(4), cx.samplers.learnability(4, entry_task=[0, 1, 2, 3])):
+        plain = cx.samplers.skip_zero_variance(4, inner)
+        assert plain.entry_task is inner.entry_task
+        g = plain.observe(plain.init(jax.random.key(0)), group_results([1], [[1.0, 1.0]]))
+        assert np.asarray(g.streak).tolist() == [0, 1, 0, 0]
