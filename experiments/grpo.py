@@ -87,9 +87,10 @@ def differences(
     """What this run trains with that a study's arm did not: ``"curriculum"`` (compared as
     each runs it, :func:`~experiments.compare.cache.bound_curriculum`, so a default written out
     or a preset's name matches its tables; an oracle arm, ``curriculum=None``, matches none),
-    then each setting of :func:`~experiments.compare.report.run_settings` that differs. A
-    setting in ``grid`` (what a ``best_of`` group chose among) differs only where this run's
-    value is none of the group's.
+    then each setting of :func:`~experiments.compare.report.run_settings` that differs, then
+    ``"target"`` (the score the quoted rollouts are counted to, which a study's runs never
+    read but its numbers do). A setting in ``grid`` (what a ``best_of`` group chose among)
+    differs only where this run's value is none of the group's.
 
     Args:
       config: this run's config.
@@ -105,6 +106,8 @@ def differences(
         out.append("curriculum")
     ours, theirs, grid = run_settings(config), run_settings(experiment), grid or {}
     out += [k for k, v in ours.items() if v not in grid.get(k, [theirs[k]])]
+    if config.target != experiment.target:
+        out.append("target")
     return out
 
 

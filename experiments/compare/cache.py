@@ -106,9 +106,24 @@ def _bound(kind: str, spec):
         return spec
     for p in params:
         named = p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        if named and p.default is not inspect.Parameter.empty and p.name not in spec:
+        # a default a config could not write (a dtype, a callable, an array: a user factory's)
+        # stays out, as before defaults were written in: the key must be JSON and stable
+        plain = _plain(p.default)
+        if named and plain and p.default is not inspect.Parameter.empty and p.name not in spec:
             spec[p.name] = p.default
     return spec
+
+
+def _plain(x) -> bool:
+    """Whether a config (TOML) could write ``x``: None, a bool, number or string, or lists,
+    tuples and string-keyed mappings of them."""
+    if x is None or isinstance(x, bool | int | float | str):
+        return True
+    if isinstance(x, list | tuple):
+        return all(_plain(v) for v in x)
+    if isinstance(x, Mapping):
+        return all(isinstance(k, str) and _plain(v) for k, v in x.items())
+    return False
 
 
 def as_floats(x):

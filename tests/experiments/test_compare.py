@@ -575,3 +575,23 @@ def test_an_arm_is_fingerprinted_by_what_it_runs_not_how_its_table_is_written():
     # the score the curves are read against afterwards is not part of the run
     assert key(inner, target=cfg.experiment.target / 2) == ref
     assert key(inner, group_size=cfg.experiment.group_size + 1) != ref
+
+
+def test_a_user_factorys_defaults_a_config_cannot_write_stay_out_of_the_key(tmp_path, monkeypatch):
+    """Defaults were written into the key whatever they were: a user sampler (an import path)
+    with a dtype or a callable default made every study with it fail (``not JSON-able``)."""
+    (tmp_path / "usersamp.py").write_text(
+        "import jax.numpy as jnp\n"
+        "import curriculax as cx\n"
+        "def mysampler(num_tasks, *, share=0.5, dtype=jnp.float32, score=abs, tags=frozenset()):\n"
+        "    return cx.samplers.uniform(num_tasks)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = compare.CompareConfig()
+
+    def key(sampler):
+        return compare.arm_fingerprint(cfg, {"name": "a", "curriculum": {"sampler": sampler}})
+
+    user = {"type": "usersamp:mysampler"}
+    assert key(user) == key({**user, "share": 0.5}) != key({**user, "share": 0.25})
+    assert key({"type": "floor", "inner": user})  # inside a wrapper too

@@ -225,6 +225,9 @@ def test_the_main_job_quotes_a_study_arm_as_its_own_only_when_it_trains_as_that_
     lr4 = _cli.override(MAIN_JOB, ["grpo.learning_rate=0.004"])
     assert "differs" not in grpo.best_of_text(lr4)
     assert f"in grpo.learning_rate: {DIFFERS}" in grpo.evidence_text(lr4)
+    # The target the quoted rollouts are counted to is (a study's runs never read it).
+    half = dataclasses.replace(MAIN_JOB, target=0.5)
+    assert f"that arm in target: {DIFFERS}" in grpo.evidence_text(half)
     # The seed is not a difference (a study runs several); the regime has its own note.
     assert "differs" not in grpo.evidence_text(dataclasses.replace(MAIN_JOB, seed=7))
     # A preset matches its tables written out; an oracle arm matches no curriculum.
