@@ -201,7 +201,9 @@ def test_a_task_flag_counts_for_its_copies_only_where_the_sampler_shares_their_s
     got = noise.flag_shares(diag(False), states, coin, np.zeros(6, int), entry_task)
     assert got["noise_coin_flagged"].tolist() == [0.25]  # per entry: only entry 0
     rc = noise.noise_diagnostic({"name": "c", "curriculum": {"preset": "robust"}})
-    assert rc.unit == "task" and not rc.shares_copies  # reward_consistency keeps each entry
+    # reward_consistency takes entry_task (since 2026-12-07) and marks every copy's entry, so
+    # counting per task or per entry gives the same share
+    assert rc.unit == "task" and rc.shares_copies
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ BAD = [
     (["--set", "eval_every=0"], r"^eval_every must be >= 1, got 0 \(updates between two"),
     (["--set", "checkpoint_every=-1"], r"^checkpoint_every must be >= 0, got -1 \(updates between"),
     (["--checkpoint-every", "-1"], r"^--checkpoint-every must be >= 0, got -1"),
-    (["--steps", "-3"], r"^steps must be >= 0, got -3 \(updates to train\)"),
+    (["--steps", "-3"], r"^--steps must be >= 0, got -3 \(updates to train\)"),
     (
         ["--set", "curriculum.sampler.type=foo"],
         r"^sampler \(type 'foo'\): unknown sampler type 'foo'; registered types are \[",
