@@ -148,13 +148,21 @@ def base_spec(config) -> dict | None:
     base = base_config(config.init)
     if base is None:
         return None
-    task = dataclasses.asdict(base_task(config, base))
-    # What samplers are told (task.labels) never reaches the base's supervised training, so
-    # arms that differ only in their labels share one base.
-    task.pop("labels", None)
+    pool_task = base_task(config, base)
+    task = dataclasses.asdict(pool_task)
+    # Only what the base's pool and training read, so experiments that differ elsewhere share
+    # one base: what samplers are told (labels), fields base_task overrides (the pool's size
+    # is base.examples, so train_per_level is unread; no distractors, so distractor_p is
+    # unread; no target levels), and the level shares as the pool builder reads them
+    # (TaskConfig.mass, normalised: [8, 8, 1] and [16, 16, 2] build one pool).
+    for name in ("labels", "train_per_level", "distractors", "distractor_p", "eval_levels"):
+        task.pop(name)
+    task["level_mass"] = pool_task.mass.tolist()
+    settings = dataclasses.asdict(base)
+    del settings["level_mass"]  # in the task's, normalised
     return {
         "format": FORMAT,
-        "base": dataclasses.asdict(base),
+        "base": settings,
         "task": task,
         "model": dataclasses.asdict(config.model),
     }

@@ -15,6 +15,7 @@ from experiments._builders import (
     TaskConfig,
     build,
     experiment_model,
+    make_study_pool,
 )
 
 TINY = GRPOExperimentConfig(
@@ -61,6 +62,33 @@ def test_a_base_is_built_once_and_found_by_its_config_hash(builds, tmp_path):
     )
     assert _base.base_dir(rl_only) == path
     assert not [n for n in os.listdir(os.path.join(str(tmp_path), "base")) if n.startswith(".")]
+
+
+def test_one_base_for_experiments_that_differ_only_in_what_it_does_not_read():
+    """The key holds the level shares as the pool builder reads them (normalised) and leaves
+    out the experiment's fields base_task overrides; each such pair builds the same pool."""
+
+    def with_base(config, **base):
+        return dataclasses.replace(config, init={"base": {**config.init["base"], **base}})
+
+    def pool_keys(config):
+        task = _base.base_task(config, _base.base_config(config.init))
+        pool = make_study_pool(dataclasses.replace(config, task=task, init="scratch"))
+        return np.asarray(pool.train.key).tolist()
+
+    scaled = with_base(TINY, level_mass=[2.0, 2])
+    other_rl = dataclasses.replace(
+        TINY,
+        task=dataclasses.replace(
+            TINY.task, train_per_level=7, distractors=0.25, distractor_p=0.9, eval_levels=(2,)
+        ),
+    )
+    for same in (scaled, other_rl):
+        assert _base.base_dir(same) == _base.base_dir(TINY)
+        assert pool_keys(same) == pool_keys(TINY)
+    skewed = with_base(TINY, level_mass=[2, 1])
+    assert _base.base_dir(skewed) != _base.base_dir(TINY)
+    assert pool_keys(skewed) != pool_keys(TINY)
 
 
 @pytest.mark.parametrize("damage", ["no_meta", "checksum", "missing_array", "garbage"])
