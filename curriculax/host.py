@@ -8,6 +8,7 @@ and the key, compiles each call once per power-of-two size, and takes and return
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import threading
@@ -21,7 +22,14 @@ import numpy as np
 from curriculax._checks import int_at_least
 from curriculax._random import seed_key
 from curriculax._types import Curriculum, CurriculumState, GroupResults, TaskSampler
-from curriculax.checkpoint import CheckpointStore, layout_diff, leaf_layout, path_str
+from curriculax.checkpoint import (
+    ITEMS,
+    CheckpointStore,
+    holds_items,
+    layout_diff,
+    leaf_layout,
+    path_str,
+)
 from curriculax.credit import grpo_advantages
 
 __all__ = ["HostCurriculum", "IncompatibleKeys"]
@@ -30,6 +38,7 @@ MIN_BUCKET = 8
 FORMAT = "curriculax.HostCurriculum/1"
 _COUNTERS = ("sample_calls", "observe_calls")
 KEPT = "kept"  # state-dict prefix of the draws made but not yet handed out
+COPY_MAP = "entry_task_sha256"  # checkpoint meta: digest of the sampler's copy map (or None)
 
 
 class IncompatibleKeys(NamedTuple):
@@ -145,6 +154,9 @@ class HostCurriculum:
         self._lock = threading.RLock()
         num_tasks = getattr(curriculum.sampler, "num_tasks", None)
         self.num_tasks: int | None = None if num_tasks is None else int(num_tasks)
+        # Where per-task state of a pool that repeats tasks lives (its first entries): a
+        # checkpoint saved under another copy map would put that state in the wrong slots.
+        self._copy_map = _copy_map_digest(getattr(curriculum.sampler, "entry_task", None))
         self.scale_by_std = bool(scale_by_std)
         self.sample_calls = 0
         self.observe_calls = 0
@@ -334,11 +346,14 @@ class HostCurriculum:
                     f"got shape {token_mask.shape}"
                 )
         if answers is not None:
-            answers, n_lengths = _groups(answers, "answers", g, np.int64, k, kinds="biu")
+            answers, n_lengths = _groups(
+                answers, "answers", g, np.int64, k, kinds="biu", low32=True
+            )
             _same_lengths(lengths, n_lengths, "answers")
             if answers.shape != (g, k):
                 raise ValueError(f"answers must be int[G={g}, K={k}], got shape {answers.shape}")
-            # Any integer ids: keep their low 32 bits (equal ids stay equal).
+            # Any integer ids (Python ints of any width too): keep their low 32 bits (equal ids
+            # stay equal).
             answers = answers.astype(np.uint32).view(np.int32)
         self._check_ids(ids)
         if g == 0:
@@ -448,8 +463,9 @@ class HostCurriculum:
                     rest = want.shape[1:] if name in kept_names else ()
                     got = np.zeros((0, *rest), want.dtype)
             given[name] = got
-        if not kept_names & set(given) and (
-            strict or "key" in given or any(_is_sampler(name) for name in given)
+        known = set(given) & set(current)  # names this curriculum has (others are ignored)
+        if not kept_names & known and (
+            strict or "key" in known or any(_is_sampler(name) for name in known)
         ):
             # the state the current kept draws came from is replaced: the given one kept none
             given.update({name: current[name][:0] for name in kept_names})
@@ -606,6 +622,7 @@ class HostCurriculum:
             meta = {
                 "format": FORMAT,
                 "num_tasks": self.num_tasks,
+                COPY_MAP: self._copy_map,
                 "layout": {p: [list(s), d] for p, (s, d) in leaf_layout(item).items()},
                 **{name: getattr(self, name) for name in _COUNTERS},
                 KEPT: {name: v.tolist() for name, v in _kept_items(self._kept).items()},
@@ -621,9 +638,11 @@ class HostCurriculum:
 
         Raises:
           FileNotFoundError: no checkpoint in ``path``.
-          ValueError: the checkpoint was saved from a different curriculum (another pool
-            size, leaves that differ: the message names each) or holds values no run reaches
-            (as :meth:`load_state_dict`). Nothing is restored then.
+          ValueError: ``path`` holds another kind of checkpoint, or the checkpoint was saved
+            from a different curriculum (another pool size, another copy map: the sampler's
+            ``entry_task``, leaves that differ: the message names each) or holds values no
+            run reaches (as :meth:`load_state_dict`). Nothing is restored then. A checkpoint
+            written before the copy map was saved is not checked for it.
         """
         with self._lock:
             self._restore(path)
@@ -636,6 +655,13 @@ class HostCurriculum:
             step = store.latest_step()
             if step is None:
                 raise FileNotFoundError(f"no HostCurriculum checkpoint in {store.directory}")
+            folder = os.path.join(store.directory, str(step))
+            if not holds_items(folder):  # another kind of Orbax checkpoint (grain's, tunix's)
+                found = sorted(e.name for e in os.scandir(folder) if e.is_dir())
+                raise ValueError(
+                    f"{store.directory} (step {step}) holds the items {found}, not a "
+                    f"HostCurriculum checkpoint ({FORMAT!r}: the items {list(ITEMS)})"
+                )
             meta = store.meta(step)
             if meta.get("format") != FORMAT:
                 raise ValueError(
@@ -645,6 +671,13 @@ class HostCurriculum:
             abstract = jax.eval_shape(self._item)
             saved = {p: (tuple(s), d) for p, (s, d) in meta.get("layout", {}).items()}
             lines = layout_diff(saved, leaf_layout(abstract))
+            # Saved since the copy-map check came in; a checkpoint written before is not checked.
+            if COPY_MAP in meta and meta[COPY_MAP] != self._copy_map:
+                lines.insert(
+                    0,
+                    f"copy map (the sampler's entry_task) {_digest_str(meta[COPY_MAP])}, "
+                    f"this one {_digest_str(self._copy_map)}",
+                )
             if "num_tasks" in meta and meta["num_tasks"] != self.num_tasks:
                 lines.insert(0, f"pool of {meta['num_tasks']} tasks, this one {self.num_tasks}")
             if lines:
@@ -701,10 +734,16 @@ def _pad(x: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def _of_kind(x: Any, name: str, kinds: str | None) -> Any:
+def _of_kind(x: Any, name: str, kinds: str | None, low32: bool = False) -> Any:
     """``x`` as an array, raising TypeError unless its dtype kind is one of ``kinds`` (an
-    empty one passes): a cast would truncate float answer ids or read 0.2 as valid."""
+    empty one passes): a cast would truncate float answer ids or read 0.2 as valid.
+    ``low32``: integers wider than 64 bits (which numpy holds as objects, or as floats beside
+    negative ones) are taken modulo ``2**32``, the low 32 bits every answer id keeps."""
     arr = np.asarray(x)
+    if low32 and arr.size and arr.dtype.kind in "fO":
+        items = np.asarray(x, dtype=object)
+        if all(isinstance(v, int | np.integer) for v in items.flat):
+            arr = np.array([int(v) % 2**32 for v in items.flat], np.int64).reshape(items.shape)
     if kinds is not None and arr.size and arr.dtype.kind not in kinds:
         want = "booleans or integers" if "b" in kinds else "integers"
         raise TypeError(f"{name} must hold {want}, got {arr.dtype}")
@@ -712,14 +751,20 @@ def _of_kind(x: Any, name: str, kinds: str | None) -> Any:
 
 
 def _groups(
-    x: Any, name: str, g: int, dtype, k: int | None = None, kinds: str | None = None
+    x: Any,
+    name: str,
+    g: int,
+    dtype,
+    k: int | None = None,
+    kinds: str | None = None,
+    low32: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(array [G, K, ...], lengths)``: a dense array as it is (``lengths`` None), or a list
     of G groups of different sizes padded with zeros along their first axis to ``k`` (default:
     the longest), with each group's length. ``kinds``: the dtype kinds accepted (None: any that
-    casts)."""
+    casts); ``low32``: as :func:`_of_kind`."""
     if isinstance(x, np.ndarray | jax.Array):
-        arr = np.asarray(_of_kind(x, name, kinds), dtype)
+        arr = np.asarray(_of_kind(x, name, kinds, low32), dtype)
         if arr.ndim < 2 or arr.shape[0] != g:
             raise ValueError(f"{name} must be [G={g}, K, ...], got shape {arr.shape}")
         return arr, None
@@ -727,7 +772,7 @@ def _groups(
         raise TypeError(f"{name} must be an array or a list of groups, got {type(x).__name__}")
     if len(x) != g:
         raise ValueError(f"{name} holds {len(x)} groups, task_ids {g}")
-    groups = [np.asarray(_of_kind(row, name, kinds), dtype) for row in x]
+    groups = [np.asarray(_of_kind(row, name, kinds, low32), dtype) for row in x]
     shapes = {row.shape for row in groups}
     if len(shapes) <= 1 and (k is None or not groups or groups[0].shape[:1] == (k,)):
         arr = np.stack(groups) if groups else np.zeros((0, k or 0), dtype)
@@ -765,6 +810,19 @@ def _empty_rows(draw: Any) -> Any:
 
 def _num_rows(tree: Any) -> int:
     return jax.tree.leaves(tree)[0].shape[0]
+
+
+def _copy_map_digest(entry_task: Any) -> str | None:
+    """The sha256 (hex) of a copy map ``entry_task`` as little-endian int32 bytes; None for a
+    sampler without one."""
+    if entry_task is None:
+        return None
+    return hashlib.sha256(np.asarray(entry_task, "<i4").tobytes()).hexdigest()
+
+
+def _digest_str(digest: Any) -> str:
+    """A copy-map digest for an error message: ``sha256 <first 16 hex digits>`` or ``none``."""
+    return "none" if digest is None else f"sha256 {str(digest)[:16]}"
 
 
 def _is_kept(name: str) -> bool:

@@ -1021,3 +1021,98 @@ def test_every_seed_gets_its_own_key_and_seeds_below_2_32_keep_theirs():
         assert want == [hi, lo] == jax.random.key_data(seed_key(seed)).tolist()
     with pytest.raises(ValueError, match="seed must fit in a signed 64-bit int, got 1844674"):
         seed_key(2**64)
+
+
+def test_a_non_strict_load_of_only_unknown_names_keeps_the_kept_draws():
+    """A name this curriculum does not have (even one under ``state/sampler``) replaces no
+    sampler state: the draws the sampler counted as handed out stay kept, and are listed
+    missing. They were once dropped, and never handed out."""
+    host = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(20, shuffle=False)))
+    np.testing.assert_array_equal(host.sample(3), [0, 1, 2])
+    assert host.num_kept == 5
+    out = host.load_state_dict({"state/sampler/not_here": np.zeros(2, np.int32)}, strict=False)
+    assert out.unexpected_keys == ["state/sampler/not_here"]
+    assert "kept" in out.missing_keys and host.num_kept == 5
+    np.testing.assert_array_equal(host.sample(3), [3, 4, 5])
+
+
+def test_restore_refuses_a_checkpoint_saved_under_another_copy_map(tmp_path):
+    """Per-task state of a pool that repeats tasks lives at each task's first entry: a state
+    saved under one copy map (``entry_task``) must not land in a curriculum with another of
+    the same size. A checkpoint written before the copy map was saved still restores."""
+    import json
+
+    n = 8
+    by_four = np.array([0, 1, 2, 3, 0, 1, 2, 3])
+    by_pairs = np.array([0, 0, 2, 2, 4, 4, 6, 6])
+
+    def make(entry_task):
+        sampler = cx.samplers.learnability(n, entry_task=entry_task)
+        return cx.HostCurriculum(cx.curriculum(sampler), seed=0)
+
+    saved = make(by_four)
+    saved.observe(np.array([1, 3]), np.array([[1, 1, 1, 1], [0, 0, 0, 0]], np.float32))
+    saved.save(tmp_path / "ckpt")
+    for other in (make(by_pairs), make(None)):
+        before = other.state_dict()
+        with pytest.raises(ValueError, match=r"copy map \(the sampler's entry_task\) sha256 "):
+            other.restore(tmp_path / "ckpt")
+        for k, v in other.state_dict().items():
+            np.testing.assert_array_equal(v, before[k], err_msg=k)
+    same = make(by_four)
+    same.restore(tmp_path / "ckpt")
+    for k, v in saved.state_dict().items():
+        np.testing.assert_array_equal(same.state_dict()[k], v, err_msg=k)
+    with pytest.raises(ValueError, match=r"copy map .* sha256 \w+, this one none"):
+        make(None).restore(tmp_path / "ckpt")
+    # a checkpoint without the field (written before it was saved) is not checked for it
+    meta_file = tmp_path / "ckpt" / "0" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    del meta["entry_task_sha256"]
+    meta_file.write_text(json.dumps(meta))
+    make(by_pairs).restore(tmp_path / "ckpt")
+
+
+def test_restore_of_another_kind_of_checkpoint_names_its_items(tmp_path):
+    """A grain or tunix checkpoint folder holds other items (no ``meta``): a ValueError saying
+    so, not Orbax's KeyError."""
+    import orbax.checkpoint as ocp
+
+    store = cx.checkpoint.CheckpointStore(tmp_path, item_names=("curriculum", "data"))
+    store.save_items(
+        0,
+        curriculum=ocp.args.StandardSave({"x": np.zeros(2, np.float32)}),
+        data=ocp.args.JsonSave({"draws": 0}),
+    )
+    store.close()
+    host = cx.HostCurriculum(_curriculum())
+    with pytest.raises(
+        ValueError,
+        match=r"holds the items \['curriculum', 'data'\], not a HostCurriculum checkpoint",
+    ):
+        host.restore(tmp_path)
+
+
+def test_answers_wider_than_64_bits_keep_their_low_32_bits():
+    """Python ints of any width (a 256-bit hash; one past int64 beside a negative one, which
+    numpy reads as floats) give what their low 32 bits give, as 64-bit ids do: 2**64 - 1 and
+    -1 are one answer."""
+    big = 2**255 + 7
+    low = big % 2**32
+    ids = np.array([0, 1, 2])
+    rewards = np.array([[1, 0], [1, 1], [1, 0]], np.float32)
+    given = {  # groups 0 and 2: one answer (equal low bits), two rewards
+        "lists": [[big, big + 2**32], [1, 2], [-1, 2**64 - 1]],
+        "objects": np.array([[big, big + 2**32], [1, 2], [-1, 2**64 - 1]], dtype=object),
+    }
+    want = np.array([[low, low], [1, 2], [-1, -1]], np.int64)
+
+    def marked(answers):
+        host = cx.HostCurriculum(cx.robust_curriculum(4), seed=0)
+        admitted = host.observe(ids, rewards, answers=answers)
+        return admitted.tolist(), cx.samplers.contradicted_tasks(host.state).tolist()
+
+    expected = marked(want)
+    assert expected == ([False, True, False], [0, 2])
+    for name, answers in given.items():
+        assert marked(answers) == expected, name

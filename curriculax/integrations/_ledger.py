@@ -22,6 +22,7 @@ import numpy as np
 
 from curriculax._checks import int_at_least
 from curriculax._types import TaskDraw
+from curriculax.host import HostCurriculum
 
 GATES = ("zero_advantages", "log")
 """How a trainer adapter applies the curriculum's admission: zero the advantages of rejected
@@ -42,7 +43,8 @@ class DrawLedger:
     ledger made them) come first, once.
 
     Args:
-      curriculum: the :class:`curriculax.HostCurriculum` that chooses the tasks.
+      curriculum: the :class:`curriculax.HostCurriculum` that chooses the tasks (a bare
+        ``cx.curriculum(...)`` is refused with a TypeError: wrap it).
       num_records: how many tasks the trainer can look up (ids must lie in
         ``[0, num_records)``); must not be below the curriculum's ``num_tasks``.
 
@@ -229,14 +231,18 @@ class DrawLedger:
         """Restores :meth:`state`; the curriculum itself is restored separately.
 
         Raises:
-          ValueError: not such a state (naming what is wrong): ``draws`` not a non-negative
-            integer, or ``in_flight`` not lists of integer ids in ``[0, num_records)``. The
-            ledger is unchanged then.
+          ValueError: not such a state (naming what is wrong): a missing or unexpected key,
+            ``draws`` not a non-negative integer, or ``in_flight`` not lists of integer ids in
+            ``[0, num_records)``. The ledger is unchanged then.
         """
-        if not isinstance(state, Mapping) or set(state) != {"draws", "in_flight"}:
-            raise ValueError(
-                f"a draw-ledger state is {{'draws': int, 'in_flight': [[ids], ...]}}, got {state!r}"
-            )
+        form = "a draw-ledger state is {'draws': int, 'in_flight': [[ids], ...]}"
+        if not isinstance(state, Mapping):
+            raise ValueError(f"{form}, got a {type(state).__name__}")
+        keys = {"draws", "in_flight"}
+        problems = [f"{k!r} missing" for k in sorted(keys - set(state))]
+        problems += [f"{k!r} unexpected" for k in sorted(set(state) - keys, key=repr)]
+        if problems:
+            raise ValueError(f"{form}, got one with {', '.join(problems)}")
         draws, in_flight = state["draws"], state["in_flight"]
         if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 0:
             raise ValueError(f"draws must be a non-negative integer, got {draws!r}")
@@ -279,7 +285,14 @@ def per_batch(key: str) -> bool:
 
 
 def check_pool(curriculum: Any, num_records: int) -> int:
-    """``num_records`` as an int; raises if the curriculum draws ids beyond the records."""
+    """``num_records`` as an int; raises if the curriculum draws ids beyond the records, or
+    (TypeError) if it is not a :class:`curriculax.HostCurriculum`."""
+    if not isinstance(curriculum, HostCurriculum):
+        raise TypeError(
+            "the curriculum must be a cx.HostCurriculum (it keeps the state and draws on the "
+            f"host), got {type(curriculum).__name__}; wrap it: "
+            "cx.HostCurriculum(cx.curriculum(sampler, gates={...}), seed=0)"
+        )
     n = int_at_least(num_records, "num_records")
     num_tasks = getattr(curriculum, "num_tasks", None)
     if num_tasks is not None and num_tasks > n:

@@ -45,7 +45,8 @@ class CurriculumDataset(grain.IterDataset):
     """Batches of records chosen by a curriculum, as a ``grain.IterDataset``.
 
     Args:
-      curriculum: a :class:`curriculax.HostCurriculum`; its task ids index ``records``.
+      curriculum: a :class:`curriculax.HostCurriculum`; its task ids index ``records`` (a
+        bare ``cx.curriculum(...)`` is refused with a TypeError: wrap it).
       records: anything with ``len()`` and ``records[i] -> Mapping`` (a list of dicts, a
         ``grain.MapDataset``, a Hugging Face ``datasets.Dataset``).
       batch_size: tasks per batch (one ``curriculum.sample(batch_size, exact=True)`` per
@@ -113,7 +114,16 @@ class CurriculumIterator(grain.DatasetIterator):
                         f"records[{int(i)}] must be a mapping of fields, got {type(row)}"
                     )
             fields = [k for k in rows[0] if k != d.task_field]
-            batch = {k: np.asarray([row[k] for row in rows]) for k in fields}
+            batch = {}
+            for k in fields:
+                values = [row[k] for row in rows]
+                try:
+                    batch[k] = np.asarray(values)
+                except ValueError as e:  # ragged values: numpy's message names no field
+                    raise ValueError(
+                        f"field {k!r} of records {ids.tolist()} does not stack into one array "
+                        f"(values of different shapes? pad them to one shape): {e}"
+                    ) from e
         except BaseException:
             # The batch never left: the next next() hands the same draw out again (not
             # counted twice) instead of leaving it in flight ahead of every later batch.

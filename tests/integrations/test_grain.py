@@ -249,3 +249,17 @@ def test_a_failed_record_lookup_hands_the_same_draw_out_at_the_next_call():
     it.observe(batch["task_id"], np.tile([1.0, 0.0], (4, 1)))
     assert it.get_state() == {"draws": 1, "in_flight": []}
     assert next(it)["task_id"].tolist() == [4, 5, 6, 7] and it.ledger.draws == 2
+
+
+def test_a_bare_curriculum_is_refused_at_construction():
+    with pytest.raises(TypeError, match=r"got Curriculum; wrap it: cx.HostCurriculum\("):
+        CurriculumDataset(cx.curriculum(cx.samplers.uniform(N)), _records(), batch_size=B)
+
+
+def test_a_field_of_ragged_values_is_named_and_its_draw_handed_out_again():
+    cur = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(8, shuffle=False)))
+    records = [{"prompts": f"t{i}", "tokens": list(range(i + 1))} for i in range(8)]
+    it = iter(CurriculumDataset(cur, records, batch_size=4))
+    with pytest.raises(ValueError, match=r"field 'tokens' of records \[0, 1, 2, 3\] does not"):
+        next(it)
+    assert it.get_state() == {"draws": 1, "in_flight": [[0, 1, 2, 3]]}

@@ -98,6 +98,8 @@ def test_a_replay_asked_for_with_another_size_stays_saved():
         ({"draws": 2, "in_flight": [[1], []]}, r"in_flight\[1\] must be a non-empty list"),
         ({"draws": 2, "in_flight": [[[1, 2]]]}, r"in_flight\[0\] must be a non-empty list"),
         ({"draws": 2, "in_flight": [[1, 10, -1]]}, r"in_flight\[0\] holds task ids \[10, -1\]"),
+        ({"draws": 2, "in_flight": [], "extra": 1}, r"got one with 'extra' unexpected$"),
+        ({"in_flight": [[0, 1, 2]] * 200}, r"got one with 'draws' missing$"),
     ],
 )
 def test_a_bad_ledger_state_is_refused_and_changes_nothing(state, message):
@@ -237,3 +239,12 @@ def test_rollouts_without_an_answer_prove_no_contradiction():
     ids = ledger.draw(8)
     assert not ledger.observe(ids, rewards, answers=answers)[0]
     assert cx.samplers.contradicted_tasks(cur.state).tolist() == [int(ids[0])]
+
+
+def test_a_bare_curriculum_is_refused_at_construction():
+    """It once failed only at the first draw (``sample() got an unexpected keyword``)."""
+    import curriculax as cx
+    from curriculax.integrations._ledger import DrawLedger
+
+    with pytest.raises(TypeError, match=r"got Curriculum; wrap it: cx.HostCurriculum\("):
+        DrawLedger(cx.curriculum(cx.samplers.uniform(8)), 8)
