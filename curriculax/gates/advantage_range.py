@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters
+from curriculax._checks import number
 from curriculax._types import AdmissionGate, GroupResults
 from curriculax.gates._rate import admit_rate
 
@@ -49,10 +50,10 @@ def advantage_range(low: float = 0.0, high: float = 0.0) -> AdmissionGate:
       >>> state = gate.init(jax.random.key(0))
     """
     for name, value in (("low", low), ("high", high)):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"{name} must be a number, got {value!r}")
-        if math.isnan(value):
+        if math.isnan(number(value, name)):
             raise ValueError(f"{name} must not be NaN")
+    # numpy scalars as Python numbers (an int stays an int: its float32 bound stays exact).
+    low, high = (v.item() if isinstance(v, np.generic) else v for v in (low, high))
     if low > high:
         raise ValueError(f"advantage_range needs low <= high, got low={low} > high={high}")
     # Advantages are float32: the float32 bounds that decide `low <= adv <= high` exactly as

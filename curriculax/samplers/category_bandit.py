@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _permute, _progress, _spread
-from curriculax._checks import check_num, check_num_tasks, unit_interval
+from curriculax._checks import check_num, check_num_tasks, number, unit_interval
 from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
+from curriculax.samplers import _wrapping
 
 REWARDS = ("advantage", "progress", "advantage_progress")
 DEFAULT_TEMPERATURE = {"advantage": 0.2, "progress": 0.05, "advantage_progress": 0.2}
@@ -54,22 +55,53 @@ class CategoryBanditState(NamedTuple):
     mixed: jax.Array
 
 
-def category_reliability(state: CategoryBanditState) -> jax.Array:
+def _bandit_state(state: Any, where: str) -> CategoryBanditState:
+    """The one :class:`CategoryBanditState` inside ``state``, or a ValueError naming
+    ``where`` and what ``state`` is."""
+    found = _wrapping.find_states(state, CategoryBanditState)
+    if len(found) != 1:
+        raise ValueError(
+            f"{where} needs a state holding exactly one CategoryBanditState, found "
+            f"{len(found)} in the {type(state).__name__} given; pass the category_bandit "
+            "sampler's own state"
+        )
+    return found[0]
+
+
+def category_reliability(state: Any) -> jax.Array:
     """``f32[C]`` each category's progress reliability in [0, 1] (split-half; 0: noise or
-    nothing moved, 1: its pass rate moves steadily)."""
+    nothing moved, 1: its pass rate moves steadily).
+
+    Args:
+      state: a :class:`CategoryBanditState`, or any state holding exactly one (a
+        curriculum's, an engine's, a wrapper's, ``category_learnability``'s).
+
+    Raises:
+      ValueError: if ``state`` holds no CategoryBanditState, or several.
+    """
+    state = _bandit_state(state, "category_reliability")
     return _progress.reliability(state.cross, state.power)
 
 
 def noisy_categories(
-    state: CategoryBanditState,
+    state: Any,
     *,
     noise_batches: int = DEFAULT_NOISE_BATCHES,
     noise_reliability: float = DEFAULT_NOISE_RELIABILITY,
 ) -> np.ndarray:
     """Host side: the categories (``int64[M]``, ascending) whose reward varied in at least
     ``noise_batches`` batches with a progress reliability below ``noise_reliability``
-    ("looks like noise": a broken verifier, wrong references). Pass the factory's values.
-    See docs/noise.md."""
+    ("looks like noise": a broken verifier, wrong references). See docs/noise.md.
+
+    Args:
+      state: a :class:`CategoryBanditState`, or any state holding exactly one (a
+        curriculum's, an engine's, a wrapper's, ``category_learnability``'s).
+      noise_batches, noise_reliability: the factory's values.
+
+    Raises:
+      ValueError: if ``state`` holds no CategoryBanditState, or several.
+    """
+    state = _bandit_state(state, "noisy_categories")
     return _progress.flagged(_noise(state, noise_batches, noise_reliability))
 
 
@@ -219,11 +251,9 @@ def category_bandit(
     noise_reliability = unit_interval(noise_reliability, "noise_reliability", open_low=True)
     if temperature is None:
         temperature = DEFAULT_TEMPERATURE[reward]
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-        raise TypeError(f"temperature must be a number, got {temperature!r}")
+    temperature = number(temperature, "temperature")
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be finite and > 0, got {temperature}")
-    temperature = float(temperature)
 
     num_cats = int(cats.max()) + 1
     counts_np = np.bincount(cats, minlength=num_cats).astype(np.int32)

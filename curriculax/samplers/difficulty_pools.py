@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _permute, _random, _select, _shard, _spread
-from curriculax._checks import check_num, check_num_tasks, check_seed, check_unique
+from curriculax._checks import check_num, check_num_tasks, check_seed, check_unique, number
 from curriculax._groups import draw_groups
 from curriculax._types import GroupResults, TaskSampler
 
@@ -111,9 +111,7 @@ def _check_bands(bands: tuple[Band, ...], unscored_weight: float) -> tuple[Band,
         if b.name in _RESERVED_NAMES:
             raise ValueError(f"band name {b.name!r} is reserved (it is a metric); pick another")
         for field in ("max_reward", "weight"):
-            value = getattr(b, field)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"band {b.name!r}: {field} must be a number, got {value!r}")
+            value = number(getattr(b, field), f"band {b.name!r}: {field}")
             if not math.isfinite(value):
                 raise ValueError(f"band {b.name!r}: {field} must be finite, got {value!r}")
         if b.weight < 0:
@@ -126,8 +124,7 @@ def _check_bands(bands: tuple[Band, ...], unscored_weight: float) -> tuple[Band,
             f"no band has a positive weight ({[(b.name, b.weight) for b in bands]}); "
             "give at least one band a weight > 0"
         )
-    if isinstance(unscored_weight, bool) or not isinstance(unscored_weight, int | float):
-        raise TypeError(f"unscored_weight must be a number, got {unscored_weight!r}")
+    unscored_weight = number(unscored_weight, "unscored_weight")
     if not (unscored_weight >= 0 and math.isfinite(unscored_weight)):
         raise ValueError(f"unscored_weight must be finite and >= 0, got {unscored_weight}")
     return tuple(sorted(bands, key=lambda b: float(b.max_reward)))
@@ -287,8 +284,12 @@ def difficulty_pools(
     thresholds = np.array([b.max_reward for b in bands], np.float32)
     weights = np.array([b.weight for b in bands] + [unscored_weight], np.float32)
     if score_half_life is not None:
-        if isinstance(score_half_life, bool) or not isinstance(score_half_life, int | float):
-            raise TypeError(f"score_half_life must be a number or None, got {score_half_life!r}")
+        try:
+            score_half_life = number(score_half_life, "score_half_life")
+        except TypeError:
+            raise TypeError(
+                f"score_half_life must be a number or None, got {score_half_life!r}"
+            ) from None
         if not score_half_life > 0:
             raise ValueError(
                 f"score_half_life must be > 0 pool passes (or None), got {score_half_life}"

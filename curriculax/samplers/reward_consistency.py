@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _progress, _shard
-from curriculax._checks import check_num, check_num_tasks
+from curriculax._checks import check_num, check_num_tasks, number, unit_interval
 from curriculax._contradiction import mark, marked, task_of
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.gates.reward_consistency import ConsistencyGateState
@@ -150,14 +150,10 @@ def reward_consistency(
     """
     n = check_num_tasks(num_tasks)
     inner = _wrapping.check_inner(inner, "reward_consistency", n)
-    if isinstance(muted_reward, bool) or not isinstance(muted_reward, int | float):
-        raise TypeError(f"muted_reward must be a number, got {muted_reward!r}")
+    muted_reward = number(muted_reward, "muted_reward")
     if not math.isfinite(muted_reward):
         raise ValueError(f"muted_reward must be finite, got {muted_reward}")
-    if isinstance(keep_share, bool) or not isinstance(keep_share, int | float):
-        raise TypeError(f"keep_share must be a number, got {keep_share!r}")
-    if not 0.0 <= keep_share <= 1.0:
-        raise ValueError(f"keep_share must lie in [0, 1], got {keep_share}")
+    keep_share = unit_interval(keep_share, "keep_share")
 
     entry_task = _wrapping.entry_task_with_inner(entry_task, inner, n, "reward_consistency")
     rep = task_of(entry_task, n, "reward_consistency")

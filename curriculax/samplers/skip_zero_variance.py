@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from curriculax import _counters, _entries, _shard, _spread
-from curriculax._checks import check_num, check_num_tasks, unit_interval
+from curriculax._checks import check_num, check_num_tasks, number, unit_interval
 from curriculax._types import GroupResults, TaskSampler
 from curriculax.samplers import _wrapping
 
@@ -249,10 +249,7 @@ def skip_zero_variance(
         raise ValueError(
             f"skip_zero_variance: skip must be 'zero_variance' or 'solved', got {skip!r}"
         )
-    if isinstance(solved_reward, bool) or not isinstance(solved_reward, int | float):
-        raise TypeError(
-            f"skip_zero_variance: solved_reward must be a number, got {solved_reward!r}"
-        )
+    solved_reward = number(solved_reward, "skip_zero_variance: solved_reward")
     if replay not in ("fixed", "forgetting"):
         raise ValueError(
             f"skip_zero_variance: replay must be 'fixed' or 'forgetting', got {replay!r}"

@@ -165,6 +165,29 @@ def test_bad_bound_values_raise():
         cx.gates.advantage_range(True, 1.0)
 
 
+def test_numpy_numbers_are_numbers():
+    """numpy bounds were refused ("low must be a number"); they decide as the Python numbers
+    of the same value: ``float32(0.1)`` is a bound of 0.100000001, which holds an advantage
+    of ``float32(0.1)``."""
+    groups = _results(
+        _group(),
+        _group(np.full((K, T), np.float32(0.1), np.float32)),
+        _group(_one_hot(0, 0, 2.0)),
+    )
+    votes = _admit(cx.gates.advantage_range(np.int64(0), np.float32(0.1)), groups)[0]
+    assert votes == _admit(cx.gates.advantage_range(0, float(np.float32(0.1))), groups)[0]
+    assert votes == [False, False, True]
+    assert _admit(cx.gates.advantage_range(np.float64(-1), np.int32(1)), groups)[0] == [
+        False,
+        False,
+        True,
+    ]
+    with pytest.raises(TypeError, match=r"low must be a number, got np.True_"):
+        cx.gates.advantage_range(np.bool_(True), 1.0)
+    with pytest.raises(ValueError, match=r"high must not be NaN"):
+        cx.gates.advantage_range(0.0, np.float32("nan"))
+
+
 def test_equal_bounds_and_infinite_bounds_are_allowed():
     cx.gates.advantage_range(0.3, 0.3)
     gate = cx.gates.advantage_range(-np.inf, np.inf)  # rejects every group with a token

@@ -165,3 +165,45 @@ def test_advantage_progress_still_finds_a_learnable_category_among_dead_ones():
         _, by_advantage = _run(advantage, rate_of, steps=60, seed=seed)
         assert _share(by_robust, 2) > 0.6
         assert _share(by_advantage, 2) > 0.6
+
+
+def test_noise_diagnostics_find_the_bandit_inside_any_state():
+    """noisy_categories and category_reliability took only a bare CategoryBanditState: a
+    curriculum's, a wrapper's or category_learnability's state failed with an AttributeError
+    about a field. They find the bandit as noisy_tasks does, or say what they need."""
+    s = cx.samplers
+    bandit = s.category_bandit(N, LEVELS, reward="advantage_progress")
+    trained, _ = _run(bandit, lambda c, t: jnp.where(c == 1, 0.5, 0.0), steps=30)
+    flagged = s.noisy_categories(trained, noise_batches=2).tolist()
+    assert flagged == [1]
+    key = jax.random.key(0)
+    cur = cx.curriculum(bandit).init(key)
+    wrapped = s.reward_consistency(N, bandit).init(key)._replace(inner=trained)
+    learnability = s.category_learnability(N, LEVELS).init(key)._replace(bandit=trained)
+    for state in (cur._replace(sampler=trained), wrapped, learnability):
+        assert s.noisy_categories(state, noise_batches=2).tolist() == flagged
+        np.testing.assert_array_equal(
+            s.category_reliability(state), s.category_reliability(trained)
+        )
+    for state, found in ((cx.curriculum(s.uniform(N)).init(key), 0), ((trained, trained), 2)):
+        for fn in (s.noisy_categories, s.category_reliability):
+            with pytest.raises(
+                ValueError,
+                match=rf"{fn.__name__} needs a state holding exactly "
+                rf"one CategoryBanditState, found {found} in the",
+            ):
+                fn(state)
+
+
+def test_numpy_numbers_are_numbers():
+    """A numpy temperature was refused ("temperature must be a number"); it draws as the
+    Python float does."""
+
+    def draws(temperature):
+        sampler = cx.samplers.category_bandit(N, LEVELS, temperature=temperature)
+        return _run(sampler, lambda c, t: jnp.where(c == 2, 0.5, 0.0), steps=5)[1]
+
+    np.testing.assert_array_equal(draws(np.float32(0.25)), draws(0.25))
+    cx.samplers.category_bandit(N, LEVELS, temperature=np.int64(1), epsilon=np.float32(0.5))
+    with pytest.raises(TypeError, match=r"temperature must be a number, got np.True_"):
+        cx.samplers.category_bandit(N, LEVELS, temperature=np.bool_(True))

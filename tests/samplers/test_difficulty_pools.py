@@ -690,6 +690,28 @@ def test_bad_bands_raise(bands, kwargs, error, match):
         cx.samplers.difficulty_pools(10, bands, **kwargs)
 
 
+def test_numpy_numbers_are_numbers():
+    """numpy band values, unscored_weight and score_half_life were refused ("must be a
+    number"); they draw as the Python numbers of the same value."""
+    as_numpy = [Band(b.name, np.float32(b.max_reward), np.int64(b.weight)) for b in B_BANDS]
+    state = _state({"hard": [0, 1], "medium": [2, 3], "unscored": [4]})._replace(
+        clock=jnp.int32(3 * N)
+    )
+
+    def first(sampler):
+        return jax.jit(jax.vmap(lambda key: sampler.sample(state, key, 1)[0][0]))(KEYS[:500])
+
+    ours = cx.samplers.difficulty_pools(
+        N, as_numpy, unscored_weight=np.float32(3), score_half_life=np.float32(1.5)
+    )
+    theirs = cx.samplers.difficulty_pools(N, B_BANDS, unscored_weight=3.0, score_half_life=1.5)
+    np.testing.assert_array_equal(first(ours), first(theirs))
+    with pytest.raises(TypeError, match=r"unscored_weight must be a number, got np.True_"):
+        cx.samplers.difficulty_pools(N, unscored_weight=np.bool_(True))
+    with pytest.raises(TypeError, match=r"score_half_life must be a number or None, got '1'"):
+        cx.samplers.difficulty_pools(N, score_half_life="1")
+
+
 @pytest.mark.parametrize(
     "seed, error, match",
     [

@@ -258,3 +258,24 @@ def test_its_own_entry_task_must_group_entries_as_the_inner_samplers_does():
     proof = group_results([1], [[1.0, 0.0]])._replace(answers=jnp.array([[7, 7]]))
     state = s.observe(s.init(jax.random.key(0)), proof)
     assert cx.samplers.contradicted_tasks(state).tolist() == [0, 1]
+
+
+def test_numpy_numbers_are_numbers():
+    """numpy keep_share and muted_reward were refused ("must be a number"); they mute and
+    draw as the Python numbers of the same value."""
+    inner = cx.samplers.learnability(4, success_threshold=0.0, half_life=None)
+    coin = _with_answers(group_results([1], [[1.0, -1.0, 1.0, -1.0]]), [[7, 7, 7, 7]])
+    runs = []
+    for keep_share, muted_reward in ((np.float32(0.5), np.int64(-1)), (0.5, -1.0)):
+        s = cx.samplers.reward_consistency(
+            4, inner, keep_share=keep_share, muted_reward=muted_reward
+        )
+        state = s.observe(s.init(jax.random.key(0)), coin)
+        draws = [s.sample(state, jax.random.key(k), 2)[0] for k in range(20)]
+        runs.append((float(state.inner.failures[1]), np.asarray(draws)))
+    assert runs[0][0] == runs[1][0] == 4.0
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    with pytest.raises(TypeError, match=r"keep_share must be a number, got np.True_"):
+        cx.samplers.reward_consistency(4, inner, keep_share=np.bool_(True))
+    with pytest.raises(ValueError, match=r"keep_share must lie in \[0, 1\], got 2"):
+        cx.samplers.reward_consistency(4, inner, keep_share=np.float32(2))

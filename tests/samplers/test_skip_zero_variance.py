@@ -337,3 +337,18 @@ def test_its_own_entry_task_must_group_entries_as_the_inner_samplers_does():
         assert plain.entry_task is inner.entry_task
         g = plain.observe(plain.init(jax.random.key(0)), group_results([1], [[1.0, 1.0]]))
         assert np.asarray(g.streak).tolist() == [0, 1, 0, 0]
+
+
+def test_numpy_numbers_are_numbers():
+    """A numpy solved_reward was refused ("solved_reward must be a number"); it counts solved
+    groups as the Python number of the same value."""
+    results = group_results([1, 2, 3], [[1, 1], [0.5, 0.5], [0, 0]])
+    streaks = []
+    for solved_reward in (np.float32(0.5), 0.5):
+        s = cx.samplers.skip_zero_variance(
+            N, cx.samplers.uniform(N), skip="solved", solved_reward=solved_reward
+        )
+        streaks.append(s.observe(s.init(jax.random.key(0)), results).streak.tolist())
+    assert streaks[0] == streaks[1] and streaks[0][:4] == [0, 1, 1, 0]
+    with pytest.raises(TypeError, match=r"skip_zero_variance: solved_reward must be a number"):
+        cx.samplers.skip_zero_variance(N, cx.samplers.uniform(N), solved_reward=np.bool_(True))
