@@ -7,10 +7,11 @@ A study is data. Its TOML sets the pool (``[experiment.task]``: family, levels, 
 the pool per level, coin-flip distractors, the levels the target is measured on), the budget
 (``generations`` batches of ``groups_per_generation x group_size`` rollouts), the seeds, and
 the arms: each ``[[arms]]`` table is a name plus a curriculum config (any registered or
-``package.module:factory`` sampler and gates; ``categories = "levels"`` binds a sampler to the
-pool's levels), or an ``oracle`` table for an oracle arm (draws decided from the policy's true
-pass rates, measured by a free evaluation: p(1 - p), or the lowest unmastered level; see
-``experiments/_oracle.py``), and optionally
+``package.module:factory`` sampler and gates; a sampler that takes categories is given the
+pool's labels, ``[experiment.task] labels``: its levels by default), or an ``oracle`` table
+for an oracle arm (draws decided from the policy's true pass rates, measured by a free
+evaluation: p(1 - p), or the lowest unmastered level; see ``experiments/_oracle.py``), and
+optionally
 ``experiment`` overrides (the learning-rate check uses them; the main study keeps one optimizer
 and batch for every arm).
 
@@ -26,7 +27,10 @@ the target against rollouts, Kaplan-Meier style, and the mean held-out curve). E
 arm is kept in ``DIR/arms/`` and reused when the study is run again with the same settings
 and code for that arm (after a crash, or with arms added; ``code``: a change to a sampler
 reruns the arms that draw with it, to shared code every arm, not to comments or docstrings);
-delete the folder to run them again.
+delete the folder to run them again. A run that would drop or change numbers of an arm that
+``DIR/compare.json`` holds and it does not rerun (one ``--arms`` leaves out, or one it reuses
+whose kept result is not the table's, e.g. after ``--report --replace-arms``) is refused
+before any arm runs, unless ``--overwrite``.
 Every arm is checked (its experiment, pool, sampler and gates built) before any runs. One
 study at a time uses a directory: it holds ``DIR/run.lock`` as a run directory does, and a
 second process is refused naming the first (``--report`` too, where the folder of the

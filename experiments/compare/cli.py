@@ -79,6 +79,11 @@ def main(argv=None) -> None:
         "e.g. a rerun with --arms after a fix to one sampler) in place of this study's; a "
         "baseline it reran must have the same per-seed numbers",
     )
+    overwrite = next(a for a in parser._actions if a.dest == "overwrite")
+    overwrite.help = (
+        "write the tables over RUN_DIR/compare.json even where that drops or changes numbers of "
+        "arms it holds that this run does not rerun (refused otherwise); RUN_DIR/arms is kept"
+    )
     args = parser.parse_args(argv)
     if args.replace_arms is not None and args.report is None:
         raise SystemExit(
@@ -101,7 +106,7 @@ def main(argv=None) -> None:
         _cli.refuse_unused(
             parser,
             args,
-            ["--arms", "--run-dir", *_cli.DEVICE_FLAGS],
+            ["--arms", "--run-dir", "--overwrite", *_cli.DEVICE_FLAGS],
             "--diversity runs one seed of one arm on one device and prints its table, "
             "writing nothing",
         )
@@ -111,7 +116,6 @@ def main(argv=None) -> None:
         [
             "--steps",
             "--resume",
-            "--overwrite",
             "--allow-partial",
             "--checkpoint-every",
             "--tensorboard",
@@ -191,7 +195,8 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
     ``study`` with a result kept there for these settings and code (under the study
     directory's lock): a subset run leaves the other arms' numbers in place. It says which
     arms have none, and refuses, before running anything, to drop or change an arm's numbers
-    that ``RUN_DIR/compare.json`` holds and the subset leaves out."""
+    that ``RUN_DIR/compare.json`` holds and the run does not rerun (one it leaves out, or one
+    it reuses from ``RUN_DIR/arms``), unless ``--overwrite``."""
     for arm in study.arms:  # the code digests now: of the code imported, before edits
         with contextlib.suppress(ValueError, TypeError):  # an arm not run: see _kept_result
             arm_fingerprint(study, arm)
@@ -204,15 +209,21 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
                 missing.append(arm["name"])
             else:
                 kept[arm["name"]] = c
-    if kept or missing:
-        _refuse_to_lose(args.run_dir, study, chosen, kept)
+    reused = {}  # the arms it runs that RUN_DIR/arms keeps: reused, not run again
+    for arm in config.arms:
+        c = load_arm(args.run_dir, config, arm)
+        if c is not None:
+            reused[arm["name"]] = c
+    if (kept or missing or reused) and not args.overwrite:  # else every arm of the study runs
+        _refuse_to_lose(
+            args.run_dir, study, chosen - set(reused), {**kept, **reused}, bool(kept or missing)
+        )
     curves = {}
     for arm in config.arms:
         name = arm["name"]
-        c = load_arm(args.run_dir, config, arm)
-        if c is not None:
+        if name in reused:
             print(f"== {name}: reusing the finished run in {args.run_dir}", file=sys.stderr)
-            curves[name] = c
+            curves[name] = reused[name]
             continue
         print(f"== {name}: {config.seeds} seeds ...", file=sys.stderr, flush=True)
         progress = None if args.no_progress else progress_for(config, arm)
@@ -278,46 +289,73 @@ def _same(a, b) -> bool:
         return a == b
 
 
-def _refuse_to_lose(run_dir: str, study: CompareConfig, chosen: set, kept: dict) -> None:
-    """Ends the process if ``RUN_DIR/compare.json`` holds an arm that a run of the arms
-    ``chosen`` would drop from it or change (one it does not run whose kept result, if any,
-    has other per-seed numbers, e.g. one taken from another run by ``--report
-    --replace-arms``): nothing a user ran is lost by a subset run."""
+def _refuse_to_lose(run_dir: str, study: CompareConfig, ran: set, kept: dict, subset: bool):
+    """Ends the process if ``RUN_DIR/compare.json`` holds an arm that a run which runs the
+    arms ``ran`` and takes the others' results from ``kept`` would change (one whose kept
+    result has other per-seed numbers, e.g. one taken from another run by ``--report
+    --replace-arms``) or, where it runs a ``subset`` of the study's arms, drop: nothing a user
+    ran is lost without ``--overwrite``."""
     path = os.path.join(run_dir, "compare.json")
     if not os.path.exists(path):
         return
     try:
         with open(path) as f:
-            stored = json.load(f)["arms"]
+            table = json.load(f)
+        stored = table["arms"]
         if not isinstance(stored, dict) or not all(isinstance(d, dict) for d in stored.values()):
             raise ValueError("its 'arms' is not a table of per-arm numbers")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        # the kept results read at the table's target: a run at another target (not part of
+        # an arm's key) reads the same curves anew, and loses nothing
+        target = table.get("config", {}).get("experiment", {}).get("target")
+        if target is not None:
+            experiment = dataclasses.replace(study.experiment, target=float(target))
+            study = dataclasses.replace(study, experiment=experiment)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise SystemExit(
-            f"error: {path} cannot be read ({type(e).__name__}: {e}), and a run of some arms "
-            "(--arms) writes its tables over it: move it away, or give another --run-dir"
+            f"error: {path} cannot be read ({type(e).__name__}: {e}), and this run writes its "
+            "tables over it: move it away, give another --run-dir, or pass --overwrite"
         ) from None
-    others = [n for n in stored if n not in chosen]
+    others = [n for n in stored if n not in ran]
     now = seed_data(study, {n: kept[n] for n in others if n in kept})
-    lost = [
-        n
+    changed = {
+        n: [k for k in _SAME_RUN if not _same(now[n][k], stored[n].get(k))]
         for n in others
-        if n not in now or not all(_same(now[n][k], stored[n].get(k)) for k in _SAME_RUN)
-    ]
+        if n in now
+    }
+    changed = {n: keys for n, keys in changed.items() if keys}
+    if changed:
+        differ = "; ".join(
+            f"{n!r}: {k} {stored[n].get(k)} in the table, {now[n][k]} kept"
+            for n, keys in changed.items()
+            for k in keys
+        )
+        raise SystemExit(
+            f"error: {path} holds arms {list(changed)} that this run would change: it reuses "
+            f"what {run_dir}/arms keeps of them for these settings and code, and the table holds "
+            f"another run's numbers ({differ}; taken in by --report --replace-arms, say, or run "
+            "by other code). Give this run another --run-dir (--report --replace-arms can then "
+            "take its arms into this study's table), or pass --overwrite to write the kept "
+            "results over the table's"
+        )
+    if not subset:  # every arm of the study runs or is reused: the tables hold them all
+        return
+    lost = [n for n in others if n not in now]
     gone = [n for n in lost if n not in {a["name"] for a in study.arms}]
     if gone:
         raise SystemExit(
             f"error: {path} holds arms {gone} that the study's config no longer has, and this "
             "run of some arms (--arms) would drop them from it: give the subset another "
-            "--run-dir, or run the whole study (its tables then hold the config's arms)"
+            "--run-dir, run the whole study, or pass --overwrite (its tables then hold the "
+            "config's arms)"
         )
     if lost:
         raise SystemExit(
             f"error: {path} holds arms {lost} that this run of some arms (--arms) would drop "
-            f"from it or change: {run_dir}/arms keeps no result of them for these settings and "
-            "code, or another one than the table's. Name them in --arms too (what RUN_DIR/arms "
-            "keeps of them is reused, the rest runs), run the whole study, or give the subset "
-            "another --run-dir (--report --replace-arms can then take its arms into this "
-            "study's table)"
+            f"from it: {run_dir}/arms keeps no result of them for these settings and code. "
+            "Name them in --arms too, or run the whole study, to run them again (the tables then "
+            "hold their new run in place of the table's numbers), give the subset another "
+            "--run-dir (--report --replace-arms can then take its arms into this study's "
+            "table), or pass --overwrite to drop them"
         )
 
 

@@ -28,7 +28,7 @@ from curriculax._config import expand_preset
 
 # Modules one arm may run and another not: an arm's digest holds those its curriculum names
 # (with the modules of these packages they import); every other module of the two packages
-# is shared by all arms.
+# (``curriculax.samplers`` and ``curriculax.gates`` themselves too) is shared by all arms.
 PER_ARM = ("curriculax.samplers.", "curriculax.gates.")
 PACKAGES = (curriculax, experiments)
 
@@ -128,7 +128,9 @@ def _shared_digest() -> str:
             for file in sorted(f for f in files if _module_file(folder, f)):
                 path = os.path.join(folder, file)
                 module = os.path.relpath(path, top)[: -len(".py")].replace(os.sep, ".")
-                if module.startswith(PER_ARM):
+                # the per-arm packages' __init__ counts for every arm: the study reads what
+                # it binds (``cx.samplers.noisy_tasks``, say) whatever the arm runs
+                if module.startswith(PER_ARM) and file != "__init__.py":
                     continue
                 h.update(f"\n{module}:{_file_digest(path)}".encode())
     return h.hexdigest()

@@ -667,15 +667,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         prog="python -m experiments.compare.grid", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("--tables", default="docs/compare/*.json", help="study files (a glob)")
-    p.add_argument(
-        "--preset", default="robust", help="the candidate: arms running this preset's tables"
+    candidate = p.add_mutually_exclusive_group()  # one flag names the candidate
+    candidate.add_argument(
+        "--preset",
+        choices=sorted(_config.PRESETS),
+        help="the candidate: arms running this preset's tables (default: robust)",
     )
-    p.add_argument(
+    candidate.add_argument(
         "--curriculum",
         help="the candidate as a curriculum table in JSON (instead of --preset), e.g. "
         '\'{"sampler": {"type": "learnability"}}\'',
     )
-    p.add_argument(
+    candidate.add_argument(
         "--by-init",
         help="the candidate as a default that picks by where the policy starts: JSON mapping "
         '"base" and "scratch" to a curriculum table or {"preset": NAME}, e.g. '
@@ -696,6 +699,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = p.parse_args(argv)
     if args.split_halves:
+        given = [
+            f"--{flag.replace('_', '-')}"
+            for flag in ("preset", "curriculum", "by_init", "no_labels")
+            if getattr(args, flag) is not None
+        ]
+        if given:
+            p.error(
+                f"--split-halves takes no candidate (it measures each cell's best arm), got "
+                f"{', '.join(given)}"
+            )
         rows = split_halves(load(args.tables))
         print(split_report(rows, within=args.within), end="")
         return
@@ -707,9 +720,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         by_init = {"base": target, "scratch": target}
         name = f"curriculum {args.curriculum}"
     else:
-        target = _config.expand_preset({"preset": args.preset})
+        preset = args.preset or "robust"
+        target = _config.expand_preset({"preset": preset})
         by_init = {"base": target, "scratch": target}
-        name = f"preset {args.preset!r}"
+        name = f"preset {preset!r}"
     arms = load(args.tables)
     rows = grid(arms, lambda a: a.curriculum == by_init[a.init], within=args.within)
     if args.no_labels is not None:

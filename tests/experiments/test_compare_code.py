@@ -124,3 +124,13 @@ def test_files_python_would_not_import_do_not_stop_the_digest(tmp_path, monkeypa
     finally:
         code._shared_digest.cache_clear()
         code._file_digest.cache_clear()
+
+
+@pytest.mark.parametrize("package", ["samplers", "gates"])
+def test_a_change_to_a_per_arm_package_init_keys_every_arm(monkeypatch, package):
+    """``curriculax/samplers/__init__.py`` (and gates') counted for no arm, yet the study reads
+    what it binds (``cx.samplers.noisy_tasks``) for every arm: an edit reused stale arms."""
+    before = _digests()
+    _edit(monkeypatch, os.path.join(package, "__init__.py"))
+    after = _digests()
+    assert all(after[n] != before[n] for n in ARMS)

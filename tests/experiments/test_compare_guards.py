@@ -172,7 +172,7 @@ def test_a_subset_run_keeps_the_other_arms_in_the_study_tables(tmp_path, fake_ru
     stored = json.loads((out / "compare.json").read_text())
     stored["arms"][ORACLE]["final_held_out"] = [0.5, 0.5]
     (out / "compare.json").write_text(json.dumps(stored))
-    with pytest.raises(SystemExit, match=rf"holds arms \['{ORACLE}'\] that this run .* would drop"):
+    with pytest.raises(SystemExit, match=rf"holds arms \['{ORACLE}'\] that this run would change"):
         compare.main([*study, "--arms", BASE])
     # ... as when the other arm has no result kept for these settings.
     os.remove(compare.cache.arm_path(str(out), config, config.arms[1]))
@@ -191,6 +191,43 @@ def test_a_subset_run_keeps_the_other_arms_in_the_study_tables(tmp_path, fake_ru
     compare.main([*_study(tmp_path, text, run_dir="subset"), "--arms", BASE])
     assert list(_arms(tmp_path / "subset" / "compare.json")) == [BASE]
     assert f"arms ['{ORACLE}'] of the study have no result kept" in capsys.readouterr().err
+
+
+def test_an_arm_reused_from_run_dir_arms_may_not_write_over_the_tables_numbers(
+    tmp_path, fake_runs, capsys
+):
+    """An arm taken into the table by ``--report --replace-arms`` was protected from a subset
+    run leaving it out, but a run naming it (as the refusal advised) or the whole study reused
+    RUN_DIR/arms's older result of it and wrote that over the table's numbers."""
+    study, out = _study(tmp_path), tmp_path / "out"
+    compare.main(study)
+    path = out / "compare.json"
+    other = json.loads(path.read_text())  # a rerun of the study whose oracle got other numbers
+    kept = other["arms"][ORACLE]["final_held_out"]
+    other["arms"][ORACLE]["final_held_out"] = [0.5, 0.5]
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    compare.main(["--report", str(path), "--replace-arms", str(tmp_path / "other.json")])
+    before = path.read_text()
+    assert _arms(path)[ORACLE]["final_held_out"] == [0.5, 0.5]
+    for argv in ([*study, "--arms", BASE, ORACLE], study, [*study, "--arms", BASE]):
+        with pytest.raises(SystemExit) as e:
+            compare.main(argv)
+        message = str(e.value.code)
+        assert f"holds arms ['{ORACLE}'] that this run would change" in message
+        assert f"final_held_out [0.5, 0.5] in the table, {kept} kept" in message
+        assert "--overwrite" in message and "Name them in --arms" not in message
+        assert path.read_text() == before
+    assert fake_runs == [BASE, ORACLE]  # refused before any arm ran
+    # --overwrite writes the kept result over the table's, and nothing runs.
+    compare.main([*study, "--overwrite"])
+    assert _arms(path)[ORACLE]["final_held_out"] == kept
+    assert fake_runs == [BASE, ORACLE]
+    # The target is no part of an arm's key: a run at another one reads the kept curves anew.
+    compare.main([*study, "--set", "experiment.target=0.01"])
+    assert json.loads(path.read_text())["config"]["experiment"]["target"] == 0.01
+    assert fake_runs == [BASE, ORACLE]
+    with pytest.raises(SystemExit, match="--overwrite not used by this script"):
+        compare.main([*study, "--diversity", ORACLE, "--overwrite"])
 
 
 def test_a_subset_of_a_study_with_best_of_groups_runs(tmp_path, fake_runs):

@@ -494,3 +494,26 @@ def test_a_nan_in_a_study_file_is_refused_naming_the_study_and_arm(tmp_path):
         ValueError, match=r"arm 'uniform': rollouts_to_target holds NaN at seeds \[4\]"
     ):
         grid.study_arms(str(path))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--by-init", "{}", "--curriculum", "{}"], "--curriculum: not allowed with argument"),
+        (["--curriculum", "{}", "--preset", "robust"], "--preset: not allowed with argument"),
+        (["--preset", "nosuchpreset"], "--preset: invalid choice: 'nosuchpreset'"),
+        (
+            ["--split-halves", "--curriculum", "{}", "--no-labels", "{}"],
+            "--split-halves takes no candidate .*, got --curriculum, --no-labels",
+        ),
+        (["--split-halves", "--preset", "robust"], "--split-halves takes no candidate"),
+    ],
+)
+def test_candidate_flags_that_would_be_ignored_are_refused(tmp_path, capsys, argv, message):
+    """--by-init silently won over --curriculum, which won over --preset (an unknown preset
+    was never checked), and --split-halves ignored every candidate flag."""
+    _study(tmp_path, "a", {})
+    with pytest.raises(SystemExit) as e:
+        grid.main(["--tables", str(tmp_path / "*.json"), *argv])
+    assert e.value.code == 2  # a parser error, before any table is read
+    assert re.search(message, capsys.readouterr().err)
