@@ -156,7 +156,7 @@ class HostCurriculum:
         self.num_tasks: int | None = None if num_tasks is None else int(num_tasks)
         # Where per-task state of a pool that repeats tasks lives (its first entries): a
         # checkpoint saved under another copy map would put that state in the wrong slots.
-        self._copy_map = _copy_map_digest(getattr(curriculum.sampler, "entry_task", None))
+        self._copy_map = copy_map_digest(getattr(curriculum.sampler, "entry_task", None))
         self.scale_by_std = bool(scale_by_std)
         self.sample_calls = 0
         self.observe_calls = 0
@@ -675,8 +675,8 @@ class HostCurriculum:
             if COPY_MAP in meta and meta[COPY_MAP] != self._copy_map:
                 lines.insert(
                     0,
-                    f"copy map (the sampler's entry_task) {_digest_str(meta[COPY_MAP])}, "
-                    f"this one {_digest_str(self._copy_map)}",
+                    f"copy map (the sampler's entry_task) {digest_str(meta[COPY_MAP])}, "
+                    f"this one {digest_str(self._copy_map)}",
                 )
             if "num_tasks" in meta and meta["num_tasks"] != self.num_tasks:
                 lines.insert(0, f"pool of {meta['num_tasks']} tasks, this one {self.num_tasks}")
@@ -812,7 +812,7 @@ def _num_rows(tree: Any) -> int:
     return jax.tree.leaves(tree)[0].shape[0]
 
 
-def _copy_map_digest(entry_task: Any) -> str | None:
+def copy_map_digest(entry_task: Any) -> str | None:
     """The sha256 (hex) of a copy map ``entry_task`` as little-endian int32 bytes; None for a
     sampler without one."""
     if entry_task is None:
@@ -820,7 +820,7 @@ def _copy_map_digest(entry_task: Any) -> str | None:
     return hashlib.sha256(np.asarray(entry_task, "<i4").tobytes()).hexdigest()
 
 
-def _digest_str(digest: Any) -> str:
+def digest_str(digest: Any) -> str:
     """A copy-map digest for an error message: ``sha256 <first 16 hex digits>`` or ``none``."""
     return "none" if digest is None else f"sha256 {str(digest)[:16]}"
 

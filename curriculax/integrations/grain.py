@@ -32,6 +32,7 @@ import orbax.checkpoint as ocp
 
 from curriculax._checks import int_at_least
 from curriculax.checkpoint import CheckpointStore
+from curriculax.host import COPY_MAP, copy_map_digest, digest_str
 from curriculax.integrations._ledger import DrawLedger, check_pool
 
 __all__ = ["CurriculumCheckpoints", "CurriculumDataset", "CurriculumIterator"]
@@ -39,6 +40,9 @@ __all__ = ["CurriculumCheckpoints", "CurriculumDataset", "CurriculumIterator"]
 _NUM_TASKS = "num_tasks"
 """The entry of a checkpoint's ``data`` item (beside the iterator state) holding the pool size
 it was saved for: the curriculum's ``num_tasks`` (None: unknown)."""
+_COPY_MAP = COPY_MAP
+"""The entry beside it holding the digest of the sampler's copy map (``entry_task``; None: the
+sampler has none), as :meth:`curriculax.HostCurriculum.save` keeps it."""
 
 
 class CurriculumDataset(grain.IterDataset):
@@ -190,7 +194,8 @@ class CurriculumCheckpoints:
     """A directory of checkpoints of a curriculum iterator: its grain state (``data``, JSON,
     with the curriculum's ``num_tasks`` beside it) and its curriculum's
     :meth:`~curriculax.HostCurriculum.state_dict` (``curriculum``, an Orbax array item), written
-    together as one Orbax step. A restore refuses a checkpoint saved for another pool size.
+    together as one Orbax step. A restore refuses a checkpoint saved for another pool size or
+    copy map.
 
     Written through :class:`curriculax.checkpoint.CheckpointStore`: a save that replaces a step
     deletes the old one only once the new one is committed, and refuses to run where a
@@ -230,7 +235,13 @@ class CurriculumCheckpoints:
         # (Orbax writes from other threads, which must not wait on that lock).
         with iterator.ledger.lock:
             arrays = _nested(iterator.curriculum.state_dict())
-            data = _Frozen({**iterator.get_state(), _NUM_TASKS: _num_tasks(iterator.curriculum)})
+            data = _Frozen(
+                {
+                    **iterator.get_state(),
+                    _NUM_TASKS: _num_tasks(iterator.curriculum),
+                    _COPY_MAP: _copy_map(iterator.curriculum),
+                }
+            )
         self._store.save_items(
             step,
             curriculum=ocp.args.StandardSave(arrays),
@@ -247,8 +258,9 @@ class CurriculumCheckpoints:
         Raises:
           FileNotFoundError: no checkpoint (at ``step``) in the directory.
           ValueError: the checkpoint was saved from a different curriculum: another pool
-            size (``num_tasks``, as :meth:`curriculax.HostCurriculum.restore` refuses; a
-            checkpoint written before the size was saved is not checked for it), or entries
+            size (``num_tasks``, as :meth:`curriculax.HostCurriculum.restore` refuses) or
+            another copy map (the sampler's ``entry_task``; a checkpoint written before the
+            size or the map was saved is not checked for it), or entries
             that differ (naming each). Nothing is restored then.
         """
         if not isinstance(iterator, CurriculumIterator):
@@ -271,13 +283,25 @@ class CurriculumCheckpoints:
         state = saved.get_state()
         # Saved since the pool check came in; a checkpoint written before has none (loaded
         # unchecked: load_state_dict still refuses per-task state of another size).
-        if isinstance(state, Mapping) and _NUM_TASKS in state:
+        # The same for the copy map, saved since session 34.
+        if isinstance(state, Mapping) and (_NUM_TASKS in state or _COPY_MAP in state):
             state = dict(state)
-            num_tasks, here = state.pop(_NUM_TASKS), _num_tasks(iterator.curriculum)
-            if num_tasks != here:
+            lines = []
+            if _NUM_TASKS in state:
+                num_tasks, here = state.pop(_NUM_TASKS), _num_tasks(iterator.curriculum)
+                if num_tasks != here:
+                    lines.append(f"pool of {num_tasks} tasks, this one {here}")
+            if _COPY_MAP in state:
+                digest, here = state.pop(_COPY_MAP), _copy_map(iterator.curriculum)
+                if digest != here:
+                    lines.append(
+                        f"copy map (the sampler's entry_task) {digest_str(digest)}, this one "
+                        f"{digest_str(here)}"
+                    )
+            if lines:
                 raise ValueError(
                     f"the checkpoint in {self.directory} (step {step}) was saved from a "
-                    f"different curriculum:\n  - pool of {num_tasks} tasks, this one {here}"
+                    "different curriculum:\n" + "\n".join(f"  - {line}" for line in lines)
                 )
         scratch = CurriculumIterator(iterator.dataset)  # the iterator changes only on success
         scratch.set_state(state)
@@ -294,6 +318,11 @@ class CurriculumCheckpoints:
 def _num_tasks(curriculum: Any) -> int | None:
     """The pool size a checkpoint is saved for (None: the sampler does not say)."""
     return getattr(curriculum, "num_tasks", None)
+
+
+def _copy_map(curriculum: Any) -> str | None:
+    """The copy-map digest a checkpoint is saved for (None: the sampler has no copy map)."""
+    return copy_map_digest(getattr(curriculum.curriculum.sampler, "entry_task", None))
 
 
 class _Frozen(grain.DatasetIterator):

@@ -186,6 +186,41 @@ def _sequential_iterator(num_tasks, batch_size=7):
     return iter(CurriculumDataset(cur, records, batch_size=batch_size))
 
 
+def test_restore_refuses_a_checkpoint_saved_under_another_copy_map(tmp_path):
+    """As ``HostCurriculum.restore`` does: per-task state of a pool that repeats tasks lives at
+    each task's first entry, so a state saved under one copy map (``entry_task``) must not load
+    into a curriculum with another map of the same size."""
+    n = 8
+    by_four = np.array([0, 1, 2, 3, 0, 1, 2, 3])
+    by_pairs = np.array([0, 0, 2, 2, 4, 4, 6, 6])
+
+    def iterator(entry_task):
+        sampler = cx.samplers.learnability(n, entry_task=entry_task)
+        cur = cx.HostCurriculum(cx.curriculum(sampler), seed=0)
+        records = [{"prompts": f"task {i}"} for i in range(n)]
+        return iter(CurriculumDataset(cur, records, batch_size=4))
+
+    it = iterator(by_four)
+    ids = next(it)["task_id"]
+    it.observe(ids, np.tile([1.0, 0.0], (len(ids), 1)))
+    ckpt = CurriculumCheckpoints(tmp_path / "ckpt")
+    ckpt.save(1, it)
+    for entry_task, here in ((by_pairs, r"sha256 \w+"), (None, "none")):
+        other = iterator(entry_task)
+        before = other.curriculum.state_dict()
+        with pytest.raises(
+            ValueError,
+            match=rf"\n  - copy map \(the sampler's entry_task\) sha256 \w+, this one {here}",
+        ):
+            ckpt.restore(other)
+        after = other.curriculum.state_dict()
+        assert all(np.array_equal(before[k], after[k]) for k in before)
+    same = iterator(by_four)
+    assert ckpt.restore(same) == 1
+    saved, restored = it.curriculum.state_dict(), same.curriculum.state_dict()
+    assert all(np.array_equal(saved[k], restored[k]) for k in saved)
+
+
 def test_restore_refuses_a_checkpoint_of_another_pool_size(tmp_path):
     """As ``HostCurriculum.restore`` does: ``sequential``'s state does not depend on the pool
     size, so its cursor 14 of 16 once loaded into a pool of 12 without a word. A checkpoint
