@@ -384,13 +384,20 @@ def make_study_pool(config: GRPOExperimentConfig) -> Pool:
     names = tuple(f"level {lv}" for lv in range(task.num_levels))
     if num_coin:
         coin_counts = shares_to_counts(task.mass, num_coin)
-        coin, _ = T.make_pools(
+        coin, coin_held = T.make_pools(
             jax.random.key(1),
             _distractor_spec(task),
             train_per_level=max(int(coin_counts.max()), 1),
             held_out_per_level=1,
             held_out_frac=task.held_out_frac,
         )
+        # Distractors are never evaluated: a small level whose every task fell on the
+        # held-out side takes its held-out task instead (levels with training tasks keep them).
+        have = np.bincount(np.asarray(coin.level), minlength=coin_counts.size)
+        empty = np.flatnonzero((have == 0) & (coin_counts > 0))
+        if empty.size:
+            spare = np.flatnonzero(np.isin(np.asarray(coin_held.level), empty))
+            coin = T.concat_tasksets([coin, T.take(coin_held, jnp.asarray(spare))])
         coin = set_level_counts(coin, coin_counts)
         coin_level = np.asarray(coin.level, np.int32)
         coin = coin._replace(level=jnp.full_like(coin.level, task.num_levels))
@@ -438,8 +445,8 @@ def sampler_categories(pool: Pool, labels: str | dict = "levels") -> np.ndarray:
         ``1 - q`` and otherwise gets one drawn uniformly from the categories present in the
         pool (which may be its own); seeded by ``s`` (default 0) only.
 
-    Example:
-      >>> sampler_categories(pool, {"noise": 0.5})
+    For example, ``sampler_categories(pool, {"noise": 0.5})`` gives about half of the distinct
+    tasks a category drawn at random (which may be their own).
     """
     check_labels(labels)
     category = np.asarray(pool.category, np.int32)

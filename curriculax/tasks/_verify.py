@@ -48,7 +48,9 @@ def verify(answer: Array, answer_len: Array, completion: Array) -> tuple[Array, 
     in_answer = jnp.arange(width) < answer_len[..., None]
     correct = (completion == answer) & in_answer
     exact = jnp.all(correct | ~in_answer, axis=-1)
-    # An answer_len below 1 reads no position: nothing was matched, so nothing is exact.
-    exact = jnp.where(answer_len >= 1, exact, False).astype(jnp.float32)
+    # An answer_len below 1 reads no position: nothing was matched, so nothing is exact. One
+    # above the answer width asks for positions the answer does not hold: not exact either.
+    exact = jnp.where((answer_len >= 1) & (answer_len <= width), exact, False)
+    exact = exact.astype(jnp.float32)
     partial = jnp.sum(correct, axis=-1) / jnp.maximum(answer_len, 1)
     return exact, partial.astype(jnp.float32)

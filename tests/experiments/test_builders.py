@@ -1,5 +1,6 @@
 """The study pools: level mass, distractors with coin-flip rewards, the target levels."""
 
+import doctest
 import math
 
 import jax
@@ -12,6 +13,7 @@ from curriculax import tasks as T
 from curriculax.engine import Rollouts
 from curriculax.samplers import SequentialState
 from curriculax.testing import group_results
+from experiments import _builders
 from experiments._builders import (
     GRPOExperimentConfig,
     TaskConfig,
@@ -98,7 +100,28 @@ def test_coin_flip_tasks_pay_a_coin_flip_whatever_the_answer():
     assert abs(rewards[coin].mean() - 0.25) < 0.03
 
 
+def test_a_distractor_level_all_held_out_takes_its_held_out_tasks():
+    """With 2 symbols at held_out_frac 0.8 every copy task of level 0 falls on the held-out
+    side: the pool once failed with "level 0 has no training task to fill 2 entries", though
+    the same study without distractors builds. Distractors are never evaluated, so the level
+    takes its held-out task instead."""
+    task = TaskConfig(
+        num_levels=3, num_symbols=2, held_out_frac=0.8, distractors=0.2, train_per_level=10
+    )
+    pool = make_study_pool(GRPOExperimentConfig(task=task))
+    coin = pool.category == pool.coin_level
+    assert np.bincount(pool.category).tolist() == [8, 8, 8, 6]
+    assert np.bincount(pool.built_level[coin]).tolist() == [2, 2, 2]
+    assert len(set(np.asarray(pool.train.key).tolist())) == 30  # repeats keyed apart
+
+
 # ---------------------------------------------------------------- what the samplers are told
+
+
+def test_the_builders_docstring_examples_run():
+    """``sampler_categories``' example once called it on a ``pool`` it never defined."""
+    result = doctest.testmod(_builders, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
 
 
 def _labelled_pool():

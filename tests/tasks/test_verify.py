@@ -61,3 +61,14 @@ def test_an_answer_len_below_one_is_never_exact():
     np.testing.assert_array_equal(exact, [0.0, 0.0, 0.0, 0.0])
     np.testing.assert_array_equal(partial, [0.0, 0.0, 0.0, 0.25])
     assert _verify([S2, S1, S0, EOS]) == (1.0, 1.0)  # a valid answer_len is unchanged
+
+
+def test_an_answer_len_above_the_width_is_never_exact():
+    """An ``answer_len`` above the answer width ``A`` asks for positions the answer does not
+    hold; it once scored exact (1.0) with partial credit below 1. Exact is now 0, in traced
+    code, and partial credit is unchanged."""
+    lens = jnp.array([5, 6, 2**31 - 1])
+    completion = jnp.array([S2, S1, S0, EOS, PAD, PAD])
+    exact, partial = jax.jit(jax.vmap(T.verify, in_axes=(None, 0, None)))(ANSWER, lens, completion)
+    np.testing.assert_array_equal(exact, [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(partial, [1.0, 5 / 6, 5 / (2**31 - 1)])
