@@ -667,10 +667,21 @@ class Engine:
         """One generation batch, then every update the pending batch allows, as one pure
         function (not jitted, nothing donated): for ``lax.scan`` over steps and ``vmap`` over
         seeds, e.g. to run several seeds of a comparison as one program at an equal budget of
-        rollouts. ``metrics`` are the last update's (zeros when none ran)."""
-        state, gen = self._generate_impl(state, self.pools, self.pool_keys)
+        rollouts. ``metrics`` are the last update's (zeros when none ran).
+
+        A state that already holds ``batch_groups`` pending groups or more (as :func:`run` can
+        leave one when ``G > B``) is trained down first, by the same updates, so that the
+        generation batch finds room; ``updates`` and ``metrics`` count those too. From a state
+        ``step`` returned (or ``init``'s) there is nothing to train first."""
         template = jax.eval_shape(self._train_impl, state)[1]
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), template)
+        carry = self._train_while_ready((state, jnp.zeros((), jnp.int32), zeros))
+        state, gen = self._generate_impl(carry[0], self.pools, self.pool_keys)
+        state, updates, metrics = self._train_while_ready((state, *carry[1:]))
+        return state, StepReport(gen, updates, metrics)
+
+    def _train_while_ready(self, carry):
+        """``(state, updates, metrics)`` after an update on every full batch pending."""
         b = self.config.batch_groups
 
         def train(carry):
@@ -678,10 +689,7 @@ class Engine:
             s, metrics = self._train_impl(s)
             return s, n + 1, metrics
 
-        state, updates, metrics = jax.lax.while_loop(
-            lambda c: c[0].pending.count >= b, train, (state, jnp.zeros((), jnp.int32), zeros)
-        )
-        return state, StepReport(gen, updates, metrics)
+        return jax.lax.while_loop(lambda c: c[0].pending.count >= b, train, carry)
 
     @property
     def tasks_per_env(self) -> dict[str, int]:

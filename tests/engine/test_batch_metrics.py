@@ -8,7 +8,7 @@ import math
 
 import jax
 import pytest
-from engine_test_helpers import id_pool, id_solver, in_order, read_jsonl
+from engine_test_helpers import id_pool, id_solver, in_order, read_jsonl, trained
 
 import curriculax as cx
 from curriculax.engine import Engine, EngineConfig, Env, run
@@ -89,3 +89,20 @@ def test_step_drops_nothing():
         state, report = step(state)
         assert int(report.generation.dropped) == 0
     assert int(state.counters.updates) == 3
+
+
+def test_step_after_run_trains_the_waiting_groups_first():
+    """G = 3B: ``run(steps=1)`` leaves two full batches waiting (8 of capacity 16). ``step``
+    trains them before its generation batch, which then finds room: nothing is dropped and
+    every admitted group is trained, in order (none is left pending here)."""
+    engine = _engine(12)
+    state = run(engine, steps=1, progress=False).state
+    assert int(state.pending.count) == 8 and int(state.counters.admitted) == 12
+    state, report = jax.jit(engine.step)(state)
+    assert int(report.generation.dropped) == 0
+    assert int(report.updates) == 5  # two before the generation batch, three after
+    assert int(state.counters.updates) == 6 and int(state.counters.admitted) == 24
+    assert int(state.pending.count) == 0
+    assert trained(state.solver) == [(0, i) for i in range(24)]
+    # The metrics are the last update's.
+    assert float(report.metrics["solver/reward_sum"]) == float(state.solver.reward_sum)
