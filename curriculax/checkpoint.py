@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
 __all__ = [
     "CheckpointSaveError",
@@ -196,6 +197,28 @@ def unreadable_reason(error: BaseException, step_dir: str | None = None) -> str:
         if isinstance(e, json.JSONDecodeError):
             return f"its metadata is not valid JSON ({e.msg} at line {e.lineno})"
     return one_line(error)
+
+
+# TensorStore's status codes for a file that cannot be read: those above, a file whose bytes
+# do not parse (FAILED_PRECONDITION) and one this process may not read.
+_READ_STATUSES = (*_STATUS_WORDS, "FAILED_PRECONDITION", "PERMISSION_DENIED")
+
+
+def is_read_failure(error: BaseException, step_dir: str | None = None) -> bool:
+    """Whether ``error`` (raised restoring the checkpoint of ``step_dir``) is a failure to read
+    its files: a file missing, unreadable or damaged (TensorStore's status, an OS error, JSON
+    that does not decode). An error of any other kind (a checkpoint that reads back but cannot
+    be restored here, say Orbax's topology mismatch) is not: it is no sign of damage."""
+    files = () if step_dir is None else _STEP_FILES
+    if any(not os.path.exists(os.path.join(step_dir, n)) for n in files):
+        return True
+    for e in _chain(error):
+        if isinstance(e, OSError | json.JSONDecodeError | UnicodeDecodeError):
+            return True
+        status = re.match(r"^([A-Z_]+): ", str(e))
+        if status and status.group(1) in _READ_STATUSES:
+            return True
+    return False
 
 
 class _NoTracebacks(logging.Filter):
@@ -623,9 +646,34 @@ class CheckpointStore:
         """The items of ``step`` restored with the Orbax restore args given per item name."""
         return dict(self._manager.restore(step, args=ocp.args.Composite(**items)))
 
-    def restore_leaves(self, step: int) -> dict[str, Any]:
-        """Restores the array item as saved: ``{path: array}``."""
-        out = self._manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+    def restore_leaves(
+        self, step: int, sharding: jax.sharding.Sharding | None = None
+    ) -> dict[str, Any]:
+        """Restores the array item as saved: ``{path: array}``, each array saved with a
+        sharding whole on ``sharding`` (default: this process's first device), whatever
+        devices saved it (Orbax refuses a saved sharding over devices this process lacks)."""
+        if sharding is None:
+            sharding = jax.sharding.make_single_device_sharding(jax.local_devices()[0])
+        # The saved arrays' shapes and dtypes, read from the item's own files: the manager
+        # knows an item's metadata only once an earlier save or restore registered its handler.
+        handler = ocp.StandardCheckpointHandler()
+        try:
+            saved = handler.metadata(epath.Path(self._step_dir(step)) / "state")
+        finally:
+            handler.close()
+
+        def target(m: Any) -> Any:
+            if not isinstance(m, ocp.metadata.ArrayMetadata):
+                return m
+            # An array saved from numpy (no sharding) is restored as numpy.
+            on = None if m.sharding is None else sharding
+            return jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=on)
+
+        saved = getattr(saved, "tree", saved)  # the tree of a TreeMetadata (or the tree itself)
+        item = jax.tree.map(target, saved, is_leaf=lambda m: isinstance(m, ocp.metadata.Metadata))
+        out = self._manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(item))
+        )
         flat = jax.tree_util.tree_flatten_with_path(out["state"])[0]
         return {path_str(p): leaf for p, leaf in flat}
 

@@ -16,6 +16,7 @@ from curriculax._types import AT_FIRST_ENTRY_ATTR, PER_TASK_ATTR
 from curriculax.checkpoint import (
     CheckpointStore,
     assemble,
+    is_read_failure,
     leaf_layout,
     quiet_abandoned_io,
     unreadable_reason,
@@ -182,20 +183,35 @@ def _saved_order(engine: Engine, meta: dict) -> list[str] | None:
     return None if list(order) == list(engine.env_names) else list(order)
 
 
-def _reorder_envs(leaves: dict, order: list[str], names: tuple[str, ...]) -> None:
-    """Moves the engine's per-env leaves from the checkpoint's env ``order`` to ``names``: the
-    ``[E]`` counts by name, the env index of each waiting group to its env's new index."""
-    take = np.array([order.index(n) for n in names])  # new position -> saved position
-    new_index = np.array([names.index(n) for n in order])  # saved position -> new position
+def _reorder_envs(
+    leaves: dict, order: list[str], names: tuple[str, ...], *, pending: bool = True
+) -> int:
+    """Moves the engine's per-env leaves from the checkpoint's env ``order`` to ``names`` by
+    name: the ``[E]`` counts (zeros for an env the checkpoint lacks), and with ``pending`` the
+    env index of each waiting group to its env's new index; the waiting groups of an env not
+    in ``names`` are dropped, the others keep their order. Returns how many were dropped."""
+    kept = np.array([n in order for n in names])
+    take = np.array([order.index(n) if n in order else 0 for n in names])  # new -> saved
+    new_index = np.array([names.index(n) if n in names else -1 for n in order])  # saved -> new
     for path in ("mixer/batches", "mixer/groups", "since_progress_by_env"):
         if path in leaves:
-            leaves[path] = np.asarray(leaves[path])[take]
-    env_path = "pending/groups/env"
-    if env_path in leaves and "pending/count" in leaves:
-        env = np.asarray(leaves[env_path]).copy()
-        live = np.arange(env.shape[0]) < int(np.asarray(leaves["pending/count"]))
-        env[live] = new_index[np.clip(env[live], 0, len(names) - 1)]
-        leaves[env_path] = env
+            old = np.asarray(leaves[path])
+            leaves[path] = np.where(kept, old[take], 0).astype(old.dtype)
+    env_path, count_path = "pending/groups/env", "pending/count"
+    if not pending or env_path not in leaves or count_path not in leaves:
+        return 0
+    env = np.asarray(leaves[env_path])
+    count = int(np.asarray(leaves[count_path]))
+    to = new_index[np.clip(env[:count], 0, len(order) - 1)]
+    rows = np.flatnonzero(to >= 0)  # live rows of the envs this run keeps, in order
+    for path in [p for p in leaves if p.startswith("pending/groups/")]:
+        x = np.asarray(leaves[path])
+        out = np.zeros_like(x)  # rows past the count are zeros, as the engine leaves them
+        out[: rows.size] = x[rows]
+        leaves[path] = out
+    leaves[env_path][: rows.size] = to[rows]
+    leaves[count_path] = np.asarray(rows.size, np.asarray(leaves[count_path]).dtype)
+    return count - rows.size
 
 
 # Keys of a run's config that may change on resume: how long it runs and how often it saves.
@@ -324,15 +340,17 @@ def restore(
     place for (a sampler or solver with fewer state fields) are named too. With
     ``allow_partial=True`` new components start fresh (a new gate alone, not its env's other
     gates) and removed ones are dropped, with a warning; waiting groups laid out otherwise
-    (another pending capacity) are all dropped, their count included; envs listed in
-    another order have the engine's per-env state (mixer counts, no-progress counts, the env
-    of each waiting group) moved to the new order by name. Checkpoints written before the env
-    order was saved are not checked for it. A pool holding the
+    (another pending capacity) are all dropped, their count included; the engine's per-env
+    state (mixer counts, no-progress counts, the env of each waiting group) follows the env
+    names to this run's order, an added env's counts start at zero and a removed env's waiting
+    groups are dropped (the warning counts them). Checkpoints written before the env order was
+    saved are not checked for it, and start that per-env state fresh when the env set
+    changed. A pool holding the
     same task keys in a different order is always fine: the per-task curriculum state follows
     the keys (a sampler given ``entry_task``, which keeps a repeated task's state at its first
     entry, finds it at the task's new first entry). With an
     engine mesh the state is restored onto the engine's shardings, whatever device count
-    saved it.
+    saved it; a partial or remapped restore reads the saved arrays onto this run's devices too.
     """
     if step is None:
         step = store.latest_step()
@@ -372,7 +390,8 @@ def restore(
         if e.name not in fresh_envs
         and saved_prints.get(e.name) != _fingerprint(now_keys[e.name], bits)
     ]
-    saved = store.restore_leaves(step) if reordered or lines or renamed else None
+    # Onto this run's devices too: the saved shardings may name devices this process lacks.
+    saved = store.restore_leaves(step, keys_sharding) if reordered or lines or renamed else None
     perms: dict[str, np.ndarray] = {}
     for e in engine.envs:
         if e.name not in reordered:
@@ -400,8 +419,15 @@ def restore(
 
     # Leaf-level layout changes that the env-level diff did not explain.
     skip = {f"curricula/{n}" for n in fresh_envs} | new_paths
-    if set(meta.get("envs", {})) != set(engine.env_names):
-        skip |= {"pending", "mixer", "since_progress_by_env"}
+    # The engine's per-env state (mixer and no-progress counts, the env of each waiting group)
+    # follows the env names to this run's envs; a checkpoint from before the order was saved
+    # has it start fresh when the env set changed.
+    per_env = {"pending", "mixer", "since_progress_by_env"}
+    order = meta.get("env_order")
+    if order is not None and set(order) != set(meta.get("envs", {})):
+        order = None
+    if set(meta.get("envs", {})) != set(engine.env_names) and order is None:
+        skip |= per_env
     if resized:
         skip.add("pending")
     layout = leaf_layout(abstract)
@@ -423,15 +449,17 @@ def restore(
             skip.add("pending")
             lines.append(
                 "engine/pending: the waiting groups' layout differs (another batch_groups, "
-                "groups_per_generation or pending_capacity; the groups waiting to train are "
-                "dropped)"
+                "groups_per_generation, pending_capacity or largest group size; the groups "
+                "waiting to train are dropped)"
             )
 
     def under(path: str, prefixes: set[str]) -> bool:
         return any(path == s or path.startswith(s + "/") for s in prefixes)
 
+    # ``[E]`` leaves: their length changes with the env set, and they are moved by name.
+    by_name = per_env - {"pending"} if order is not None else set()
     for path, (shape, dtype) in layout.items():
-        if under(path, skip):
+        if under(path, skip | by_name):
             continue
         got = saved_layout.get(path)
         if got is None:
@@ -463,13 +491,19 @@ def restore(
         return store.restore(step, {"engine": abstract, "pool_keys": keys})["engine"]
 
     if saved is None:
-        saved = store.restore_leaves(step)
+        saved = store.restore_leaves(step, keys_sharding)
     leaves = {p[len("engine/") :]: v for p, v in saved.items() if p.startswith("engine/")}
     for old, new in renamed.items():
         leaves[new] = leaves.pop(old)
-    order = _saved_order(engine, meta)
-    if order is not None:  # before the pool remap, which finds an env's rows by its index
-        _reorder_envs(leaves, order, engine.env_names)
+    if order is not None and list(order) != list(engine.env_names):
+        # before the pool remap, which finds an env's rows by its index
+        removed = _reorder_envs(leaves, order, engine.env_names, pending="pending" not in skip)
+        if removed:
+            gone = sorted(set(order) - set(engine.env_names))
+            lines.append(
+                f"{removed} admitted group(s) of the envs {gone} were waiting to train (they "
+                "are dropped)"
+            )
     for name, perm in perms.items():
         entry_task = engine.envs[engine.env_names.index(name)].curriculum.sampler.entry_task
         at_first = perm if entry_task is None else first_entries_follow(perm, entry_task)
@@ -500,7 +534,9 @@ def restore_latest(
 
     A checkpoint that cannot be read (truncated or garbage files, missing metadata) is skipped
     with a warning naming its step and the cause in one line; one that does not fit this run
-    raises :class:`CheckpointMismatch` at once (an older one would not fit either).
+    raises :class:`CheckpointMismatch` at once (an older one would not fit either), and so does
+    any other error that is not a failure to read its files (:func:`is_read_failure`): it is
+    raised as it is, not taken for damage.
 
     Returns:
       ``(state, step, meta)``: the state, its step, and its JSON item.
@@ -524,6 +560,8 @@ def restore_latest(
             except CheckpointMismatch:
                 raise
             except Exception as e:  # whatever Orbax, TensorStore or JSON raise on damaged files
+                if not is_read_failure(e, store._step_dir(step)):
+                    raise  # no sign of damage: the older checkpoints would fail the same way
                 skipped.append((step, unreadable_reason(e, store._step_dir(step))))
                 failed = True
             if failed:

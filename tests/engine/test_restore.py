@@ -1,6 +1,7 @@
 """Strict restore says exactly what differs; ``allow_partial`` starts new components fresh and
 drops removed ones; a reordered pool keeps its per-task state by key; duplicate keys fail."""
 
+import dataclasses
 import shutil
 
 import jax
@@ -129,6 +130,83 @@ def test_partial_restore_of_a_changed_env_set(saved, run_dir):
     s = host(result.state)
     assert int(s.counters.updates) == STEPS + 2
     assert int(s.curricula["c"].groups) == int(s.mixer.groups[1])
+
+
+@pytest.fixture(scope="module")
+def waiting(tmp_path_factory):
+    """A checkpoint at step 3 of envs ``a`` and ``b`` whose waiting groups come from both
+    envs (rows 0, 2, ... of ``a``, the others of ``b``), with mixer and no-progress counts
+    that differ per env."""
+    from curriculax.engine import _restore as R
+
+    config = EngineConfig(batch_groups=4, groups_per_generation=7)
+    engine = Engine(id_solver(), [_a(), _b()], config)
+    state = host(run(engine, steps=STEPS, progress=False).state)
+    count = int(state.pending.count)
+    assert count >= 2
+    env = state.pending.groups.env.copy()
+    env[:count] = np.arange(count) % 2
+    state = state._replace(
+        pending=state.pending._replace(groups=state.pending.groups._replace(env=env)),
+        mixer=state.mixer._replace(groups=np.array([21, 14], np.int32)),
+        since_progress_by_env=np.array([3, 5], np.int32),
+    )
+    run_dir = tmp_path_factory.mktemp("waiting")
+    store = CheckpointStore(run_dir / "checkpoints")
+    try:
+        R.save(store, STEPS, engine, state)
+    finally:
+        store.close()
+    return run_dir, state, config
+
+
+def _rows(pending, rows) -> dict:
+    g = pending.groups
+    return {"env": g.env[rows], "task_ids": g.task_ids[rows], "advantages": g.advantages[rows]}
+
+
+def test_adding_an_env_keeps_the_waiting_groups_and_per_env_counts(waiting):
+    # An added env started every env's waiting groups and counts fresh, though
+    # counters.admitted counted those groups.
+    run_dir, old, config = waiting
+    state, warning = _partial(Engine(id_solver(), [_a(), _b(), _c()], config), run_dir)
+    count = int(old.pending.count)
+    assert int(state.pending.count) == count
+    assert_trees_equal(state.pending, old.pending, "pending")
+    assert state.mixer.groups.tolist() == [21, 14, 0]
+    assert state.mixer.batches.tolist() == [*old.mixer.batches.tolist(), 0]
+    assert state.since_progress_by_env.tolist() == [3, 5, 0]
+    fresh = warning.split("fresh state for: ")[1]
+    for path in ("pending", "mixer", "since_progress_by_env"):
+        assert f"'{path}'" not in fresh, fresh
+
+
+def test_removing_an_env_drops_only_its_waiting_groups(waiting):
+    # b kept (now second, after the new c), a removed: b's rows keep their order and point at
+    # b's new index, a's rows are dropped and counted in the warning.
+    run_dir, old, config = waiting
+    state, warning = _partial(Engine(id_solver(), [_c(), _b()], config), run_dir)
+    count = int(old.pending.count)
+    of_b = np.flatnonzero(old.pending.groups.env[:count] == 1)
+    assert int(state.pending.count) == of_b.size
+    got, want = _rows(state.pending, slice(0, of_b.size)), _rows(old.pending, of_b)
+    assert got["env"].tolist() == [1] * of_b.size
+    for field in ("task_ids", "advantages"):
+        np.testing.assert_array_equal(got[field], want[field])
+    assert not np.asarray(state.pending.groups.task_ids)[of_b.size :].any()  # zeros past it
+    assert state.mixer.groups.tolist() == [0, 14]
+    assert state.since_progress_by_env.tolist() == [0, 5]
+    dropped = count - of_b.size
+    assert f"{dropped} admitted group(s) of the envs ['a'] were waiting to train" in warning
+
+
+def test_an_added_env_with_another_pending_capacity_drops_the_waiting_groups(waiting):
+    run_dir, _, config = waiting
+    bigger = dataclasses.replace(config, pending_capacity=config.capacity + 4)
+    state, warning = _partial(Engine(id_solver(), [_a(), _b(), _c()], bigger), run_dir)
+    assert int(state.pending.count) == 0
+    assert "engine/pending: the waiting groups' layout differs" in warning
+    assert state.mixer.groups.tolist() == [21, 14, 0]  # the per-env counts still follow
 
 
 def test_partial_restore_of_a_renamed_gate_keeps_the_sampler(saved, run_dir):

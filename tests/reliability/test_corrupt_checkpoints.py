@@ -4,6 +4,7 @@ the error lists every step and why, without a traceback from the storage layers;
 failed restore abandons never reach stderr."""
 
 import gc
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import pytest
 import reliability_helpers as helpers
 from reliability_helpers import read_jsonl, without_time
 
+from curriculax.checkpoint import is_read_failure
 from curriculax.engine import CheckpointUnreadable, run
 
 STEPS = 6
@@ -100,6 +102,41 @@ def test_when_no_checkpoint_restores_the_error_lists_each_step(engine, saved, tm
     assert lines[0] == f"no checkpoint in {run_dir / 'checkpoints'} can be restored:"
     assert lines[1].startswith("  - step 4: ") and lines[2].startswith("  - step 2: ")
     assert "--overwrite" in lines[3] and len(lines) == 4
+
+
+def test_an_error_that_is_not_damage_is_raised_not_reported_unreadable(
+    engine, saved, tmp_path, monkeypatch
+):
+    # Orbax's topology error (a checkpoint of other devices) was taken for damage: every step
+    # skipped, then CheckpointUnreadable advising --overwrite, which deletes a good run.
+    from curriculax.engine import _restore
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(saved, run_dir)
+
+    def refuse(*args, **kwargs):
+        raise ValueError("Topology mismatch detected. The checkpoint was saved with a different")
+
+    monkeypatch.setattr(_restore, "restore", refuse)
+    with pytest.raises(ValueError, match="Topology mismatch") as e:
+        run(engine, steps=STEPS, run_dir=run_dir, resume=True, progress=False)
+    assert not isinstance(e.value, CheckpointUnreadable)
+    assert sorted(os.listdir(run_dir / "checkpoints")) == ["2", "4"]
+
+
+@pytest.mark.parametrize(
+    "error, damage",
+    [
+        (ValueError("OUT_OF_RANGE: Error reading local file"), True),
+        (ValueError('FAILED_PRECONDITION: Error reading local file "x/_sharding"'), True),
+        (FileNotFoundError("no such file"), True),
+        (json.JSONDecodeError("Expecting value", "", 0), True),
+        (ValueError("Topology mismatch detected."), False),
+        (TypeError("unhashable type"), False),
+    ],
+)
+def test_only_a_failure_to_read_a_checkpoints_files_is_damage(error, damage):
+    assert is_read_failure(error) is damage
 
 
 def test_the_cli_reports_a_skipped_checkpoint_in_a_few_lines(tmp_path, quickstart):
