@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curriculax import _entries
 from curriculax._checks import int_at_least
 from curriculax._random import seed_key
 from curriculax._types import Curriculum, CurriculumState, GroupResults, TaskSampler
@@ -813,11 +814,17 @@ def _num_rows(tree: Any) -> int:
 
 
 def copy_map_digest(entry_task: Any) -> str | None:
-    """The sha256 (hex) of a copy map ``entry_task`` as little-endian int32 bytes; None for a
-    sampler without one."""
+    """The sha256 (hex) of a copy map ``entry_task`` as the slots it keeps state in: each
+    entry's first entry of the same task (little-endian int32), so labels that group the
+    entries alike give one digest; None for a sampler without one or a map where every entry
+    is its own task (state in the same slots as without a map)."""
     if entry_task is None:
         return None
-    return hashlib.sha256(np.asarray(entry_task, "<i4").tobytes()).hexdigest()
+    e = np.asarray(entry_task)
+    ent = _entries.entries(e, e.shape[0] if e.ndim else 0, "entry_task")
+    if ent.is_rep.all():
+        return None
+    return hashlib.sha256(np.asarray(ent.rep, "<i4").tobytes()).hexdigest()
 
 
 def digest_str(digest: Any) -> str:

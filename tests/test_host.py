@@ -1071,6 +1071,14 @@ def test_restore_refuses_a_checkpoint_saved_under_another_copy_map(tmp_path):
     del meta["entry_task_sha256"]
     meta_file.write_text(json.dumps(meta))
     make(by_pairs).restore(tmp_path / "ckpt")
+    # Maps that keep state in the same slots are one map: none and every entry its own task
+    # (distinct_tasks of a pool without repeats), or two labellings of one grouping.
+    pairs = [(None, np.arange(n)), (np.arange(n), None), (by_four, by_four + 4)]
+    for i, (saved_map, restored_map) in enumerate(pairs):
+        saved = make(saved_map)
+        saved.observe(np.array([1]), np.array([[1, 0, 1, 1]], np.float32))
+        saved.save(tmp_path / f"slots{i}")
+        make(restored_map).restore(tmp_path / f"slots{i}")
 
 
 def test_restore_of_another_kind_of_checkpoint_names_its_items(tmp_path):

@@ -16,7 +16,10 @@ NOTEBOOKS = sorted(
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
-def test_notebook_executes(path):
+def test_notebook_executes(path, monkeypatch):
+    # The kernel's inline backend shows the plots; MPLBACKEND (Agg on a headless machine, say)
+    # would override it and show none.
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.read(path, as_version=4)
     # From the notebook's own folder, as Jupyter runs it (not the repository root).
     here = os.path.dirname(path)

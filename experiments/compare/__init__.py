@@ -29,8 +29,8 @@ and code for that arm (after a crash, or with arms added; ``code``: a change to 
 reruns the arms that draw with it, to shared code every arm, not to comments or docstrings);
 delete the folder to run them again. A run that would drop or change numbers of an arm that
 ``DIR/compare.json`` holds and it does not rerun (one ``--arms`` leaves out, or one it reuses
-whose kept result is not the table's, e.g. after ``--report --replace-arms``) is refused
-before any arm runs, unless ``--overwrite``.
+whose kept result is not the row the table took from another run by ``--report
+--replace-arms``) is refused before any arm runs, unless ``--overwrite``.
 Every arm is checked (its experiment, pool, sampler and gates built) before any runs. One
 study at a time uses a directory: it holds ``DIR/run.lock`` as a run directory does, and a
 second process is refused naming the first (``--report`` too, where the folder of the

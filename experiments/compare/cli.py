@@ -216,7 +216,7 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
             reused[arm["name"]] = c
     if (kept or missing or reused) and not args.overwrite:  # else every arm of the study runs
         _refuse_to_lose(
-            args.run_dir, study, chosen - set(reused), {**kept, **reused}, bool(kept or missing)
+            args.run_dir, study, chosen, {**kept, **reused}, bool(kept or missing), set(reused)
         )
     curves = {}
     for arm in config.arms:
@@ -278,6 +278,9 @@ def _kept_result(run_dir: str, study: CompareConfig, arm) -> dict | None:
 
 # The per-seed numbers that say two results of an arm are the same run.
 _SAME_RUN = ("rollouts_to_target", "final_held_out")
+TAKEN_FROM = "taken_from"
+"""The key ``--report --replace-arms`` adds to each arm's row it takes from another run: that
+run's command."""
 
 
 def _same(a, b) -> bool:
@@ -289,12 +292,17 @@ def _same(a, b) -> bool:
         return a == b
 
 
-def _refuse_to_lose(run_dir: str, study: CompareConfig, ran: set, kept: dict, subset: bool):
-    """Ends the process if ``RUN_DIR/compare.json`` holds an arm that a run which runs the
-    arms ``ran`` and takes the others' results from ``kept`` would change (one whose kept
-    result has other per-seed numbers, e.g. one taken from another run by ``--report
-    --replace-arms``) or, where it runs a ``subset`` of the study's arms, drop: nothing a user
-    ran is lost without ``--overwrite``."""
+def _refuse_to_lose(
+    run_dir: str, study: CompareConfig, chosen: set, kept: dict, subset: bool, reused: set
+):
+    """Ends the process if ``RUN_DIR/compare.json`` holds an arm that a run of the arms
+    ``chosen`` (``reused`` of them taken from ``RUN_DIR/arms``), taking the study's other arms'
+    results from ``kept``, would change or, where it runs a ``subset`` of the study's arms,
+    drop: nothing a user ran is lost without ``--overwrite``. An arm left out is checked
+    against its kept result; a reused arm only where the table took its row from another run
+    (``--report --replace-arms`` marks it :data:`TAKEN_FROM`): a row this directory's own
+    earlier run wrote is one the finished run would write over too (a study resumed after a
+    crash, say, under new settings)."""
     path = os.path.join(run_dir, "compare.json")
     if not os.path.exists(path):
         return
@@ -311,10 +319,14 @@ def _refuse_to_lose(run_dir: str, study: CompareConfig, ran: set, kept: dict, su
             experiment = dataclasses.replace(study.experiment, target=float(target))
             study = dataclasses.replace(study, experiment=experiment)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        if not subset:  # every arm of the study runs or is reused: its tables replace these
+            return
         raise SystemExit(
-            f"error: {path} cannot be read ({type(e).__name__}: {e}), and this run writes its "
-            "tables over it: move it away, give another --run-dir, or pass --overwrite"
+            f"error: {path} cannot be read ({type(e).__name__}: {e}), and this run of some arms "
+            "(--arms) writes its tables over it: move it away, give another --run-dir, or pass "
+            "--overwrite"
         ) from None
+    ran = chosen - {n for n in reused if TAKEN_FROM in stored.get(n, {})}
     others = [n for n in stored if n not in ran]
     now = seed_data(study, {n: kept[n] for n in others if n in kept})
     changed = {
@@ -384,7 +396,7 @@ def _replace_arms(config, data, command, other_config, other_data, other_command
             f"--replace-arms: the other run's baseline {base!r} has other per-seed numbers than "
             "this study's: the runs do not reproduce each other"
         )
-    data = {**data, **{n: other_data[n] for n in names}}
+    data = {**data, **{n: {**other_data[n], TAKEN_FROM: other_command} for n in names}}
     shown = ", ".join(repr(n) for n in names)
     return data, f"{command}`, arms {shown} from `{other_command}"
 

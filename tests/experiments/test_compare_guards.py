@@ -230,6 +230,39 @@ def test_an_arm_reused_from_run_dir_arms_may_not_write_over_the_tables_numbers(
         compare.main([*study, "--diversity", ORACLE, "--overwrite"])
 
 
+def test_a_study_resumed_after_a_crash_under_new_settings_is_not_refused(
+    tmp_path, fake_runs, monkeypatch
+):
+    """The table's rows came from this directory's own earlier run (settings A); a rerun under
+    B crashed after its first arm. Resuming B reuses that arm, whose numbers differ from the
+    table's A numbers: the finished run would have written over them too, so nothing is lost
+    (the check for reused arms once refused it). A table that does not parse is written over by
+    a whole-study run, as before."""
+    from experiments.compare import cli
+
+    study = _study(tmp_path)
+    compare.main(study)
+    path = tmp_path / "out" / "compare.json"
+    b = [*study, "--set", "experiment.seed=5"]
+    fake = cli.run_arm
+
+    def crash_on_second_arm(config, arm, mesh=None, progress=None):
+        if arm["name"] == ORACLE:
+            raise KeyboardInterrupt
+        return fake(config, arm, mesh, progress)
+
+    monkeypatch.setattr(cli, "run_arm", crash_on_second_arm)
+    with pytest.raises(KeyboardInterrupt):
+        compare.main(b)
+    monkeypatch.setattr(cli, "run_arm", fake)
+    compare.main(b)  # BASE reused, ORACLE run
+    assert fake_runs == [BASE, ORACLE, BASE, ORACLE]
+    assert json.loads(path.read_text())["config"]["experiment"]["seed"] == 5
+    path.write_text("{")
+    compare.main(b)  # every arm reused, the unreadable table written over
+    assert fake_runs == [BASE, ORACLE, BASE, ORACLE] and _arms(path).keys() == {BASE, ORACLE}
+
+
 def test_a_subset_of_a_study_with_best_of_groups_runs(tmp_path, fake_runs):
     """``--arms`` once rebuilt the study with best_of naming the arms left out, and failed."""
     from experiments.compare.config import select_arms
