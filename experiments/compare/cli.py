@@ -196,7 +196,8 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
     directory's lock): a subset run leaves the other arms' numbers in place. It says which
     arms have none, and refuses, before running anything, to drop or change an arm's numbers
     that ``RUN_DIR/compare.json`` holds and the run does not rerun (one it leaves out, or one
-    it reuses from ``RUN_DIR/arms``), unless ``--overwrite``."""
+    it reuses from ``RUN_DIR/arms`` whose row the table took from another run), unless
+    ``--overwrite``."""
     for arm in study.arms:  # the code digests now: of the code imported, before edits
         with contextlib.suppress(ValueError, TypeError):  # an arm not run: see _kept_result
             arm_fingerprint(study, arm)
