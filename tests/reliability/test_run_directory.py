@@ -105,6 +105,9 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_dead_holders_lock_is_ta
             assert holder.poll() is None, "the first run exited early"
             assert time.monotonic() < deadline, "the first run saved no checkpoint in 120 s"
             time.sleep(0.05)
+        # Paused, still holding the lock: running on, it would delete step 4 itself once it
+        # keeps three later checkpoints (under load that raced the check below).
+        holder.send_signal(signal.SIGSTOP)
         args = ["--run-dir", str(tmp_path), "--steps", "6", "--no-progress"]
         for extra in ([], ["--resume"], ["--overwrite"]):
             with pytest.raises(SystemExit) as e:
