@@ -32,7 +32,7 @@ import orbax.checkpoint as ocp
 
 from curriculax._checks import int_at_least
 from curriculax.checkpoint import CheckpointStore
-from curriculax.host import COPY_MAP, copy_map_digest, digest_str
+from curriculax.host import COPY_MAP, digest_str
 from curriculax.integrations._ledger import DrawLedger, check_pool
 
 __all__ = ["CurriculumCheckpoints", "CurriculumDataset", "CurriculumIterator"]
@@ -321,8 +321,9 @@ def _num_tasks(curriculum: Any) -> int | None:
 
 
 def _copy_map(curriculum: Any) -> str | None:
-    """The copy-map digest a checkpoint is saved for (None: the sampler has no copy map)."""
-    return copy_map_digest(getattr(curriculum.curriculum.sampler, "entry_task", None))
+    """The copy-map digest a checkpoint is saved for (None: the sampler has no copy map), as
+    the :class:`curriculax.HostCurriculum` (``check_pool`` made sure of its type) keeps it."""
+    return curriculum._copy_map
 
 
 class _Frozen(grain.DatasetIterator):
