@@ -10,6 +10,8 @@ registered only where the candidate's median is within ``--within`` (1.2) of tha
 every cell of the grid; the table says where it is, with the paired bootstrap interval of the
 ratio (the point estimate is what the condition reads; the interval says how much of a gap is
 the seeds). It also lists every cell of the grid the candidate has not run.
+Reruns of stored arms on newer code (``docs/compare/reruns/*.json``, ``--reruns``) are read in
+place of the stored runs they did not reproduce (:func:`superseded`).
 
 The best arm of a cell is the minimum over many arms' noisy medians, so an arm as good as the
 best could trail it by chance: ``--split-halves`` measures how much, choosing each 20-seed
@@ -645,13 +647,71 @@ def split_report(rows: Sequence[Split], *, within: float) -> str:
     return "\n".join([intro, "", table, "", count]) + "\n"
 
 
-def load(pattern: str) -> list[Arm]:
-    """Every arm of every study file matching ``pattern`` (sorted by path), a run that
-    repeats an earlier one listed once (:func:`distinct_runs`)."""
+def _one_arm(a: Arm) -> tuple:
+    """What makes two runs runs of one arm: the cell family (seeds aside), labels and
+    curriculum (and, for an oracle, which oracle)."""
+    return a.family, a.labels, json.dumps(a.curriculum, sort_keys=True), a.oracle and a.name
+
+
+def _agrees(a: Arm, b: Arm) -> bool:
+    """Whether two runs of one arm have the same numbers on the seeds both ran."""
+    k = min(a.seeds, b.seeds)
+    return bool(np.array_equal(a.rollouts[:k], b.rollouts[:k]))
+
+
+def superseded(arms: Sequence[Arm], reruns: Sequence[Arm]) -> list[Arm]:
+    """``arms`` with every run of an arm that ``reruns`` reran differently replaced by the
+    rerun.
+
+    A rerun (``docs/compare/reruns/``) runs stored arms again on newer code (a fix that
+    changed what they draw). Every stored run of that arm in that cell family
+    (:func:`_one_arm`; a 20-seed rerun's seeds 0-9 stand for a 10-seed study's run,
+    :func:`on_shared_seeds`) whose numbers differ from the rerun's on the seeds both ran is
+    replaced by the rerun, so one arm stays one competitor for the best-arm pick and the
+    numbers read are those of the code a user gets. A stored run the rerun reproduced stays
+    (an arm the fix did not change); a rerun that reproduced every stored run adds nothing.
+
+    Raises:
+      ValueError: naming a rerun arm that reruns no stored arm (a typo or a changed config
+        would otherwise add an arm), or one with fewer seeds than a run it replaces.
+    """
+    gone: set[int] = set()
+    added = []
+    for r in reruns:
+        runs = [i for i, a in enumerate(arms) if _one_arm(a) == _one_arm(r)]
+        if not runs:
+            raise ValueError(
+                f"rerun {r.study!r} arm {r.name!r} reruns no stored arm (no study table holds "
+                "that curriculum and labels in that cell)"
+            )
+        differ = [i for i in runs if not _agrees(arms[i], r)]
+        short = [arms[i].study for i in differ if arms[i].seeds > r.seeds]
+        if short:
+            raise ValueError(
+                f"rerun {r.study!r} arm {r.name!r} ran {r.seeds} seeds, fewer than the run "
+                f"it replaces in {', '.join(short)}: rerun it on all of them"
+            )
+        if differ:
+            gone.update(differ)
+            added.append(r)
+    return [a for i, a in enumerate(arms) if i not in gone] + added
+
+
+def load(pattern: str, reruns: str | None = None) -> list[Arm]:
+    """Every arm of every study file matching ``pattern`` (sorted by path), each arm that a
+    file matching ``reruns`` reran read from the rerun (:func:`superseded`; the rerun's study
+    is named ``reruns/<file stem>``), a run that repeats an earlier one listed once
+    (:func:`distinct_runs`). ``reruns`` may match no file."""
     paths = sorted(glob.glob(pattern))
     if not paths:
         raise FileNotFoundError(f"no study tables match {pattern!r}")
-    return distinct_runs([a for p in paths for a in study_arms(p)])
+    arms = [a for p in paths for a in study_arms(p)]
+    again = [
+        a._replace(study=f"reruns/{a.study}")
+        for p in sorted(glob.glob(reruns or ""))
+        for a in study_arms(p)
+    ]
+    return distinct_runs(superseded(arms, again))
 
 
 def _by_init(tables: Any) -> dict[str, Any]:
@@ -667,6 +727,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         prog="python -m experiments.compare.grid", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("--tables", default="docs/compare/*.json", help="study files (a glob)")
+    p.add_argument(
+        "--reruns",
+        help="reruns of stored arms on newer code, read in place of every stored run of each "
+        "arm they ran (a glob; default: reruns/*.json beside --tables; '' for none)",
+    )
     candidate = p.add_mutually_exclusive_group()  # one flag names the candidate
     candidate.add_argument(
         "--preset",
@@ -698,6 +763,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "the best on the other half (cells with 20+ seeds)?",
     )
     args = p.parse_args(argv)
+    if args.reruns is None:
+        args.reruns = os.path.join(os.path.dirname(args.tables), "reruns", "*.json")
     if args.split_halves:
         given = [
             f"--{flag.replace('_', '-')}"
@@ -709,7 +776,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"--split-halves takes no candidate (it measures each cell's best arm), got "
                 f"{', '.join(given)}"
             )
-        rows = split_halves(load(args.tables))
+        rows = split_halves(load(args.tables, args.reruns))
         print(split_report(rows, within=args.within), end="")
         return
     if args.by_init is not None:
@@ -724,7 +791,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         target = _config.expand_preset({"preset": preset})
         by_init = {"base": target, "scratch": target}
         name = f"preset {preset!r}"
-    arms = load(args.tables)
+    arms = load(args.tables, args.reruns)
     rows = grid(arms, lambda a: a.curriculum == by_init[a.init], within=args.within)
     if args.no_labels is not None:
         bare = _by_init(json.loads(args.no_labels))

@@ -255,6 +255,47 @@ def test_a_run_that_repeats_another_studys_is_one_measurement(tmp_path):
     assert [a.study for a in arms if a.name == "uniform"] == ["orig"]
 
 
+def test_a_rerun_replaces_the_stored_runs_of_its_arm_that_it_did_not_reproduce(tmp_path, capsys):
+    levels = "robust, labels levels"
+    _study(tmp_path, "a", {"uniform": [1000.0] * 10, levels: [1300.0] * 10})
+    _study(tmp_path, "b", {"uniform": [1000.0] * 20, levels: [800.0] * 20}, seeds=20)
+    (tmp_path / "reruns").mkdir()
+    _study(tmp_path / "reruns", "x", {"uniform": [1000.0] * 20, levels: [1100.0] * 20}, seeds=20)
+    arms = grid.load(str(tmp_path / "*.json"), str(tmp_path / "reruns" / "*.json"))
+    # the preset's two stored runs (seeds 0-9 of both differ from the rerun's) are gone: one
+    # arm, one competitor; uniform was reproduced, so its stored runs stay and the rerun adds
+    # nothing
+    assert sorted(a.study for a in arms if a.name == levels) == ["reruns/x"]
+    assert sorted(a.study for a in arms if a.name == "uniform") == ["a", "b"]
+    robust = _config.expand_preset({"preset": "robust"})
+
+    def ratios(arms):  # the preset over the best arm with level labels, by seeds per cell
+        rows = grid.grid(arms, lambda a: a.curriculum == robust)
+        return {r.candidate.seeds: r.ratio.point for r in rows if r.labels == "levels"}
+
+    assert ratios(arms) == pytest.approx({10: 1.1, 20: 1.1})
+    # without the reruns: the stored runs (1,300 and 800 on seeds 0-9)
+    assert ratios(grid.load(str(tmp_path / "*.json"))) == pytest.approx({10: 1.3, 20: 1.0})
+    # the command line reads reruns/ beside --tables by default, '' for none
+    grid.main(["--tables", str(tmp_path / "*.json")])
+    assert "reruns/x" in capsys.readouterr().out
+    grid.main(["--tables", str(tmp_path / "*.json"), "--reruns", ""])
+    assert "reruns/x" not in capsys.readouterr().out
+
+
+def test_a_rerun_of_no_stored_arm_or_of_fewer_seeds_is_refused(tmp_path):
+    _study(tmp_path, "b", {"uniform": [1000.0] * 20}, seeds=20)
+    (tmp_path / "reruns").mkdir()
+    short = _study(tmp_path / "reruns", "short", {"uniform": [900.0] * 10})
+    with pytest.raises(ValueError, match=r"'reruns/short' arm 'uniform' ran 10 seeds, fewer .* b"):
+        grid.load(str(tmp_path / "*.json"), str(short))
+    data = json.loads(short.read_text())
+    data["config"]["generations"] += data["config"]["eval_every"]  # another cell
+    short.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="'reruns/short' arm 'uniform' reruns no stored arm"):
+        grid.load(str(tmp_path / "*.json"), str(short))
+
+
 def _stored_output(capsys, argv, path, counted, quoted):
     """The grid's output for ``argv`` on the stored tables, checked against its copy at
     ``path``; the two numbers the ``counted`` pattern reads from it must be quoted in
