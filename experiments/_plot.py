@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import sys
-from types import ModuleType
+from typing import Any
 
 
-def pyplot(what: str) -> ModuleType | None:
-    """``matplotlib.pyplot`` on the file-only Agg backend, or ``None`` without matplotlib.
+def figure(what: str, **kwargs: Any) -> Any:
+    """A ``matplotlib.figure.Figure``, made without pyplot, or ``None`` without matplotlib.
+
+    Without pyplot no backend is chosen or switched (a notebook's inline display and an
+    ``MPLBACKEND`` stay as they are) and nothing keeps the figure alive: draw on
+    ``fig.subplots(...)`` and write it with ``fig.savefig``.
 
     Args:
       what: the figure a caller is about to draw (``"curves.png"``), named in the note.
+      **kwargs: passed to ``Figure`` (``figsize``, ``layout``).
 
     Returns:
-      The ``pyplot`` module, or ``None`` after printing one line to stderr saying the figure
-      is skipped and how to get it; the caller then draws nothing and carries on.
+      The figure, or ``None`` after printing one line to stderr saying the figure is skipped
+      and how to get it; the caller then draws nothing and carries on.
     """
     try:
-        import matplotlib
+        from matplotlib.figure import Figure
     except ImportError:
         print(
             f"skipping {what}: matplotlib is not installed (pip install 'curriculax[plot]')",
             file=sys.stderr,
         )
         return None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kwargs)

@@ -39,14 +39,14 @@ from experiments.compare.report import run_settings, study_best_of, study_result
 def plot_curves(metrics_path: str, out_path: str, title: str, start: dict | None = None) -> None:
     """``curves.png``: held-out success and admission rate against rollouts consumed (skipped,
     with a note, when matplotlib is not installed)."""
-    plt = _plot.pyplot(os.path.basename(out_path))
-    if plt is None:
+    fig = _plot.figure(os.path.basename(out_path), figsize=(10, 3.6), layout="constrained")
+    if fig is None:
         return
     with open(metrics_path) as f:
         rows = [json.loads(x) for x in f]
     evals = ([start] if start else []) + [r for r in rows if "eval/held_out_success" in r]
     key = "eval/target" if evals and "eval/target" in evals[-1] else "eval/held_out_success"
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax = fig.subplots(1, 2)
     ax[0].step([r["rollouts"] for r in evals], [r[key] for r in evals], "o-", where="post")
     ax[0].set(xlabel="solver rollouts", ylabel="held-out exact match (target levels)", ylim=(0, 1))
     ax[0].grid(alpha=0.3)
@@ -54,9 +54,7 @@ def plot_curves(metrics_path: str, out_path: str, title: str, start: dict | None
     ax[1].set(xlabel="solver rollouts", ylabel="admission rate", ylim=(0, 1.05))
     ax[1].grid(alpha=0.3)
     fig.suptitle(title)
-    fig.tight_layout()
     fig.savefig(out_path, dpi=110)
-    plt.close(fig)
 
 
 def level_text(report: dict, levels) -> str:

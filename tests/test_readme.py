@@ -231,3 +231,39 @@ def test_the_metrics_reference_names_every_key():
         name = re.sub(r"^pool/(hard|medium|easy)$", "pool/<band>", name)
         name = re.sub(r"^(q|prob|reliability|noise|category_pass_rate)/\d+$", r"\1/<c>", name)
         assert f"`{name}`" in text, f"docs/metrics.md does not document {key!r} (as `{name}`)"
+
+
+def _table_rows_off_their_header(text: str) -> list[tuple[int, int, int]]:
+    """``(line, header cells, row cells)`` of every markdown table row outside fenced blocks
+    whose count of cells differs from its header's (an unescaped ``|`` in a cell splits it,
+    and the renderer drops the cells past the header's)."""
+    out = []
+    header = None
+    fenced = False
+    for i, line in enumerate(text.split("\n"), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or not line.startswith("|"):
+            header = None
+            continue
+        cells = len(re.findall(r"(?<!\\)\|", line.rstrip()))
+        if header is None:
+            header = cells
+        elif cells != header:
+            out.append((i, header, cells))
+    return out
+
+
+def test_every_markdown_table_row_has_its_headers_cells():
+    files = DOCS + sorted(
+        os.path.relpath(p, ROOT)
+        for pattern in ("docs/*/*.md", "docs/*/*/*.md", "benchmarks/*.md")
+        for p in glob.glob(f"{ROOT}/{pattern}")
+    )
+    bad = {}
+    for name in files:
+        with open(os.path.join(ROOT, name)) as f:
+            rows = _table_rows_off_their_header(f.read())
+        if rows:
+            bad[name] = rows
+    assert not bad, f"table rows whose cells differ from the header's ((line, header, row)): {bad}"

@@ -24,7 +24,7 @@ from experiments.compare.config import (
     select_arms,
 )
 from experiments.compare.diversity import diversity
-from experiments.compare.plot import plot
+from experiments.compare.plot import plot, stored_curves
 from experiments.compare.report import (
     load_study,
     reach,
@@ -69,7 +69,8 @@ def main(argv=None) -> None:
         metavar="JSON",
         default=None,
         help="instead of running: redo a finished study's tables from its per-seed numbers "
-        "(its compare.json, rewritten in place, and the .md beside it)",
+        "(its compare.json, rewritten in place, the .md beside it, and the .png beside it "
+        "where no arm probed pass rates)",
     )
     parser.add_argument(
         "--replace-arms",
@@ -411,7 +412,9 @@ def command_line(argv=None) -> str:
 def report_only(path: str, argv=None, replace: str | None = None) -> None:
     """Redoes a finished study's tables from the per-seed numbers its ``compare.json`` keeps
     (no arm runs): rewrites that file (same per-seed numbers, statistics redone) and the
-    ``.md`` beside it. The figure needs the arms' curves and is left as it is.
+    ``.md`` beside it, and redraws the ``.png`` beside it from the curves it keeps (a study
+    that probed pass rates keeps no curve for the figure's third panel: its figure is left as
+    it is, with a note).
 
     ``replace``: another run's ``compare.json`` of the same study (the same settings and arm
     tables; it may have run a subset of the arms, ``--arms``): its arms other than the
@@ -447,3 +450,14 @@ def _report(path: str, argv, replace: str | None) -> None:
     # settings it never ran with (a default may have changed since).
     study["config"] = stored
     write_json_atomic(path, study, indent=2, default=json_default)
+    figure = path[: -len(".json")] + ".png"
+    curves = stored_curves(data)
+    if curves is not None:
+        plot(config, curves, figure)
+    elif os.path.exists(figure):
+        print(
+            f"{figure} not redrawn: its pass-rate panel needs the runs' probes, which "
+            f"{os.path.basename(path)} does not keep"
+            + (" (it still shows the replaced arms' earlier runs)" if replace else ""),
+            file=sys.stderr,
+        )

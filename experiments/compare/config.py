@@ -142,6 +142,11 @@ def check_arm(arm: Mapping, where: str) -> None:
         raise ValueError(f"{where}: unknown key(s) {unknown}; accepted keys are {list(ARM_KEYS)}")
     if not isinstance(arm.get("name"), str) or not arm["name"]:
         raise ValueError(f"{where}: every arm needs a non-empty 'name'")
+    if not arm["name"].isprintable():
+        raise ValueError(
+            f"{where}: arm name {arm['name']!r} holds a line break or another control character "
+            "(it names the arm's row in every table)"
+        )
     experiment = arm.get("experiment", {})
     if not isinstance(experiment, Mapping):
         raise ValueError(

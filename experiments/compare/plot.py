@@ -7,22 +7,30 @@ import os
 import numpy as np
 
 from experiments import _stats as S
-from experiments._plot import pyplot
+from experiments._plot import figure
 from experiments.compare.config import CompareConfig, budget, find_arm
 from experiments.compare.report import reach
 
 
 def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     """Share of seeds at the target against rollouts (left) and the mean held-out success
-    (right), one line per arm."""
-    plt = pyplot(os.path.basename(out_path))
-    if plt is None:
-        return
-    exp = config.experiment
+    (right), one line per arm, the legend under the panels (inside one, long arm names hid
+    the curves)."""
     rates = any("pass_rate" in c for c in curves.values())
-    fig, ax = plt.subplots(1, 3 if rates else 2, figsize=(16.5 if rates else 11, 4.2))
+    width = 16.5 if rates else 11
+    # two legend columns where the longest name fits half the width (~0.075 inch a character
+    # at size 8), else one
+    ncol = 2 if max(map(len, curves), default=0) * 0.075 < width / 2 - 0.6 else 1
+    size = (width, 4.2 + 0.18 * -(-len(curves) // ncol))
+    fig = figure(os.path.basename(out_path), figsize=size, layout="constrained")
+    if fig is None:
+        return
+    from matplotlib import colormaps  # after figure(): matplotlib is there
+
+    exp = config.experiment
+    ax = fig.subplots(1, 3 if rates else 2)
     grid = np.linspace(0, budget(config), 401)
-    colors = plt.get_cmap("tab20").colors
+    colors = colormaps["tab20"].colors
     for i, (name, c) in enumerate(curves.items()):
         gated = bool(find_arm(config, name).get("curriculum", {}).get("gates"))
         style = {"color": colors[(2 * i) % 20 + (i >= 10)], "ls": "--" if gated else "-"}
@@ -45,8 +53,23 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
         )
     for a in ax:
         a.grid(alpha=0.3)
-    ax[0].legend(fontsize=8)
+    handles, labels = ax[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8)
     fig.suptitle(config.title or "study")
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=110)
-    plt.close(fig)
+    fig.savefig(out_path, dpi=110, bbox_inches="tight")  # a name wider than the figure too
+
+
+def stored_curves(data: dict[str, dict]) -> dict[str, dict] | None:
+    """The curves :func:`plot` draws, from a study's per-seed numbers (``compare.json``'s
+    ``arms``): rollouts and held-out success per evaluation. None where an arm probed pass
+    rates: the third panel's curve is not stored, so that figure cannot be redrawn."""
+    if any("pass_rates" in d for d in data.values()):
+        return None
+    curves = {}
+    for name, d in data.items():
+        held = np.asarray(
+            [[np.nan if x is None else x for x in row] for row in d["curve_held_out"]], float
+        )
+        rollouts = np.asarray(d["curve_rollouts"], float)
+        curves[name] = {"rollouts": np.tile(rollouts, (held.shape[0], 1)), "held_out": held}
+    return curves

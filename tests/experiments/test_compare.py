@@ -179,6 +179,14 @@ def test_arm_names_with_a_pipe_do_not_split_markdown_cells():
     assert len(row.replace("\\|", "").strip("|").split("|")) == 2
 
 
+def test_an_arm_name_with_a_line_break_is_refused(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text(STUDY.replace('name = "oracle"', 'name = "ora\\ncle"'))
+    with pytest.raises(ValueError, match=r"arm name 'ora\\ncle' holds a line break"):
+        compare.main(["--config", str(config), "--run-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
 def test_best_of_must_name_existing_arms(tmp_path):
     config = tmp_path / "tiny.toml"
     config.write_text(STUDY.replace('["oracle"]]', '["orcale"]]'))
@@ -354,7 +362,7 @@ def test_running_a_subset_of_arms_keeps_the_baseline(tmp_path, fake_runs):
     assert fake_runs == []
 
 
-def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fake_runs):
+def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fake_runs, capsys):
     compare.main(
         _study(tmp_path, STUDY.replace("pass_rate_samples = 2\n", "pass_rate_samples = 3\n"))
     )
@@ -362,8 +370,12 @@ def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fak
     made = (out / "compare.md").read_text()
     stored = json.loads((out / "compare.json").read_text())
     assert "| oracle | " in made and "never / sometimes / always solved" in made
+    drawn = (out / "compare.png").read_bytes()
     compare.main(["--report", str(out / "compare.json")])
     redone = (out / "compare.md").read_text()
+    # a study that probed pass rates keeps no curve for the third panel: left, with a note
+    assert (out / "compare.png").read_bytes() == drawn
+    assert "compare.png not redrawn: its pass-rate panel" in capsys.readouterr().err
     # Everything but the first line (which says how it was made) is what the run wrote.
     assert redone.split("\n", 1)[1] == made.split("\n", 1)[1]
     assert (
@@ -396,8 +408,17 @@ def test_report_takes_arms_from_a_rerun_of_the_same_study(tmp_path, fake_runs):
         compare.main(["--report", path, "--replace-arms", str(rerun / "compare.json")])
     again["arms"][NAMES[0]] = first["arms"][NAMES[0]]
     (rerun / "compare.json").write_text(json.dumps(again))
+    drawn = (out / "compare.png").read_bytes()
     compare.main(["--report", path, "--replace-arms", str(rerun / "compare.json")])
     merged = json.loads((out / "compare.json").read_text())
+    # the figure is redrawn from the merged per-seed curves (it showed the replaced runs)
+    from experiments.compare.plot import plot, stored_curves
+    from experiments.compare.report import load_study
+
+    config, data, _ = load_study(path)
+    plot(config, stored_curves(data), str(tmp_path / "expected.png"))
+    assert (out / "compare.png").read_bytes() == (tmp_path / "expected.png").read_bytes()
+    assert (out / "compare.png").read_bytes() != drawn
     for key in ("rollouts_to_target", "final_held_out"):
         assert merged["arms"]["oracle"][key] == again["arms"]["oracle"][key]
         assert merged["arms"]["oracle"][key] != first["arms"]["oracle"][key]
