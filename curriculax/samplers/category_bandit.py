@@ -119,7 +119,15 @@ def category_probabilities(
     0 for empty ones."""
     num_nonempty = int(np.sum(nonempty))
     mask = jnp.asarray(nonempty)
-    soft = jax.nn.softmax(jnp.where(mask, q / temperature, -jnp.inf))
+    logits = q / temperature
+    # At a tiny temperature q / temperature overflows to inf in two categories and softmax
+    # gave NaN (inf - inf): there the gaps to the best non-empty Q are divided instead (the
+    # best 0, the rest down to -inf). Only there: shifting first rounds differently, and the
+    # draws at ordinary temperatures stay what they were.
+    gap = q - jnp.max(jnp.where(mask, q, -jnp.inf))
+    overflow = jnp.any(mask & ~jnp.isfinite(logits))
+    logits = jnp.where(overflow, jnp.where(gap == 0, 0.0, gap / temperature), logits)
+    soft = jax.nn.softmax(jnp.where(mask, logits, -jnp.inf))
     return (1.0 - epsilon) * soft + jnp.where(mask, epsilon / num_nonempty, 0.0)
 
 

@@ -127,6 +127,25 @@ def _check_bands(bands: tuple[Band, ...], unscored_weight: float) -> tuple[Band,
     unscored_weight = number(unscored_weight, "unscored_weight")
     if not (unscored_weight >= 0 and math.isfinite(unscored_weight)):
         raise ValueError(f"unscored_weight must be finite and >= 0, got {unscored_weight}")
+    # The weights are drawn as float32: one that overflows it (or whose sum does) made
+    # every probability NaN, and a positive one that rounds to 0 disabled its band.
+    weights = {f"band {b.name!r}: weight": b.weight for b in bands}
+    weights["unscored_weight"] = unscored_weight
+    for what, w in weights.items():
+        with np.errstate(over="ignore", under="ignore"):
+            w32 = np.float32(w)
+        if w > 0 and not (np.isfinite(w32) and w32 > 0):
+            raise ValueError(
+                f"{what} = {w!r} is outside float32's range, in which the weights are drawn; "
+                "weights are relative: scale them all alike"
+            )
+    with np.errstate(over="ignore"):
+        total = np.sum(np.array(list(weights.values()), np.float32))
+    if not np.isfinite(total):
+        raise ValueError(
+            f"the weights sum past float32's range ({list(weights.values())}); weights are "
+            "relative: scale them all alike"
+        )
     return tuple(sorted(bands, key=lambda b: float(b.max_reward)))
 
 
@@ -266,8 +285,8 @@ def difficulty_pools(
       has yet to dispatch: the unseen ones), ``mean_score``.
 
     Raises:
-      ValueError: negative weights, duplicate thresholds or names, no band with a positive
-        weight, or a seed outside ``[0, 2**32)``.
+      ValueError: negative weights or ones outside float32's range, duplicate thresholds or
+        names, no band with a positive weight, or a seed outside ``[0, 2**32)``.
 
     Example:
       >>> s = difficulty_pools(100)

@@ -207,3 +207,16 @@ def test_numpy_numbers_are_numbers():
     cx.samplers.category_bandit(N, LEVELS, temperature=np.int64(1), epsilon=np.float32(0.5))
     with pytest.raises(TypeError, match=r"temperature must be a number, got np.True_"):
         cx.samplers.category_bandit(N, LEVELS, temperature=np.bool_(True))
+
+
+@pytest.mark.parametrize("temperature", [1e-45, 1e-50])
+def test_a_tiny_temperature_draws_the_best_categories_not_nan(temperature):
+    # q / temperature overflowed to inf in the two best categories: softmax gave NaN
+    from curriculax.samplers.category_bandit import category_probabilities
+
+    q = jnp.array([0.5, 0.5, 0.1, 0.0])
+    p = np.asarray(category_probabilities(q, np.array([1, 1, 1, 0], bool), temperature, 0.1))
+    np.testing.assert_allclose(p, [0.45 + 0.1 / 3, 0.45 + 0.1 / 3, 0.1 / 3, 0.0], rtol=1e-6)
+    sampler = cx.samplers.category_bandit(N, LEVELS, temperature=temperature)
+    _, drawn = _run(sampler, lambda cat, t: jnp.where(cat == 2, 0.5, 0.0), steps=10)
+    assert np.isin(np.asarray(drawn), np.arange(CATS)).all()

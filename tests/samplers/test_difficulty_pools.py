@@ -668,6 +668,21 @@ def test_draw_properties_hold_for_any_scores(tasks, seed):
         ([Band("a", 0.5, float("inf"))], {}, ValueError, r"'a': weight must be finite"),
         ([Band("a", 0.5, "1")], {}, TypeError, r"'a': weight must be a number, got '1'"),
         ([], {}, ValueError, r"at least one band"),
+        # drawn as float32: 1e39 was inf (every probability NaN), 1e-46 was 0 (band disabled)
+        (
+            [Band("a", 0.5, 1e39), Band("b", 1.0, 1.0)],
+            {},
+            ValueError,
+            r"band 'a': weight = 1e\+39 is outside float32's range",
+        ),
+        ([Band("a", 0.5, 1e-46)], {}, ValueError, r"band 'a': weight = 1e-46 is outside float32"),
+        (None, {"unscored_weight": 1e39}, ValueError, r"unscored_weight = 1e\+39 is outside"),
+        (
+            [Band("a", 0.5, 3e38), Band("b", 1.0, 3e38)],
+            {},
+            ValueError,
+            r"the weights sum past float32's range",
+        ),
         (
             None,
             {"unscored_weight": -1.0},
