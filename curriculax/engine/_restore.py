@@ -187,13 +187,22 @@ def _reorder_envs(
     leaves: dict, order: list[str], names: tuple[str, ...], *, pending: bool = True
 ) -> int:
     """Moves the engine's per-env leaves from the checkpoint's env ``order`` to ``names`` by
-    name: the ``[E]`` counts (zeros for an env the checkpoint lacks), and with ``pending`` the
+    name: the ``[E]`` counts (zeros for an env the checkpoint lacks; a removed env's groups
+    since progress leave the ``counters.since_progress`` total), and with ``pending`` the
     env index of each waiting group to its env's new index; the waiting groups of an env not
     in ``names`` are dropped, the others keep their order. Returns how many were dropped."""
     kept = np.array([n in order for n in names])
     take = np.array([order.index(n) if n in order else 0 for n in names])  # new -> saved
     new_index = np.array([names.index(n) if n in names else -1 for n in order])  # saved -> new
-    for path in ("mixer/batches", "mixer/groups", "since_progress_by_env"):
+    total, by_env = "counters/since_progress", "since_progress_by_env"
+    if total in leaves and by_env in leaves:
+        # the total counts every env's groups: a removed env's leave with it (the stall guard
+        # read them as this run's)
+        gone = np.array([n not in names for n in order])
+        counts = np.asarray(leaves[by_env]).astype(np.int64)
+        left = int(np.asarray(leaves[total])) - int(counts[gone].sum())
+        leaves[total] = np.asarray(max(left, 0), np.asarray(leaves[total]).dtype)
+    for path in ("mixer/batches", "mixer/groups", by_env):
         if path in leaves:
             old = np.asarray(leaves[path])
             leaves[path] = np.where(kept, old[take], 0).astype(old.dtype)

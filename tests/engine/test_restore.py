@@ -150,6 +150,7 @@ def waiting(tmp_path_factory):
         pending=state.pending._replace(groups=state.pending.groups._replace(env=env)),
         mixer=state.mixer._replace(groups=np.array([21, 14], np.int32)),
         since_progress_by_env=np.array([3, 5], np.int32),
+        counters=state.counters._replace(since_progress=np.asarray(8, np.int32)),
     )
     run_dir = tmp_path_factory.mktemp("waiting")
     store = CheckpointStore(run_dir / "checkpoints")
@@ -176,6 +177,7 @@ def test_adding_an_env_keeps_the_waiting_groups_and_per_env_counts(waiting):
     assert state.mixer.groups.tolist() == [21, 14, 0]
     assert state.mixer.batches.tolist() == [*old.mixer.batches.tolist(), 0]
     assert state.since_progress_by_env.tolist() == [3, 5, 0]
+    assert int(state.counters.since_progress) == 8
     fresh = warning.split("fresh state for: ")[1]
     for path in ("pending", "mixer", "since_progress_by_env"):
         assert f"'{path}'" not in fresh, fresh
@@ -196,6 +198,8 @@ def test_removing_an_env_drops_only_its_waiting_groups(waiting):
     assert not np.asarray(state.pending.groups.task_ids)[of_b.size :].any()  # zeros past it
     assert state.mixer.groups.tolist() == [0, 14]
     assert state.since_progress_by_env.tolist() == [0, 5]
+    # the total is the kept env's: a's 3 groups no longer count toward the stall guard
+    assert int(state.counters.since_progress) == 5
     dropped = count - of_b.size
     assert f"{dropped} admitted group(s) of the envs ['a'] were waiting to train" in warning
 
