@@ -29,6 +29,51 @@ from curriculax.selfplay import (
 CHALLENGER_ARMS = ("self-play", "bandit", "random generator", "learned")
 
 
+# The experiment keys only the main job reads (experiments/grpo.py), and what the GRPO self-play
+# scripts read instead: a value set for one of them would be recorded but never act.
+MAIN_JOB_ONLY = {
+    "steps": "a run's budget is rounds x steps_per_round",
+    "stall_windows": "the self-play engine keeps its own stall guard (EngineConfig's default)",
+    "eval_rollouts": "the held-out set is evaluated once per round",
+    "checkpoint_every": "a self-play run keeps no checkpoints",
+    "target": "the main job's target; the script reports the held-out score itself",
+    "stop_at_target": "a self-play run never stops early",
+    "evidence": "it is the main job's study quoted with its result",
+    "evidence_arm": "it is the main job's study quoted with its result",
+    "evidence_best_of": "it is the main job's study quoted with its result",
+    "curriculum": "the seed sampler is the top-level `sampler`",
+    "task.eval_levels": "held-out exact match is over every held-out task",
+    "task.distractors": "the self-play solver has no coin-flip reward (no distractors)",
+    "task.distractor_p": "the self-play solver has no coin-flip reward (no distractors)",
+    "task.labels": "no sampler reads category labels (the seed sampler is `sampler`)",
+}
+
+
+def refuse_unread(experiment, default, unread: dict[str, str]) -> None:
+    """Refuses every key of ``unread`` that ``experiment`` sets to other than ``default``'s
+    value (the script's own defaults): the script never reads it, and a value given would be
+    recorded in its summary as if it had acted.
+
+    Args:
+      experiment: the run's :class:`~experiments._builders.GRPOExperimentConfig`.
+      default: the script's default one.
+      unread: dotted keys under ``experiment`` (``"task.level_mass"``), each with what the
+        script reads instead (for the message).
+
+    Raises:
+      ValueError: naming each such key, its value and what the script reads instead.
+    """
+    given = []
+    for key, instead in unread.items():
+        value, base = experiment, default
+        for part in key.split("."):
+            value, base = getattr(value, part), getattr(base, part)
+        if value != base:
+            given.append(f"experiment.{key} = {value!r} ({instead})")
+    if given:
+        raise ValueError(f"not used by this script: {'; '.join(given)}; leave them out")
+
+
 def _reversal_task(spec: T.ReversalSpec, level: int, digits: jax.Array) -> T.TaskSet:
     """One task (leaves without the task axis) of ``digits: i32[1, length(level)]``, padded to
     the pool's widths."""

@@ -2,8 +2,11 @@
 
     python -m experiments.selfplay.selfplay_demo            # (no --dry-run) runs this
 
-The solver is the main job's transformer; the seed tasks are the family's pool at every level;
-the challenger generates tasks at its spec's level (a random symbol sequence of that length)
+The solver is the main job's transformer and GRPO settings; the seed tasks are not the main
+job's pool but ``experiment.task.train_per_level`` tasks of every level of the family (by
+default reversal over 4 symbols, lengths 1-6: 4, 16, 64, 64, 64 and 64 tasks), ``held_out_frac``
+of them held out (``experiment`` keys the script does not read are refused by name). The
+challenger generates tasks at its spec's level (a random symbol sequence of that length)
 and moves the level by the measured learnability (r0): up when generated tasks get learned,
 down when they only get stuck. The same rollout budget is run without a challenger (no gate in
 either run, so every update costs the same rollouts). Both are evaluated on the same held-out
@@ -24,7 +27,24 @@ from curriculax import tasks as T
 from curriculax._files import write_json_atomic
 from experiments import _cli
 from experiments._builders import GRPOExperimentConfig, TaskConfig, family_spec
-from experiments.selfplay._challengers import check_start_level, evolve_arm
+from experiments.selfplay._challengers import (
+    MAIN_JOB_ONLY,
+    check_start_level,
+    evolve_arm,
+    refuse_unread,
+)
+
+# The experiment keys this script never reads (besides the main job's), and what it reads
+# instead: the seed tasks are train_per_level tasks of every level of the family, drawn from
+# key 0, with held_out_frac (top level) of them held out; the run's seed is --seed.
+UNREAD = {
+    **MAIN_JOB_ONLY,
+    "seed": "the run's seed is --seed",
+    "task.held_out_per_level": "the held-out tasks are held_out_frac (top level) of the seed tasks",
+    "task.held_out_frac": "the held-out share is held_out_frac (top level)",
+    "task.level_mass": "the seed tasks are task.train_per_level tasks of every level",
+    "task.pool_size": "the seed tasks are task.train_per_level tasks of every level",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +84,7 @@ def main(argv=None) -> None:
     if args.steps_override is not None:
         _cli.check_key("steps_per_round", args.steps_override, "--steps")
         config = dataclasses.replace(config, steps_per_round=args.steps_override)
+    refuse_unread(config.experiment, SelfPlayConfig().experiment, UNREAD)
     summary_path = os.path.join(args.run_dir, "summary.json")
     _cli.refuse_earlier_output(summary_path, args.overwrite)
     exp = config.experiment

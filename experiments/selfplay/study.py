@@ -28,9 +28,12 @@ cache. With ``--compiled`` every seed of an arm runs as one compiled program
 ``experiments/selfplay/_challengers.py``: the same tasks from the same keys, the same judge,
 held-out set and rollouts, the same records; ``seed_batch`` seeds ``vmap``-ped at a time, 0:
 all); the learned arm is host-only.
-Finished runs are appended to ``runs.jsonl``; ``--resume`` skips them (a run directory holding
-some refuses without ``--resume`` or ``--overwrite``). Writes ``study.md``
-(the table) and ``summary.json`` (per-seed numbers, curves, statistics).
+Finished runs are appended to ``runs.jsonl``, each with the digest of the settings that decide
+its numbers (:func:`run_settings`, kept in full in ``settings.json``); ``--resume`` skips them
+and refuses records made with other settings (a run directory holding an earlier study's files
+refuses without ``--resume`` or ``--overwrite``). Writes ``study.md`` (the table) and
+``summary.json`` (per-seed numbers, curves, statistics). The ``experiment`` keys a run never
+reads (the main job's, :data:`UNREAD`) are refused when set.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from curriculax._files import write_json_atomic, write_text_atomic
 from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
+from experiments._base import base_spec, spec_hash
 from experiments._builders import (
     GRPOExperimentConfig,
     TaskConfig,
@@ -56,10 +60,28 @@ from experiments._builders import (
 )
 from experiments._environment import describe_all, environment
 from experiments._progress import StudyProgress
-from experiments.selfplay._challengers import CHALLENGER_ARMS, evolve_arm
+from experiments.selfplay._challengers import (
+    CHALLENGER_ARMS,
+    MAIN_JOB_ONLY,
+    evolve_arm,
+    refuse_unread,
+)
 
 ARMS = ("self-play", "no challenger", "bandit", "random generator", "learned")
 BASELINES = ("no challenger", "random generator")
+
+# The experiment keys a study run never reads, and what it reads instead (refused when set,
+# :func:`~experiments.selfplay._challengers.refuse_unread`). ``experiment.seed`` is read: the
+# first seed.
+UNREAD = {
+    **MAIN_JOB_ONLY,
+    "target": "the study's target is the top-level `target`",
+    "task.eval_levels": "the held-out levels are the top-level `held_out_levels`",
+}
+# StudyConfig keys that do not decide a run's numbers: which runs to make (seeds, arms), the
+# path they run on (compiled, seed_batch: the same records on either path), how the table reads
+# them (target) and the scenario's labels.
+NOT_IN_RUN = ("seeds", "arms", "compiled", "seed_batch", "target", "scenario", "date")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +115,100 @@ class StudyConfig:
     # (curriculax.selfplay.compiled_evolve); seed_batch seeds vmap-ped together (0: all).
     compiled: bool = False
     seed_batch: int = 0
+
+    def __post_init__(self):
+        # Before any run: an arm named twice would run every seed twice and count the repeats
+        # as more seeds (narrower intervals); an unknown one would fail after the others ran.
+        if not self.arms:
+            raise ValueError(f"arms is empty; name one or more of {list(ARMS)}")
+        for arm in self.arms:
+            if arm not in ARMS:
+                raise ValueError(f"arms: unknown arm {arm!r}; arms are {list(ARMS)}")
+            if self.arms.count(arm) > 1:
+                raise ValueError(
+                    f"arms: {arm!r} is named {self.arms.count(arm)} times; name each arm once "
+                    "(every arm runs once per seed)"
+                )
+
+
+def run_settings(config: StudyConfig) -> dict:
+    """What decides a run's numbers, JSON-able: the config less :data:`NOT_IN_RUN`, less the
+    experiment's ``seed`` (the first seed: a record names its own) and the keys a run never
+    reads (:data:`UNREAD`), and with a named base the hash of what it is made of (its name
+    alone would not change with its TOML)."""
+    settings = dataclasses.asdict(config)
+    for key in NOT_IN_RUN:
+        del settings[key]
+    del settings["experiment"]["seed"]
+    for key in UNREAD:
+        *head, last = key.split(".")
+        table = settings["experiment"]
+        for part in head:
+            table = table[part]
+        del table[last]
+    base = base_spec(config.experiment)
+    if base is not None:
+        settings["base"] = spec_hash(base)
+    return json.loads(json.dumps(settings))  # tuples as lists, as the file holds them
+
+
+def _differing(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two settings tables."""
+    keys = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _differing(a, b, f"{prefix}{k}.")
+        elif a != b:
+            keys.append(prefix + k)
+    return keys
+
+
+def check_unique(runs: list[dict], where: str) -> None:
+    """Refuses two records of one ``(arm, seed)`` (``where``: the file or list they came
+    from): a repeat would count as another seed and narrow the intervals."""
+    seen: dict = {}
+    for r in runs:
+        seen[r["arm"], r["seed"]] = seen.get((r["arm"], r["seed"]), 0) + 1
+    for (arm, seed), n in seen.items():
+        if n > 1:
+            raise ValueError(
+                f"{where}: arm {arm!r} seed {seed} has {n} records; each (arm, seed) is one run "
+                "(a repeat would count as another seed): keep one"
+            )
+
+
+def check_resume(runs: list[dict], path: str, settings: dict, settings_path: str) -> None:
+    """Refuses to resume on records of ``path`` made with settings other than ``settings``
+    (by their ``settings_digest``), naming the keys that differ where ``settings_path`` holds
+    theirs; records without a digest (older studies) are resumed with a warning."""
+    check_unique(runs, path)
+    digest = spec_hash(settings)
+    undigested = sum(r.get("settings_digest") is None for r in runs)
+    if undigested:
+        print(
+            f"warning: {undigested} record(s) in {path} carry no settings digest (made before "
+            "the study recorded one): resumed without checking they were made with these "
+            "settings",
+            file=sys.stderr,
+        )
+    other = sorted({r.get("settings_digest") for r in runs} - {None, digest})
+    if not other:
+        return
+    stored = None
+    if os.path.exists(settings_path):
+        with open(settings_path) as f:
+            stored = json.load(f)
+    if stored is not None and [stored.get("settings_digest")] == other:
+        what = ", ".join(_differing(stored["settings"], settings)) + f" differ from {settings_path}"
+    else:
+        what = f"settings digest {', '.join(other)}, now {digest}"
+    n = sum(r.get("settings_digest") in other for r in runs)
+    raise SystemExit(
+        f"error: {path} holds {n} run(s) made with other settings than these ({what}); "
+        "--resume adds runs to records made with the same settings only: resume with theirs, "
+        "or pass another --run-dir (--overwrite deletes them)"
+    )
 
 
 def scenario_held_out(exp: GRPOExperimentConfig, levels: tuple[int, ...]):
@@ -288,8 +404,12 @@ def _timed(challenger, timer: list[float]):
     )
 
 
-def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
-    """The table (markdown) and the statistics, from finished runs."""
+def summarize(config: StudyConfig, runs: list[dict], where: str = "runs") -> tuple[str, dict]:
+    """The table (markdown) and the statistics, from finished runs (one record per
+    ``(arm, seed)``; ``where``: where they came from, for the error that refuses a repeat).
+
+    A run that never reached the target is censored at its own budget (its final rollouts)."""
+    check_unique(runs, where)
     by_arm = {a: sorted((r for r in runs if r["arm"] == a), key=lambda r: r["seed"]) for a in ARMS}
     exp = config.experiment
     budget = max(r["rollouts"][-1] for r in runs)
@@ -304,8 +424,9 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
             np.array([r["held_out"] for r in rs]),
             config.target,
         )
+        spent = np.array([r["rollouts"][-1] for r in rs], np.float64)  # each run's budget
         m = S.bootstrap(final, S.mean)
-        t = S.censored_bootstrap(hits, S.median, budget)
+        t = S.censored_bootstrap(hits, S.median, spent)
         levels = sorted({k for r in rs for k in r["per_level"]})
         per_level = {k: float(np.mean([r["per_level"].get(k, np.nan) for r in rs])) for k in levels}
         stats[arm] = {
@@ -321,7 +442,7 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
                 arm,
                 f"{m[0]:.3f} [{m[1]:.3f}, {m[2]:.3f}]",
                 " ".join(f"{x:.2f}" for x in final),
-                S.fmt_censored_interval(hits, S.median, budget, t),
+                S.fmt_censored_interval(hits, S.median, spent, t),
                 f"{int(np.isfinite(hits).sum())}/{len(rs)}",
             ]
         )
@@ -414,10 +535,18 @@ def summarize(config: StudyConfig, runs: list[dict]) -> tuple[str, dict]:
                 f"policy-gradient updates on {sum(r['challenger_proposals'] or 0 for r in rs):,} "
                 "proposals (in that host time)"
             )
+        # The random generator is the bandit with rate 0: its levels stay uniform, it has no
+        # most likely one (the argmax of equal values would print level 0).
+        final_level = (
+            "levels uniform (no bandit)"
+            if arm == "random generator"
+            else "final level (length - 1; a bandit's most likely) per seed "
+            + " ".join(str(r["level"][-1]) for r in rs)
+        )
         lines += [
             "",
-            f"Challenger ({arm}): final level (length - 1; a bandit's most likely) per seed "
-            + " ".join(str(r["level"][-1]) for r in rs)
+            f"Challenger ({arm}): "
+            + final_level
             + f"; over all seeds {sum(r['generated'] for r in rs):,} tasks generated, "
             f"{sum(r['dropped_easy'] for r in rs):,} dropped as easy, "
             f"{sum(r['learned'] for r in rs):,} judged learned, "
@@ -486,7 +615,9 @@ def main(argv=None) -> None:
         "RUN_DIR/runs.jsonl (--resume skips those) and writes summary.json and study.md",
     )
     config = _cli.load_config(StudyConfig, args)
+    refuse_unread(config.experiment, StudyConfig().experiment, UNREAD)
     if args.seeds is not None:
+        _cli.check_int(args.seeds, "--seeds", 1, "seeds per arm")
         config = dataclasses.replace(config, seeds=args.seeds)
     if args.arms:
         config = dataclasses.replace(config, arms=tuple(args.arms))
@@ -516,17 +647,34 @@ def main(argv=None) -> None:
         jax.config.update("jax_compilation_cache_dir", os.path.join(args.run_dir, "jax_cache"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     path = os.path.join(args.run_dir, "runs.jsonl")
+    settings_path = os.path.join(args.run_dir, "settings.json")
+    outputs = [os.path.join(args.run_dir, name) for name in ("summary.json", "study.md")]
+    settings = run_settings(config)
     runs = []
-    if args.resume and os.path.exists(path):
-        with open(path) as f:
-            runs = [json.loads(line) for line in f if line.strip()]
-    elif os.path.exists(path):
-        if not args.overwrite:
+    if args.resume:
+        if os.path.exists(path):
+            with open(path) as f:
+                runs = [json.loads(line) for line in f if line.strip()]
+        check_resume(runs, path, settings, settings_path)
+    elif not args.overwrite:
+        if os.path.exists(path):
             raise SystemExit(
                 f"error: {path} holds finished runs of an earlier study; --resume keeps them "
                 "and runs the rest, --overwrite deletes them and starts over"
             )
-        os.remove(path)
+        for earlier in (settings_path, *outputs):
+            if os.path.exists(earlier):
+                raise SystemExit(
+                    f"error: {earlier} holds an earlier run's results; --resume continues the "
+                    "study in this directory, --overwrite replaces them, or pass another --run-dir"
+                )
+    else:
+        for earlier in (path, settings_path, *outputs):
+            if os.path.exists(earlier):
+                os.remove(earlier)
+    write_json_atomic(
+        settings_path, {"settings_digest": spec_hash(settings), "settings": settings}, indent=2
+    )
     done = {(r["arm"], r["seed"]) for r in runs}
     seeds = list(range(seed0, seed0 + config.seeds))
 
@@ -534,7 +682,7 @@ def main(argv=None) -> None:
 
     def keep(records):
         for record in records:
-            record = {**record, "environment": env}
+            record = {**record, "environment": env, "settings_digest": spec_hash(settings)}
             runs.append(record)
             with open(path, "a") as f:
                 f.write(json.dumps(record) + "\n")
@@ -558,7 +706,7 @@ def main(argv=None) -> None:
             for arm in config.arms:
                 if (arm, seed) not in done:
                     keep([run_one(config, arm, seed)])
-    table, stats = summarize(config, runs)
+    table, stats = summarize(config, runs, path)
     print(table)
     write_text_atomic(os.path.join(args.run_dir, "study.md"), table)
     write_json_atomic(

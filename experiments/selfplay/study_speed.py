@@ -25,6 +25,7 @@ import numpy as np
 from curriculax._files import write_json_atomic
 from experiments import _cli
 from experiments.selfplay import study
+from experiments.selfplay._challengers import refuse_unread
 
 PATH_FIELDS = {"path", "seconds", "challenger_seconds", "program_seconds", "program_seeds"}
 
@@ -52,7 +53,11 @@ def main(argv=None) -> None:
         "process on one device, for the config's rounds x steps_per_round updates (set them "
         "with --set), and writes only RUN_DIR/records.json",
     )
+    _cli.check_int(args.seeds, "--seeds", 1, "seeds of the compiled path")
+    _cli.check_int(args.host_seeds, "--host-seeds", 1, "seeds of the host path")
     config = _cli.load_config(study.StudyConfig, args)
+    unread = {**study.UNREAD, "seed": "it times seeds 0 to --seeds - 1"}
+    refuse_unread(config.experiment, study.StudyConfig().experiment, unread)
     out = os.path.join(args.run_dir, "records.json")
     _cli.refuse_earlier_output(out, args.overwrite, "an earlier timing's records")
     cache = tempfile.mkdtemp(prefix="study_speed_cache_")

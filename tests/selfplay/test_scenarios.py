@@ -5,6 +5,7 @@ import pathlib
 import tomllib
 
 import numpy as np
+import pytest
 
 from experiments import _cli
 from experiments._builders import make_study_pool
@@ -75,3 +76,203 @@ def test_the_study_runs_four_arms_of_a_scenario_on_equal_budgets(tmp_path, capsy
     assert {"bandit - no challenger", "bandit - random generator"} <= set(differences)
     assert "Scenario 'bridge' (fixed 2026-12-01)" in out
     assert "Bandit minus random generator" in out and "its own cost: 0 rollouts" in out
+
+
+# Review fixes (2026-12): repeated runs, resume across settings, unread experiment keys,
+# per-run censoring, earlier outputs, early checks of arms and seeds.
+
+STORED = pathlib.Path(__file__).parents[2] / "docs" / "selfplay"
+
+
+def _never(*_, **__):
+    raise AssertionError("the script started its work despite a bad input")
+
+
+def _fake_run(config, arm, seed):
+    """A record of the fields ``summarize`` reads, in a moment (no training)."""
+    per_round = config.steps_per_round * config.experiment.batch_groups
+    per_round *= config.experiment.group_size
+    rounds = range(1, config.rounds + 1)
+    return {
+        "arm": arm,
+        "seed": seed,
+        "final": 0.1 * seed,
+        "held_out": [0.1 * seed] * config.rounds,
+        "rollouts": [r * per_round for r in rounds],
+        "per_level": {"eval/level_3": 0.1 * seed},
+        "level": [None] * config.rounds,
+        "level_values": None,
+        **{k: 0 for k in study.COUNTS},
+        "path": "host",
+        "seconds": 0.0,
+        "challenger_seconds": None,
+        "challenger_updates": None,
+        "challenger_proposals": None,
+    }
+
+
+def _stored(name):
+    data = json.loads((STORED / f"{name}.json").read_text())
+    return _cli.from_mapping(study.StudyConfig, data["config"]), data["runs"]
+
+
+def test_an_arm_named_twice_or_unknown_and_zero_seeds_are_refused_before_any_run(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(study, "run_one", _never)
+    monkeypatch.setattr(study, "run_compiled", _never)
+    run_dir = ["--run-dir", str(tmp_path / "r")]
+    cases = [
+        (["--arms", "no challenger", "no challenger"], r"arms: 'no challenger' is named 2 times"),
+        (["--set", 'arms=["bandit", "no challenger", "bandit"]'], r"'bandit' is named 2 times"),
+        (["--set", 'arms=["no challenger", "bandti"]'], r"unknown arm 'bandti'"),
+        (["--set", "arms=[]"], r"arms is empty"),
+        (["--seeds", "0"], r"^--seeds must be >= 1, got 0"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(ValueError, match=message):
+            study.main([*argv, *run_dir])
+    assert not (tmp_path / "r").exists()
+
+
+def test_study_speed_refuses_zero_seeds_before_it_times_anything(tmp_path, monkeypatch):
+    from experiments.selfplay import study_speed
+
+    monkeypatch.setattr(study, "run_one", _never)
+    monkeypatch.setattr(study, "run_compiled", _never)
+    for flag in ("--seeds", "--host-seeds"):
+        with pytest.raises(ValueError, match=rf"^{flag} must be >= 1, got 0"):
+            study_speed.main([flag, "0", "--run-dir", str(tmp_path / "ss")])
+    with pytest.raises(ValueError, match=r"experiment\.seed = 3 .*--seeds - 1"):
+        study_speed.main(["--set", "experiment.seed=3", "--run-dir", str(tmp_path / "ss")])
+
+
+def test_two_records_of_one_arm_and_seed_are_refused_by_summarize_and_resume(tmp_path):
+    config, runs = _stored("bridge-base-study")
+    twice = [*runs, next(r for r in runs if r["arm"] == "random generator" and r["seed"] == 4)]
+    with pytest.raises(ValueError, match=r"^runs: arm 'random generator' seed 4 has 2 records"):
+        study.summarize(config, twice)
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in twice))
+    argv = ["--config", str(SCENARIOS / "bridge-base.toml"), "--run-dir", str(tmp_path)]
+    with pytest.raises(ValueError, match=rf"^{path}: arm 'random generator' seed 4 has 2"):
+        study.main([*argv, "--resume"])
+
+
+def test_a_resume_refuses_records_made_with_other_settings(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(study, "run_one", _fake_run)
+    argv = ["--run-dir", str(tmp_path), "--arms", "no challenger", "--seeds", "1"]
+    study.main(argv)
+    runs = (tmp_path / "runs.jsonl").read_text()
+    for changed in ("rounds=3", "experiment.model.width=16", "held_out_levels=[3]"):
+        with pytest.raises(SystemExit, match=r"made with other settings") as e:
+            study.main([*argv, "--resume", "--set", changed])
+        assert changed.split("=")[0] in str(e.value) and "settings.json" in str(e.value)
+    assert (tmp_path / "runs.jsonl").read_text() == runs
+    assert (
+        json.loads(runs)["settings_digest"]
+        == json.loads((tmp_path / "settings.json").read_text())["settings_digest"]
+    )
+    # More seeds, other arms, the compiled path, another target: the same settings of a run.
+    compiled = []
+    monkeypatch.setattr(
+        study,
+        "run_compiled",
+        lambda config, arm, seeds, bar=None: (
+            compiled.append(seeds) or [_fake_run(config, arm, s) for s in seeds]
+        ),
+    )
+    study.main([*argv[:-1], "2", "--resume", "--compiled", "--no-progress", "--set", "target=0.3"])
+    assert compiled == [[1]]  # seed 0 was done: never run again
+    # Records of an older study carry no digest: resumed, with a warning.
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    old = [{k: v for k, v in json.loads(x).items() if k != "settings_digest"} for x in lines]
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    capsys.readouterr()
+    study.main([*argv, "--resume", "--set", "rounds=3"])
+    err = capsys.readouterr().err
+    assert "warning: 2 record(s)" in err and "carry no settings digest" in err
+
+
+def test_an_earlier_summary_or_table_in_the_run_dir_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "run_one", _never)
+    argv = ["--run-dir", str(tmp_path), "--arms", "no challenger", "--seeds", "1"]
+    for name in ("summary.json", "study.md"):
+        (tmp_path / name).write_text("earlier")
+        with pytest.raises(SystemExit, match=rf"{name} holds an earlier run's results"):
+            study.main(argv)
+        assert (tmp_path / name).read_text() == "earlier"
+        (tmp_path / name).unlink()
+    (tmp_path / "summary.json").write_text("earlier")
+    monkeypatch.setattr(study, "run_one", _fake_run)
+    study.main([*argv, "--overwrite"])
+    assert json.loads((tmp_path / "summary.json").read_text())["runs"]
+
+
+def test_the_study_refuses_experiment_keys_it_never_reads(tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "run_one", _never)
+    run_dir = ["--run-dir", str(tmp_path / "r")]
+    cases = [
+        ("experiment.curriculum.sampler.type=uniform", r"experiment\.curriculum = .*`sampler`"),
+        ("experiment.target=0.9", r"experiment\.target = 0\.9 .*top-level `target`"),
+        ("experiment.stall_windows=5", r"experiment\.stall_windows = 5"),
+        ("experiment.task.eval_levels=[3]", r"experiment\.task\.eval_levels .*held_out_levels"),
+    ]
+    for setting, message in cases:
+        with pytest.raises(ValueError, match=message):
+            study.main(["--set", setting, *run_dir])
+    assert not (tmp_path / "r").exists()
+    # The keys it reads, the scenarios' included, pass.
+    monkeypatch.setattr(study, "run_one", _fake_run)
+    for name in ("today.toml", "bridge.toml", "bridge-base.toml"):
+        out = ["--run-dir", str(tmp_path / name), "--set", "experiment.seed=3", "--seeds", "1"]
+        study.main(["--config", str(SCENARIOS / name), *out])
+        seeds = {
+            r["seed"] for r in json.loads((tmp_path / name / "summary.json").read_text())["runs"]
+        }
+        assert seeds == {3}
+
+
+def test_the_grpo_self_play_script_refuses_experiment_keys_it_never_reads(tmp_path, monkeypatch):
+    from experiments.selfplay import grpo_selfplay
+
+    monkeypatch.setattr(grpo_selfplay, "evolve_arm", _never)
+    cases = [
+        ("experiment.task.held_out_frac=0.5", r"experiment\.task\.held_out_frac = 0\.5 .*top"),
+        ("experiment.task.level_mass=[1,1,0,0,0,0]", r"experiment\.task\.level_mass = "),
+        ("experiment.seed=7", r"experiment\.seed = 7 \(the run's seed is --seed\)"),
+        ("experiment.curriculum.sampler.type=uniform", r"experiment\.curriculum = "),
+    ]
+    for setting, message in cases:
+        with pytest.raises(ValueError, match=message):
+            grpo_selfplay.main(["--set", setting, "--run-dir", str(tmp_path / "r")])
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_miss_is_censored_at_its_own_runs_budget():
+    config, _ = _stored("bridge-study")
+    budgets = [19_200 * (i + 1) for i in range(10)]
+
+    def run(seed, held, rollouts):
+        return {**_fake_run(config, "no challenger", seed), "held_out": held, "rollouts": rollouts}
+
+    runs = [
+        run(0, [0.0] * 3 + [0.6] * 7, budgets),  # reaches 0.5 at 76,800
+        run(1, [0.0] * 10, budgets),  # a miss after 192,000
+        run(2, [0.0] * 10, [b // 4 for b in budgets]),  # a miss after only 48,000
+    ]
+    table, _ = study.summarize(config, runs)
+    row = next(line for line in table.splitlines() if line.startswith("| no challenger"))
+    # the median is above 76,800 (not 192,000: the short run might have hit just past 48,000)
+    assert row.endswith("| > 76,800 [48,000, > 192,000] | 1/3 |"), row
+
+
+def test_the_random_generator_has_no_final_level_to_report():
+    config, runs = _stored("bridge-base-study")
+    table, _ = study.summarize(config, runs)
+    assert "Challenger (random generator): levels uniform (no bandit); over all" in table
+    assert "Challenger (bandit): final level (length - 1; a bandit's most likely) per seed" in table
+    # Every stored table regenerates from its stored records byte for byte.
+    for name in ("bridge-study", "bridge-base-study"):
+        config, runs = _stored(name)
+        assert study.summarize(config, runs)[0] == (STORED / f"{name}.md").read_text()
