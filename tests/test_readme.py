@@ -241,12 +241,13 @@ def _table_rows_off_their_header(text: str) -> list[tuple[int, int, int]]:
     header = None
     fenced = False
     for i, line in enumerate(text.split("\n"), 1):
-        if line.startswith("```"):
+        line = line.strip()  # a table may sit indented in a list item
+        if line.startswith(("```", "~~~")):
             fenced = not fenced
         if fenced or not line.startswith("|"):
             header = None
             continue
-        cells = len(re.findall(r"(?<!\\)\|", line.rstrip()))
+        cells = len(re.findall(r"(?<!\\)\|", line))
         if header is None:
             header = cells
         elif cells != header:

@@ -111,6 +111,11 @@ def _noise(state: CategoryBanditState, noise_batches: int, noise_reliability: fl
     )
 
 
+# Below this temperature Q / temperature may overflow float32 (Q is an average of
+# |advantage|- or reward-sized numbers: at 1e-20 it would take Q > 3e18).
+_SHIFT_BELOW = 1e-20
+
+
 def category_probabilities(
     q: jax.Array, nonempty: np.ndarray, temperature: float, epsilon: float
 ) -> jax.Array:
@@ -119,14 +124,15 @@ def category_probabilities(
     0 for empty ones."""
     num_nonempty = int(np.sum(nonempty))
     mask = jnp.asarray(nonempty)
-    logits = q / temperature
-    # At a tiny temperature q / temperature overflows to inf in two categories and softmax
-    # gave NaN (inf - inf): there the gaps to the best non-empty Q are divided instead (the
-    # best 0, the rest down to -inf). Only there: shifting first rounds differently, and the
-    # draws at ordinary temperatures stay what they were.
-    gap = q - jnp.max(jnp.where(mask, q, -jnp.inf))
-    overflow = jnp.any(mask & ~jnp.isfinite(logits))
-    logits = jnp.where(overflow, jnp.where(gap == 0, 0.0, gap / temperature), logits)
+    if temperature >= _SHIFT_BELOW:
+        logits = q / temperature
+    else:
+        # q / temperature would overflow to inf in two categories (softmax: NaN, inf - inf):
+        # the gaps to the best non-empty Q are divided instead (the best 0, the rest down to
+        # -inf). Chosen on the host (the temperature is a Python float), so the program at
+        # ordinary temperatures is the one it was and draws what it drew.
+        gap = q - jnp.max(jnp.where(mask, q, -jnp.inf))
+        logits = jnp.where(gap == 0, 0.0, gap / temperature)
     soft = jax.nn.softmax(jnp.where(mask, logits, -jnp.inf))
     return (1.0 - epsilon) * soft + jnp.where(mask, epsilon / num_nonempty, 0.0)
 

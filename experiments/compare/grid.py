@@ -659,7 +659,7 @@ def _agrees(a: Arm, b: Arm) -> bool:
     return bool(np.array_equal(a.rollouts[:k], b.rollouts[:k]))
 
 
-def superseded(arms: Sequence[Arm], reruns: Sequence[Arm]) -> list[Arm]:
+def superseded(arms: Sequence[Arm], reruns: Sequence[Arm], *, strict: bool = True) -> list[Arm]:
     """``arms`` with every run of an arm that ``reruns`` reran differently replaced by the
     rerun.
 
@@ -670,14 +670,19 @@ def superseded(arms: Sequence[Arm], reruns: Sequence[Arm]) -> list[Arm]:
     replaced by the rerun, so one arm stays one competitor for the best-arm pick and the
     numbers read are those of the code a user gets. A stored run the rerun reproduced stays
     (an arm the fix did not change); a rerun that reproduced every stored run adds nothing.
+    With ``strict`` False a rerun of a cell family ``arms`` has no run of is skipped (the
+    tables read may be a subset: ``--tables 'docs/compare/base-*.json'``).
 
     Raises:
       ValueError: naming a rerun arm that reruns no stored arm (a typo or a changed config
         would otherwise add an arm), or one with fewer seeds than a run it replaces.
     """
+    families = {a.family for a in arms}
     gone: set[int] = set()
     added = []
     for r in reruns:
+        if not strict and r.family not in families:
+            continue
         runs = [i for i, a in enumerate(arms) if _one_arm(a) == _one_arm(r)]
         if not runs:
             raise ValueError(
@@ -697,11 +702,11 @@ def superseded(arms: Sequence[Arm], reruns: Sequence[Arm]) -> list[Arm]:
     return [a for i, a in enumerate(arms) if i not in gone] + added
 
 
-def load(pattern: str, reruns: str | None = None) -> list[Arm]:
+def load(pattern: str, reruns: str | None = None, *, strict: bool = True) -> list[Arm]:
     """Every arm of every study file matching ``pattern`` (sorted by path), each arm that a
-    file matching ``reruns`` reran read from the rerun (:func:`superseded`; the rerun's study
-    is named ``reruns/<file stem>``), a run that repeats an earlier one listed once
-    (:func:`distinct_runs`). ``reruns`` may match no file."""
+    file matching ``reruns`` reran read from the rerun (:func:`superseded`, ``strict`` passed
+    on; the rerun's study is named ``reruns/<file stem>``), a run that repeats an earlier one
+    listed once (:func:`distinct_runs`). ``reruns`` may match no file."""
     paths = sorted(glob.glob(pattern))
     if not paths:
         raise FileNotFoundError(f"no study tables match {pattern!r}")
@@ -711,7 +716,7 @@ def load(pattern: str, reruns: str | None = None) -> list[Arm]:
         for p in sorted(glob.glob(reruns or ""))
         for a in study_arms(p)
     ]
-    return distinct_runs(superseded(arms, again))
+    return distinct_runs(superseded(arms, again, strict=strict))
 
 
 def _by_init(tables: Any) -> dict[str, Any]:
@@ -730,7 +735,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument(
         "--reruns",
         help="reruns of stored arms on newer code, read in place of every stored run of each "
-        "arm they ran (a glob; default: reruns/*.json beside --tables; '' for none)",
+        "arm they ran (a glob; default: reruns/*.json beside --tables, those of cells the "
+        "tables hold; '' for none)",
     )
     candidate = p.add_mutually_exclusive_group()  # one flag names the candidate
     candidate.add_argument(
@@ -763,6 +769,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "the best on the other half (cells with 20+ seeds)?",
     )
     args = p.parse_args(argv)
+    strict = args.reruns is not None  # the default reruns may hold cells --tables leaves out
     if args.reruns is None:
         args.reruns = os.path.join(os.path.dirname(args.tables), "reruns", "*.json")
     if args.split_halves:
@@ -776,7 +783,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"--split-halves takes no candidate (it measures each cell's best arm), got "
                 f"{', '.join(given)}"
             )
-        rows = split_halves(load(args.tables, args.reruns))
+        rows = split_halves(load(args.tables, args.reruns, strict=strict))
         print(split_report(rows, within=args.within), end="")
         return
     if args.by_init is not None:
@@ -791,7 +798,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         target = _config.expand_preset({"preset": preset})
         by_init = {"base": target, "scratch": target}
         name = f"preset {preset!r}"
-    arms = load(args.tables, args.reruns)
+    arms = load(args.tables, args.reruns, strict=strict)
     rows = grid(arms, lambda a: a.curriculum == by_init[a.init], within=args.within)
     if args.no_labels is not None:
         bare = _by_init(json.loads(args.no_labels))

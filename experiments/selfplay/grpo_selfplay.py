@@ -36,7 +36,9 @@ from experiments.selfplay._challengers import (
 
 # The experiment keys this script never reads (besides the main job's), and what it reads
 # instead: the seed tasks are train_per_level tasks of every level of the family, drawn from
-# key 0, with held_out_frac (top level) of them held out; the run's seed is --seed.
+# key 0, with held_out_frac (top level) of them held out; the run's seed is --seed. A warm-started
+# base (experiment.init) is built from the study pool its task keys declare, held-out split
+# included, so from a base the two held-out keys are read (:data:`READ_BY_A_BASE`).
 UNREAD = {
     **MAIN_JOB_ONLY,
     "seed": "the run's seed is --seed",
@@ -45,6 +47,14 @@ UNREAD = {
     "task.level_mass": "the seed tasks are task.train_per_level tasks of every level",
     "task.pool_size": "the seed tasks are task.train_per_level tasks of every level",
 }
+READ_BY_A_BASE = ("task.held_out_per_level", "task.held_out_frac")
+
+
+def unread_keys(experiment: GRPOExperimentConfig) -> dict[str, str]:
+    """:data:`UNREAD`, less the keys a warm-started base reads where ``experiment`` has one."""
+    if experiment.init == "scratch":
+        return UNREAD
+    return {k: v for k, v in UNREAD.items() if k not in READ_BY_A_BASE}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +94,7 @@ def main(argv=None) -> None:
     if args.steps_override is not None:
         _cli.check_key("steps_per_round", args.steps_override, "--steps")
         config = dataclasses.replace(config, steps_per_round=args.steps_override)
-    refuse_unread(config.experiment, SelfPlayConfig().experiment, UNREAD)
+    refuse_unread(config.experiment, SelfPlayConfig().experiment, unread_keys(config.experiment))
     summary_path = os.path.join(args.run_dir, "summary.json")
     _cli.refuse_earlier_output(summary_path, args.overwrite)
     exp = config.experiment

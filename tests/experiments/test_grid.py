@@ -294,6 +294,13 @@ def test_a_rerun_of_no_stored_arm_or_of_fewer_seeds_is_refused(tmp_path):
     short.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="'reruns/short' arm 'uniform' reruns no stored arm"):
         grid.load(str(tmp_path / "*.json"), str(short))
+    # read by default (beside --tables), a rerun of a cell the tables do not hold is skipped:
+    # --tables may read a subset of the studies
+    loose = grid.load(str(tmp_path / "*.json"), str(short), strict=False)
+    assert {a.study for a in loose} == {"b"}
+    grid.main(["--tables", str(tmp_path / "*.json")])
+    with pytest.raises(ValueError, match="reruns no stored arm"):
+        grid.main(["--tables", str(tmp_path / "*.json"), "--reruns", str(short)])
 
 
 def _stored_output(capsys, argv, path, counted, quoted):

@@ -1,5 +1,6 @@
 """The self-play study's scenarios (fixed TOMLs) and its four arms."""
 
+import dataclasses
 import json
 import pathlib
 import tomllib
@@ -247,6 +248,13 @@ def test_the_grpo_self_play_script_refuses_experiment_keys_it_never_reads(tmp_pa
         with pytest.raises(ValueError, match=message):
             grpo_selfplay.main(["--set", setting, "--run-dir", str(tmp_path / "r")])
     assert not (tmp_path / "r").exists()
+    # a warm-started base is built from the pool's held-out split: there those keys are read
+    exp = grpo_selfplay.SelfPlayConfig().experiment
+    based = dataclasses.replace(exp, init={"base": "short-lengths"})
+    assert "task.held_out_frac" in grpo_selfplay.unread_keys(exp)
+    for key in grpo_selfplay.READ_BY_A_BASE:
+        assert key not in grpo_selfplay.unread_keys(based)
+    assert "task.level_mass" in grpo_selfplay.unread_keys(based)
 
 
 def test_a_miss_is_censored_at_its_own_runs_budget():
