@@ -70,7 +70,7 @@ def main(argv=None) -> None:
         default=None,
         help="instead of running: redo a finished study's tables from its per-seed numbers "
         "(its compare.json, rewritten in place, the .md beside it, and the .png beside it "
-        "where no arm probed pass rates)",
+        "where there is one and no arm probed pass rates)",
     )
     parser.add_argument(
         "--replace-arms",
@@ -412,9 +412,9 @@ def command_line(argv=None) -> str:
 def report_only(path: str, argv=None, replace: str | None = None) -> None:
     """Redoes a finished study's tables from the per-seed numbers its ``compare.json`` keeps
     (no arm runs): rewrites that file (same per-seed numbers, statistics redone) and the
-    ``.md`` beside it, and redraws the ``.png`` beside it from the curves it keeps (a study
-    that probed pass rates keeps no curve for the figure's third panel: its figure is left as
-    it is, with a note).
+    ``.md`` beside it, and redraws the ``.png`` beside it, where there is one, from the curves
+    it keeps (a study that probed pass rates keeps no curve for the figure's third panel: its
+    figure is left as it is, with a note).
 
     ``replace``: another run's ``compare.json`` of the same study (the same settings and arm
     tables; it may have run a subset of the arms, ``--arms``): its arms other than the
@@ -452,12 +452,14 @@ def _report(path: str, argv, replace: str | None) -> None:
     write_json_atomic(path, study, indent=2, default=json_default)
     figure = path[: -len(".json")] + ".png"
     curves = stored_curves(data)
+    if not os.path.exists(figure):
+        return  # a copy kept without its figure: none is added
     if curves is not None:
         plot(config, curves, figure)
-    elif os.path.exists(figure):
-        print(
-            f"{figure} not redrawn: its pass-rate panel needs the runs' probes, which "
-            f"{os.path.basename(path)} does not keep"
-            + (" (it still shows the replaced arms' earlier runs)" if replace else ""),
-            file=sys.stderr,
-        )
+        return
+    print(
+        f"{figure} not redrawn: its pass-rate panel needs the runs' probes, which "
+        f"{os.path.basename(path)} does not keep"
+        + (" (it still shows the replaced arms' earlier runs)" if replace else ""),
+        file=sys.stderr,
+    )
