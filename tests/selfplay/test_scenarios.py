@@ -210,19 +210,24 @@ def test_an_earlier_summary_or_table_in_the_run_dir_is_refused(tmp_path, monkeyp
     assert json.loads((tmp_path / "summary.json").read_text())["runs"]
 
 
+def _refused(main, cases, run_dir):
+    """Each ``(setting, message)`` given with ``--set`` is refused with ``message`` before
+    ``run_dir`` is made."""
+    for setting, message in cases:
+        with pytest.raises(ValueError, match=message):
+            main(["--set", setting, "--run-dir", str(run_dir)])
+    assert not run_dir.exists()
+
+
 def test_the_study_refuses_experiment_keys_it_never_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "run_one", _never)
-    run_dir = ["--run-dir", str(tmp_path / "r")]
     cases = [
         ("experiment.curriculum.sampler.type=uniform", r"experiment\.curriculum = .*`sampler`"),
         ("experiment.target=0.9", r"experiment\.target = 0\.9 .*top-level `target`"),
         ("experiment.stall_windows=5", r"experiment\.stall_windows = 5"),
         ("experiment.task.eval_levels=[3]", r"experiment\.task\.eval_levels .*held_out_levels"),
     ]
-    for setting, message in cases:
-        with pytest.raises(ValueError, match=message):
-            study.main(["--set", setting, *run_dir])
-    assert not (tmp_path / "r").exists()
+    _refused(study.main, cases, tmp_path / "r")
     # The keys it reads, the scenarios' included, pass.
     monkeypatch.setattr(study, "run_one", _fake_run)
     for name in ("today.toml", "bridge.toml", "bridge-base.toml"):
@@ -244,10 +249,7 @@ def test_the_grpo_self_play_script_refuses_experiment_keys_it_never_reads(tmp_pa
         ("experiment.seed=7", r"experiment\.seed = 7 \(the run's seed is --seed\)"),
         ("experiment.curriculum.sampler.type=uniform", r"experiment\.curriculum = "),
     ]
-    for setting, message in cases:
-        with pytest.raises(ValueError, match=message):
-            grpo_selfplay.main(["--set", setting, "--run-dir", str(tmp_path / "r")])
-    assert not (tmp_path / "r").exists()
+    _refused(grpo_selfplay.main, cases, tmp_path / "r")
     # a warm-started base is built from the pool's held-out split: there those keys are read
     exp = grpo_selfplay.SelfPlayConfig().experiment
     based = dataclasses.replace(exp, init={"base": "short-lengths"})
