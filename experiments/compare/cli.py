@@ -70,7 +70,7 @@ def main(argv=None) -> None:
         default=None,
         help="instead of running: redo a finished study's tables from its per-seed numbers "
         "(its compare.json, rewritten in place, the .md beside it, and the .png beside it "
-        "where there is one and no arm probed pass rates)",
+        "where there is one and the JSON keeps every panel's curves)",
     )
     parser.add_argument(
         "--replace-arms",
@@ -413,8 +413,8 @@ def report_only(path: str, argv=None, replace: str | None = None) -> None:
     """Redoes a finished study's tables from the per-seed numbers its ``compare.json`` keeps
     (no arm runs): rewrites that file (same per-seed numbers, statistics redone) and the
     ``.md`` beside it, and redraws the ``.png`` beside it, where there is one, from the curves
-    it keeps (a study that probed pass rates keeps no curve for the figure's third panel: its
-    figure is left as it is, with a note).
+    it keeps (a study stored before ``curve_sometimes`` was kept that probed pass rates has
+    no curve for the figure's third panel: its figure is left as it is, with a note).
 
     ``replace``: another run's ``compare.json`` of the same study (the same settings and arm
     tables; it may have run a subset of the arms, ``--arms``): its arms other than the

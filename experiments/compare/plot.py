@@ -9,14 +9,14 @@ import numpy as np
 from experiments import _stats as S
 from experiments._plot import figure
 from experiments.compare.config import CompareConfig, budget, find_arm
-from experiments.compare.report import reach
+from experiments.compare.report import reach, sometimes
 
 
 def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
     """Share of seeds at the target against rollouts (left) and the mean held-out success
     (right), one line per arm, the legend under the panels (inside one, long arm names hid
     the curves)."""
-    rates = any("pass_rate" in c for c in curves.values())
+    rates = any("pass_rate" in c or "sometimes" in c for c in curves.values())
     width = 16.5 if rates else 11
     # two legend columns where the longest name fits half the width (~0.075 inch a character
     # at size 8), else one
@@ -38,10 +38,8 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
         ax[0].step(grid, S.reached_curve(hits, grid), where="post", label=name, **style)
         x = c["rollouts"][0]
         ax[1].plot(x, c["held_out"].mean(axis=0), label=name, **style)
-        if "pass_rate" in c:
-            in_target = np.isin(c["probe_category"], exp.task.target_levels)
-            p = c["pass_rate"][:, :, in_target]
-            ax[2].plot(x, ((p > 0) & (p < 1)).mean(axis=(0, 2)), label=name, **style)
+        if "pass_rate" in c or "sometimes" in c:
+            ax[2].plot(x, sometimes(c, exp.task.target_levels).mean(axis=0), label=name, **style)
     ax[0].set(xlabel="solver rollouts", ylabel="share of seeds at target", ylim=(-0.02, 1.02))
     ax[1].axhline(exp.target, color="grey", lw=0.8, ls="--")
     ax[1].set(xlabel="solver rollouts", ylabel="held-out exact match (mean)", ylim=(0, 1))
@@ -61,9 +59,11 @@ def plot(config: CompareConfig, curves: dict[str, dict], out_path: str) -> None:
 
 def stored_curves(data: dict[str, dict]) -> dict[str, dict] | None:
     """The curves :func:`plot` draws, from a study's per-seed numbers (``compare.json``'s
-    ``arms``): rollouts and held-out success per evaluation. None where an arm probed pass
-    rates: the third panel's curve is not stored, so that figure cannot be redrawn."""
-    if any("pass_rates" in d for d in data.values()):
+    ``arms``): rollouts and held-out success per evaluation, and the third panel's per-seed
+    curve (``curve_sometimes``) where the arms probed pass rates. None where an arm probed
+    them and its curve is not stored (studies run before it was kept): that figure cannot be
+    redrawn."""
+    if any("pass_rates" in d and "curve_sometimes" not in d for d in data.values()):
         return None
     curves = {}
     for name, d in data.items():
@@ -72,4 +72,8 @@ def stored_curves(data: dict[str, dict]) -> dict[str, dict] | None:
         )
         rollouts = np.asarray(d["curve_rollouts"], float)
         curves[name] = {"rollouts": np.tile(rollouts, (held.shape[0], 1)), "held_out": held}
+        if "curve_sometimes" in d:
+            curves[name]["sometimes"] = np.asarray(
+                [[np.nan if x is None else x for x in row] for row in d["curve_sometimes"]], float
+            )
     return curves

@@ -39,6 +39,17 @@ def summarize(config: CompareConfig, curves: dict[str, dict]) -> tuple[str, dict
     return tables(config, data), data
 
 
+def sometimes(c: dict, target_levels) -> np.ndarray:
+    """``f64[S, E]`` the third panel's per-seed curve: the share of probed target-level tasks
+    with 0 < p < 1 at each evaluation, from an arm's probes (``pass_rate``) or as stored
+    (``sometimes``, :func:`~experiments.compare.plot.stored_curves`)."""
+    if "sometimes" in c:
+        return np.asarray(c["sometimes"], float)
+    in_target = np.isin(c["probe_category"], target_levels)
+    p = c["pass_rate"][:, :, in_target]
+    return ((p > 0) & (p < 1)).mean(axis=2)
+
+
 def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]:
     """Per arm, the per-seed numbers the tables are made from (the JSON's ``arms``), from the
     arms' curves."""
@@ -79,6 +90,9 @@ def seed_data(config: CompareConfig, curves: dict[str, dict]) -> dict[str, dict]
         rates = _pass_rate_data(config, c)
         if rates is not None:
             data[name]["pass_rates"] = rates
+            # the figure's third panel, per seed, so --report can redraw it
+            target = config.experiment.task.target_levels
+            data[name]["curve_sometimes"] = _nan_as_null(sometimes(c, target))
         if "step0_pass_rate" in c:
             data[name]["step0"] = step0_data(c["step0_pass_rate"], c["step0_category"])
         if "forgotten_share" in c:  # absent: an arm that does not skip, or saved before
@@ -828,7 +842,7 @@ def _finite(values) -> list[float | None]:
 
 # The per-seed numbers that may hold a number that is not there (NaN in the curves), written
 # as null: compare.json holds no NaN (:func:`refuse_nan`).
-NAN_AS_NULL = ("final_held_out", "final_levels", "curve_held_out")
+NAN_AS_NULL = ("final_held_out", "final_levels", "curve_held_out", "curve_sometimes")
 
 
 def _nan_as_null(x) -> list:

@@ -371,11 +371,13 @@ def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fak
     stored = json.loads((out / "compare.json").read_text())
     assert "| oracle | " in made and "never / sometimes / always solved" in made
     drawn = (out / "compare.png").read_bytes()
+    (out / "compare.png").write_bytes(b"stale")
     compare.main(["--report", str(out / "compare.json")])
     redone = (out / "compare.md").read_text()
-    # a study that probed pass rates keeps no curve for the third panel: left, with a note
+    # redrawn from the per-seed curves compare.json keeps, the probes' panel included: the
+    # figure the run drew
     assert (out / "compare.png").read_bytes() == drawn
-    assert "compare.png not redrawn: its pass-rate panel" in capsys.readouterr().err
+    assert "not redrawn" not in capsys.readouterr().err
     # Everything but the first line (which says how it was made) is what the run wrote.
     assert redone.split("\n", 1)[1] == made.split("\n", 1)[1]
     assert (
@@ -392,6 +394,14 @@ def test_report_redoes_the_tables_from_the_stored_per_seed_numbers(tmp_path, fak
     compare.main(["--report", str(out / "compare.json")])
     assert json.loads((out / "compare.json").read_text())["config"] == older["config"]
     assert (out / "compare.md").read_text().split("\n", 1)[1] == made.split("\n", 1)[1]
+    # a study stored before the probes' panel curve was kept: its figure is left, with a note
+    for arm in older["arms"].values():
+        arm.pop("curve_sometimes", None)
+    (out / "compare.json").write_text(json.dumps(older))
+    (out / "compare.png").write_bytes(b"kept")
+    compare.main(["--report", str(out / "compare.json")])
+    assert (out / "compare.png").read_bytes() == b"kept"
+    assert "compare.png not redrawn: its pass-rate panel" in capsys.readouterr().err
 
 
 def test_report_takes_arms_from_a_rerun_of_the_same_study(tmp_path, fake_runs):
