@@ -65,15 +65,15 @@ def stored_curves(data: dict[str, dict]) -> dict[str, dict] | None:
     redrawn."""
     if any("pass_rates" in d and "curve_sometimes" not in d for d in data.values()):
         return None
+
+    def rows(stored) -> np.ndarray:  # null (no number) as NaN
+        return np.asarray([[np.nan if x is None else x for x in row] for row in stored], float)
+
     curves = {}
     for name, d in data.items():
-        held = np.asarray(
-            [[np.nan if x is None else x for x in row] for row in d["curve_held_out"]], float
-        )
+        held = rows(d["curve_held_out"])
         rollouts = np.asarray(d["curve_rollouts"], float)
         curves[name] = {"rollouts": np.tile(rollouts, (held.shape[0], 1)), "held_out": held}
         if "curve_sometimes" in d:
-            curves[name]["sometimes"] = np.asarray(
-                [[np.nan if x is None else x for x in row] for row in d["curve_sometimes"]], float
-            )
+            curves[name]["sometimes"] = rows(d["curve_sometimes"])
     return curves

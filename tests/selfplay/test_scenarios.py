@@ -219,6 +219,15 @@ def _refused(main, cases, run_dir):
     assert not run_dir.exists()
 
 
+def test_the_self_play_scripts_refuse_every_main_job_setting_the_studies_refuse():
+    # two lists of the main job's settings: one the study runner refuses, one the self-play
+    # scripts do (each with its own reason); a key added to the first must reach the second
+    from experiments.compare.config import MAIN_JOB_ONLY
+    from experiments.selfplay import _challengers
+
+    assert set(MAIN_JOB_ONLY) <= set(_challengers.MAIN_JOB_ONLY)
+
+
 def test_the_study_refuses_experiment_keys_it_never_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "run_one", _never)
     cases = [
