@@ -131,11 +131,13 @@ class StudyConfig:
                 )
 
 
-def run_settings(config: StudyConfig) -> dict:
+def run_settings(config: StudyConfig, *, as_written: bool = False) -> dict:
     """What decides a run's numbers, JSON-able: the config less :data:`NOT_IN_RUN`, less the
     experiment's ``seed`` (the first seed: a record names its own) and the keys a run never
-    reads (:data:`UNREAD`), and with a named base the hash of what it is made of (its name
-    alone would not change with its TOML)."""
+    reads (:data:`UNREAD`), its ``learned`` table less the keys written out at their defaults
+    (``as_written``: kept, as records made before the study dropped them digest them), and
+    with a named base the hash of what it is made of (its name alone would not change with
+    its TOML)."""
     settings = dataclasses.asdict(config)
     for key in NOT_IN_RUN:
         del settings[key]
@@ -146,10 +148,43 @@ def run_settings(config: StudyConfig) -> dict:
         for part in head:
             table = table[part]
         del table[last]
+    if not as_written:
+        settings["learned"] = _learned_as_omitted(config)
     base = base_spec(config.experiment)
     if base is not None:
         settings["base"] = spec_hash(base)
     return json.loads(json.dumps(settings))  # tuples as lists, as the file holds them
+
+
+def _learned_as_omitted(config: StudyConfig) -> dict:
+    """The ``learned`` table less the keys written out at the values a run fills in where they
+    are omitted (:class:`~curriculax.selfplay.LearnedConfig`'s defaults, the family's shape):
+    a table spelling its defaults out is the same settings as ``{}`` (and digests as it did)."""
+    from curriculax.selfplay import LearnedConfig
+
+    learned = dict(config.learned)
+    if not learned:
+        return learned
+    defaults = {
+        f.name: f.default
+        for f in dataclasses.fields(LearnedConfig)
+        if f.default is not dataclasses.MISSING
+    }
+    if {"num_levels", "num_symbols", "min_length"} & set(learned):
+        from experiments._builders import family_spec
+
+        spec = family_spec(config.experiment.task)
+        for key in ("num_levels", "num_symbols", "min_length"):
+            defaults[key] = getattr(spec, key, None)
+    return {
+        k: v
+        for k, v in learned.items()
+        if not (
+            k in defaults
+            and isinstance(v, bool) == isinstance(defaults[k], bool)
+            and v == defaults[k]
+        )
+    }
 
 
 def _differing(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -164,9 +199,18 @@ def _differing(old: dict, new: dict, prefix: str = "") -> list[str]:
     return keys
 
 
-def check_unique(runs: list[dict], where: str) -> None:
-    """Refuses two records of one ``(arm, seed)`` (``where``: the file or list they came
-    from): a repeat would count as another seed and narrow the intervals."""
+def check_records(runs: list[dict], where: str) -> None:
+    """Refuses records of an arm not in :data:`ARMS` (a renamed arm, another script's file:
+    the table would leave them out) and two records of one ``(arm, seed)`` (``where``: the
+    file or list they came from): a repeat would count as another seed and narrow the
+    intervals."""
+    unknown = sorted({r["arm"] for r in runs} - set(ARMS))
+    if unknown:
+        n = sum(r["arm"] in unknown for r in runs)
+        raise ValueError(
+            f"{where}: {n} record(s) of unknown arm(s) {unknown}; arms are {list(ARMS)} (the "
+            "table would leave them out): rename them, or read the study's own records"
+        )
     seen: dict = {}
     for r in runs:
         seen[r["arm"], r["seed"]] = seen.get((r["arm"], r["seed"]), 0) + 1
@@ -178,11 +222,15 @@ def check_unique(runs: list[dict], where: str) -> None:
             )
 
 
-def check_resume(runs: list[dict], path: str, settings: dict, settings_path: str) -> None:
+def check_resume(
+    runs: list[dict], path: str, settings: dict, settings_path: str, written: dict | None = None
+) -> None:
     """Refuses to resume on records of ``path`` made with settings other than ``settings``
-    (by their ``settings_digest``), naming the keys that differ where ``settings_path`` holds
-    theirs; records without a digest (older studies) are resumed with a warning."""
-    check_unique(runs, path)
+    (by their ``settings_digest``; ``written``: the same settings as written, the digest of
+    records made before :func:`run_settings` dropped defaults), naming the keys that differ
+    where ``settings_path`` holds theirs; records without a digest (older studies) are
+    resumed with a warning."""
+    check_records(runs, path)
     digest = spec_hash(settings)
     undigested = sum(r.get("settings_digest") is None for r in runs)
     if undigested:
@@ -192,7 +240,8 @@ def check_resume(runs: list[dict], path: str, settings: dict, settings_path: str
             "settings",
             file=sys.stderr,
         )
-    other = sorted({r.get("settings_digest") for r in runs} - {None, digest})
+    same = {None, digest, spec_hash(written or settings)}
+    other = sorted({r.get("settings_digest") for r in runs} - same)
     if not other:
         return
     stored = None
@@ -406,10 +455,11 @@ def _timed(challenger, timer: list[float]):
 
 def summarize(config: StudyConfig, runs: list[dict], where: str = "runs") -> tuple[str, dict]:
     """The table (markdown) and the statistics, from finished runs (one record per
-    ``(arm, seed)``; ``where``: where they came from, for the error that refuses a repeat).
+    ``(arm, seed)``, each of an arm of :data:`ARMS`; ``where``: where they came from, for the
+    error that refuses a repeat or an unknown arm).
 
     A run that never reached the target is censored at its own budget (its final rollouts)."""
-    check_unique(runs, where)
+    check_records(runs, where)
     by_arm = {a: sorted((r for r in runs if r["arm"] == a), key=lambda r: r["seed"]) for a in ARMS}
     exp = config.experiment
     budget = max(r["rollouts"][-1] for r in runs)
@@ -655,7 +705,7 @@ def main(argv=None) -> None:
         if os.path.exists(path):
             with open(path) as f:
                 runs = [json.loads(line) for line in f if line.strip()]
-        check_resume(runs, path, settings, settings_path)
+        check_resume(runs, path, settings, settings_path, run_settings(config, as_written=True))
     elif not args.overwrite:
         if os.path.exists(path):
             raise SystemExit(

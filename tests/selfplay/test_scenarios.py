@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import _cli
+from experiments._base import spec_hash
 from experiments._builders import make_study_pool
 from experiments.selfplay import study
 
@@ -158,6 +159,45 @@ def test_two_records_of_one_arm_and_seed_are_refused_by_summarize_and_resume(tmp
     argv = ["--config", str(SCENARIOS / "bridge-base.toml"), "--run-dir", str(tmp_path)]
     with pytest.raises(ValueError, match=rf"^{path}: arm 'random generator' seed 4 has 2"):
         study.main([*argv, "--resume"])
+
+
+def test_records_of_an_unknown_arm_are_refused_by_summarize_and_resume(tmp_path, monkeypatch):
+    # a renamed arm's records would be left out of the table without a word
+    monkeypatch.setattr(study, "run_one", _never)
+    config, runs = _stored("bridge-base-study")
+    renamed = [{**r, "arm": "selfplay"} if r["arm"] == "self-play" else r for r in runs]
+    n = sum(r["arm"] == "selfplay" for r in renamed)
+    with pytest.raises(
+        ValueError, match=rf"^runs: {n} record\(s\) of unknown arm\(s\) \['selfplay'\]"
+    ):
+        study.summarize(config, renamed)
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in renamed))
+    argv = ["--config", str(SCENARIOS / "bridge-base.toml"), "--run-dir", str(tmp_path)]
+    with pytest.raises(ValueError, match=rf"^{path}: {n} record\(s\) of unknown arm"):
+        study.main([*argv, "--resume"])
+
+
+def test_a_learned_table_of_its_defaults_is_the_same_settings_as_an_empty_one(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(study, "run_one", _fake_run)
+    argv = ["--run-dir", str(tmp_path), "--arms", "no challenger", "--seeds", "1"]
+    defaults = ["learned.width=32", "learned.learning_rate=0.1", "learned.num_symbols=4"]
+    study.main(argv)
+    study.main([*argv[:-1], "2", "--resume", *(x for d in defaults for x in ("--set", d))])
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    assert len({json.loads(x)["settings_digest"] for x in lines}) == 1 and len(lines) == 2
+    # an empty table digests as before: {} in the settings
+    assert json.loads((tmp_path / "settings.json").read_text())["settings"]["learned"] == {}
+    with pytest.raises(SystemExit, match=r"\(learned\.width differ from "):
+        study.main([*argv, "--resume", "--set", "learned.width=16"])
+    # records made before the defaults were dropped (digested as written) resume as before
+    config = study.StudyConfig(learned={"width": 32})
+    written = spec_hash(study.run_settings(config, as_written=True))
+    record = {**_fake_run(config, "no challenger", 0), "settings_digest": written}
+    (tmp_path / "runs.jsonl").write_text(json.dumps(record) + "\n")
+    study.main([*argv, "--resume", "--set", "learned.width=32"])
 
 
 def test_a_resume_refuses_records_made_with_other_settings(tmp_path, monkeypatch, capsys):
