@@ -7,6 +7,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from curriculax._checks import int_at_least
 from curriculax.tasks._family import check_level
 from curriculax.tasks._vocab import BOS, DIGIT_0, EOS, NUM_DIGITS, PAD, PLUS, SEP
 
@@ -42,10 +43,11 @@ class AdditionSpec:
     num_levels: int = 8
 
     def __post_init__(self):
-        if self.min_digits < 1:
-            raise ValueError(f"AdditionSpec.min_digits must be >= 1, got {self.min_digits!r}.")
-        if self.num_levels < 1:
-            raise ValueError(f"AdditionSpec.num_levels must be >= 1, got {self.num_levels!r}.")
+        for field in ("min_digits", "num_levels"):
+            # Python ints >= 1 (bools and floats such as 2.0 refused: they fail later, unnamed).
+            object.__setattr__(
+                self, field, int_at_least(getattr(self, field), f"AdditionSpec.{field}")
+            )
         if self.digits(self.num_levels - 1) > MAX_DIGITS:
             raise ValueError(
                 f"AdditionSpec reaches {self.digits(self.num_levels - 1)} digits per operand "

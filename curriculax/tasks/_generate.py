@@ -55,8 +55,11 @@ def _segmented_permutations(bits: Array, sizes: list[int]) -> list[Array]:
     """One uniform random permutation of ``range(size)`` per size, from one sort of ``bits``."""
     segment = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
     local = np.concatenate([np.arange(size, dtype=np.int32) for size in sizes])
-    # Sorting by (segment, random word) shuffles within each segment; ties (~2**-32) keep order.
-    _, _, shuffled = jax.lax.sort((jnp.asarray(segment), bits, jnp.asarray(local)), num_keys=2)
+    # Sorting by (segment, random word) shuffles within each segment; ties (~2**-32) keep order
+    # (a stable sort: an unstable one may put tied words in either order).
+    _, _, shuffled = jax.lax.sort(
+        (jnp.asarray(segment), bits, jnp.asarray(local)), num_keys=2, is_stable=True
+    )
     offsets = np.cumsum([0, *sizes])
     return [shuffled[start:stop] for start, stop in itertools.pairwise(offsets)]
 
@@ -90,10 +93,12 @@ def _distinct_digits(permutation: Array, bits: Array, radices: tuple[int, ...], 
 
 
 def _collides_with_earlier(keys: Array, priority: np.ndarray) -> Array:
-    """``bool[C]``: the key equals the key of a candidate with a smaller priority value."""
+    """``bool[C]``: the key equals the key of a candidate with a smaller priority value, or
+    of an earlier candidate with the same priority (the first of equals is kept)."""
     index = jnp.arange(keys.shape[0], dtype=jnp.int32)
+    # Stable: among equal (key, priority) the earlier candidate sorts first and is kept.
     sorted_keys, _, sorted_index = jax.lax.sort(
-        (keys, jnp.asarray(priority, jnp.int32), index), num_keys=2
+        (keys, jnp.asarray(priority, jnp.int32), index), num_keys=2, is_stable=True
     )
     repeated = jnp.concatenate([jnp.zeros((1,), bool), sorted_keys[1:] == sorted_keys[:-1]])
     return jnp.zeros(keys.shape, bool).at[sorted_index].set(repeated)

@@ -8,6 +8,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from curriculax._checks import int_at_least
 from curriculax.tasks._family import check_level
 from curriculax.tasks._vocab import BOS, COPY, EOS, NUM_SYMBOLS, REVERSE, SEP, SYMBOL_0
 
@@ -27,15 +28,14 @@ class _SymbolSequenceSpec:
 
     def __post_init__(self):
         name = type(self).__name__
-        if not 1 <= self.num_symbols <= NUM_SYMBOLS:
+        for field in ("num_symbols", "min_length", "num_levels"):
+            # Python ints >= 1 (bools and floats such as 2.0 refused: they fail later, unnamed).
+            object.__setattr__(self, field, int_at_least(getattr(self, field), f"{name}.{field}"))
+        if self.num_symbols > NUM_SYMBOLS:
             raise ValueError(
                 f"{name}.num_symbols must be in [1, {NUM_SYMBOLS}] (the shared vocabulary holds "
                 f"{NUM_SYMBOLS} symbols), got {self.num_symbols!r}."
             )
-        if self.min_length < 1:
-            raise ValueError(f"{name}.min_length must be >= 1, got {self.min_length!r}.")
-        if self.num_levels < 1:
-            raise ValueError(f"{name}.num_levels must be >= 1, got {self.num_levels!r}.")
 
     def length(self, level: int) -> int:
         """Sequence length at ``level``."""

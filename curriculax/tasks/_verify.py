@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from curriculax.tasks._vocab import PAD
+from curriculax.tasks._vocab import EOS, PAD
 
 Array = jax.Array
 
@@ -14,7 +14,9 @@ def verify(answer: Array, answer_len: Array, completion: Array) -> tuple[Array, 
     """Scores completions against answers.
 
     Only the first ``answer_len`` completion positions are read: the answer tokens and the EOS
-    that must follow them. Whatever comes after that EOS is ignored (sampling stops there).
+    that must follow them. Whatever comes after that EOS is ignored (sampling stops there), and
+    so is whatever comes after the completion's own first EOS: those positions count as PAD,
+    so a completion that stops early earns no credit for tokens past its stop.
 
     - **exact**: 1.0 iff every one of those positions matches, EOS included. A completion that
       is right but keeps going instead of emitting EOS, or stops early, scores 0.
@@ -48,9 +50,16 @@ def verify(answer: Array, answer_len: Array, completion: Array) -> tuple[Array, 
     in_answer = jnp.arange(width) < answer_len[..., None]
     correct = (completion == answer) & in_answer
     exact = jnp.all(correct | ~in_answer, axis=-1)
+    # Positions after the completion's first EOS are PAD (as sample() returns them): no partial
+    # credit for tokens written after stopping. Exact is unaffected, read on the raw tokens: a
+    # right completion's first EOS is its last answer position.
+    is_eos = completion == EOS
+    after_eos = jnp.cumsum(is_eos, axis=-1) - is_eos > 0
+    stopped = jnp.where(after_eos, PAD, completion)
+    credited = (stopped == answer) & in_answer
     # An answer_len below 1 reads no position: nothing was matched, so nothing is exact. One
     # above the answer width asks for positions the answer does not hold: not exact either.
     exact = jnp.where((answer_len >= 1) & (answer_len <= width), exact, False)
     exact = exact.astype(jnp.float32)
-    partial = jnp.sum(correct, axis=-1) / jnp.maximum(answer_len, 1)
+    partial = jnp.sum(credited, axis=-1) / jnp.maximum(answer_len, 1)
     return exact, partial.astype(jnp.float32)

@@ -79,6 +79,32 @@ def test_bad_specs_fail_at_construction(make, match):
         make()
 
 
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: T.ReversalSpec(num_symbols=2.5, num_levels=2), r"ReversalSpec\.num_symbols"),
+        (lambda: T.ReversalSpec(num_symbols=4, num_levels=2.0), r"ReversalSpec\.num_levels"),
+        (lambda: T.ReversalSpec(min_length=1.5, num_levels=2), r"ReversalSpec\.min_length"),
+        (lambda: T.CopySpec(num_symbols=True), r"CopySpec\.num_symbols .*bool"),
+        (lambda: T.CopySpec(num_levels="3"), r"CopySpec\.num_levels"),
+        (lambda: T.AdditionSpec(min_digits=1.5, num_levels=2), r"AdditionSpec\.min_digits"),
+        (lambda: T.AdditionSpec(num_levels=2.0), r"AdditionSpec\.num_levels"),
+    ],
+)
+def test_non_integer_spec_fields_fail_at_construction(make, match):
+    """Floats (2.0 included), bools and strings were accepted and failed later, in generate,
+    with a TypeError that named no field."""
+    with pytest.raises(TypeError, match=match):
+        make()
+
+
+def test_integer_spec_fields_are_python_ints():
+    spec = T.ReversalSpec(num_symbols=np.int64(4), min_length=np.int32(2), num_levels=np.int8(3))
+    assert spec == T.ReversalSpec(num_symbols=4, min_length=2, num_levels=3)
+    assert all(type(getattr(spec, f)) is int for f in ("num_symbols", "min_length", "num_levels"))
+    assert type(T.AdditionSpec(num_levels=np.int64(3)).num_levels) is int
+
+
 def test_level_out_of_range():
     with pytest.raises(ValueError, match="outside"):
         T.ReversalSpec(num_levels=3).radices(3)

@@ -167,6 +167,20 @@ def test_a_large_level_has_spares_for_the_collisions_of_structured_contents(monk
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_among_equal_keys_and_priorities_the_earliest_candidate_is_kept():
+    """generate keeps the first of equal (key, priority) candidates: the sort that finds
+    them is stable (an unstable sort may keep any of them)."""
+    from curriculax.tasks._generate import _collides_with_earlier
+
+    keys = np.random.default_rng(0).integers(0, 300, 4096).astype(np.uint32)  # many ties
+    priority = np.repeat(np.arange(4, dtype=np.int32), 1024)
+    got = np.asarray(jax.jit(lambda k: _collides_with_earlier(k, priority))(jnp.asarray(keys)))
+    _, first = np.unique(keys, return_index=True)  # priority grows with the index
+    want = np.ones(keys.size, bool)
+    want[first] = False
+    np.testing.assert_array_equal(got, want)
+
+
 def test_take_refuses_concrete_indices_out_of_range():
     """``jnp.take`` fills an out-of-range row with fill values (``answer_len`` -2**31, a level
     of -2**31) without an error; concrete indices are checked instead."""

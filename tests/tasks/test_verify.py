@@ -32,6 +32,20 @@ def test_missing_eos_and_extra_tokens():
     assert _verify([S2, S1, EOS, PAD, PAD, PAD]) == (0.0, 0.5)  # stops early
 
 
+def test_tokens_after_an_early_eos_earn_no_credit():
+    """Positions after the completion's first EOS count as PAD: a completion that stops early
+    and then "writes" the rest of the answer once earned partial credit for it."""
+    assert _verify([S2, EOS, S0, EOS, PAD, PAD]) == (0.0, 0.25)  # once (0.0, 0.75)
+    assert _verify([S2, EOS, PAD, PAD, PAD, PAD]) == (0.0, 0.25)  # as sample() returns it
+    assert _verify([EOS, S1, S0, EOS, PAD, PAD]) == (0.0, 0.0)
+    assert _verify([S2, S1, S0, EOS, S0, EOS]) == (1.0, 1.0)  # after the right EOS: ignored
+    # Broadcast over a group, in traced code: the same rule per completion.
+    completions = jnp.array([[S2, S1, EOS, EOS], [S2, EOS, S0, S0], [S2, S1, S0, S0]])
+    exact, partial = jax.jit(T.verify)(ANSWER[None], jnp.array([4]), completions)
+    np.testing.assert_array_equal(exact, [0.0, 0.0, 0.0])
+    np.testing.assert_allclose(partial, [0.5, 0.25, 0.75])
+
+
 def test_completion_shorter_than_answer():
     assert _verify([S2, S1, S0]) == (0.0, 0.75)
     assert _verify([S2, S1, S0, EOS]) == (1.0, 1.0)
