@@ -13,10 +13,13 @@ fields reach the reward and metric functions. So:
 - **gates**: tunix cannot drop a group from a batch (its batch shapes are fixed, and its DAPO
   ``dynamic_sampling`` is a TODO), so :class:`CurriculumLearner` makes a rejected group carry
   no policy gradient by zeroing its advantages (``gates="zero_advantages"``, the default), or
-  only logs the votes (``gates="log"``). Zeroing is exact for a zero-advantage gate (GRPO
-  already gives such a group zero advantage) and for any other gate removes the group's
-  policy-gradient term; the group still counts in the loss's normalisation and in the KL
-  penalty (``beta``), and no other group takes its place (no backfill), unlike our engine;
+  only logs the votes (``gates="log"``). The observer hands the gates zero advantages for a
+  group whose rewards are all equal (tunix's own are a float residue there, up to a few
+  hundredths for rewards other than 0 and 1), so a zero-advantage gate rejects exactly those
+  groups and zeroing removes the residue tunix would train on; for any other gate zeroing
+  removes the group's policy-gradient term; the group still counts in the loss's
+  normalisation and in the KL penalty (``beta``), and no other group takes its place (no
+  backfill), unlike our engine;
 - **checkpoints**: when tunix checkpoints (``checkpoint_root_directory``), the learner saves
   the curriculum beside it at the same step (tunix writes ``<root>/actor``, the learner
   ``<root>/curriculum``: grain iterator state plus the curriculum's Orbax item) and restores it
@@ -80,7 +83,8 @@ class CurriculumObserver:
     tunix calls it as ``fn(prompts=, completions=, advantages=, rewards=, **fields)`` with the
     rows of one generated batch (``rewards``/``advantages``: ``float[B * G]``, each prompt's
     ``G`` rollouts in a row). Batches without the task-id field (an evaluation set) are not
-    observed.
+    observed. The curriculum gets tunix's advantages, but zero for a group whose rewards are
+    all equal (exactly: tunix's are a float residue there, see the module docstring).
 
     Args:
       iterator: the :class:`~curriculax.integrations.grain.CurriculumIterator` tunix trains
@@ -146,12 +150,16 @@ class CurriculumObserver:
             ids,
             self.num_generations,
             np.asarray(rewards, np.float32),
-            np.asarray(advantages),
+            np.asarray(advantages, np.float32),
             answers_of(self.answer_key, completions),
         )
-        admitted = self.iterator.observe(
-            ids, rewards, advantages=advantages.astype(np.float32), answers=answers
-        )
+        # tunix's GRPO advantage is (r - mean) / (std + 1e-6): where a group's rewards are all
+        # equal, their float32 mean is not always equal to them, and tunix gives every rollout
+        # the residue over 1e-6 (0.0146 for three 0.2s, 0.056 for eight 0.7s). Such a group
+        # carries no signal: the gates see its advantages as zero, decided exactly.
+        same = (rewards == rewards[:, :1]).all(axis=1)
+        advantages = np.where(same[:, None], np.float32(0), advantages)
+        admitted = self.iterator.observe(ids, rewards, advantages=advantages, answers=answers)
         self.last_admitted = admitted
         out = {}
         for name, value in self.iterator.curriculum.metrics().items():

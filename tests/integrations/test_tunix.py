@@ -337,3 +337,38 @@ def test_mini_batches_log_totals_at_their_latest_and_warn_on_a_checkpoint_inside
     shutil.rmtree(root / "curriculum" / "2")
     with pytest.warns(UserWarning, match="restored a checkpoint at step 1, inside a draw"):
         learner(99)
+
+
+def test_a_group_of_equal_rewards_is_rejected_by_the_zero_advantage_gate_and_trains_on_nothing():
+    # Three rewards of 0.2: their float32 mean is not 0.2, and tunix's (r - mean) / (std + 1e-6)
+    # gives each rollout 0.0146. The zero-advantage gate must see that group as the zero-signal
+    # group it is, reject it, and leave tunix nothing to train on.
+    import curriculax as cx
+
+    g = 3
+    cur = cx.HostCurriculum(
+        cx.curriculum(
+            cx.samplers.uniform(N), gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)}
+        )
+    )
+    learner = CurriculumGRPOLearner(
+        rl_cluster=_cluster(None, max_steps=2),
+        algo_config=GRPOConfig(num_generations=g, num_iterations=1),
+        reward_fns=lambda prompts, completions, **kwargs: [0.2] * len(completions),
+        prompts=CurriculumDataset(cur, RECORDS, batch_size=B),
+    )
+    generate = learner._generate_and_compute_advantage
+    batches = []
+
+    def spy(training_input, mode=rl_cluster_lib.Mode.TRAIN):
+        example = generate(training_input, mode)
+        batches.append((np.asarray(example.advantages), learner.curriculum_observer.last_admitted))
+        return example
+
+    learner._generate_and_compute_advantage = spy
+    learner.train()
+    assert batches
+    for adv, got in batches:
+        assert got is not None and not got.any()
+        assert np.all(adv == 0), adv
+    assert cur.metrics()["gate/zero_advantage/rejected"] == B * len(batches)
