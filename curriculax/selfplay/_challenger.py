@@ -135,6 +135,25 @@ def _conform(task: Any, layout: Any) -> Any:
     return jax.tree.unflatten(want_tree, out)
 
 
+def conform_pool(tasks: Any, layout: Any, name: str) -> Any:
+    """A pool (leaves ``[N, ...]``) as numpy arrays in one task's ``layout``, each row cast as
+    :func:`_conform` casts a generated task before it is keyed: task keys hash the dtypes too,
+    so a pool is keyed in the layout its generated tasks are keyed in (else an ``f64`` copy of
+    an ``f32`` task is another task).
+
+    Raises:
+      ValueError: naming ``name``, for another structure, row shape, or a dtype that does not
+        cast ``same_kind`` to the layout's.
+    """
+    leaves = jax.tree.leaves(tasks)
+    n = np.shape(leaves[0])[0] if leaves and np.ndim(leaves[0]) else 0
+    rows = jax.tree.map(lambda s: jax.ShapeDtypeStruct((n, *s.shape), s.dtype), layout)
+    try:
+        return _conform(tasks, rows)
+    except InvalidTask as e:
+        raise ValueError(f"{name} is not in the seed pool's layout ({n} rows): {e}") from None
+
+
 def _seed_word(key: jax.Array) -> np.uint32:
     return np.uint32(np.asarray(jax.random.key_data(key)).ravel()[-1])
 

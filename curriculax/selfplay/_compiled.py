@@ -24,7 +24,7 @@ from curriculax._checks import int_at_least
 from curriculax._curriculum import curriculum
 from curriculax.engine._engine import Engine, EngineConfig
 from curriculax.engine._env import Env, check_unique_keys, task_keys
-from curriculax.selfplay._challenger import Challenger, InvalidTask
+from curriculax.selfplay._challenger import Challenger, InvalidTask, conform_pool
 from curriculax.selfplay._evolve import _build_sampler, _num_rows, check_round_counts
 from curriculax.selfplay._frontier import EMPTY, check_frontier_draws, frontier_sampler
 
@@ -113,9 +113,10 @@ def _compact(mask: jax.Array, tree: Any) -> Any:
 
 
 def _to_layout(tasks: Any, ok: Any, layout: Any, tries: int) -> tuple[Any, jax.Array]:
-    """``validate``'s ``(tasks, ok)`` in the pool's layout, as the host path's ``_conform``
-    makes each payload before keying it: leaves cast to the pool's dtypes (a task is keyed as
-    the frontier stores it, so an ``i32`` copy of an ``f32`` held-out task is recognised).
+    """``validate``'s ``(tasks, ok)`` in ``layout`` (the pool's, in JAX's dtypes: the layout
+    :func:`compiled_evolve` keys its pools in), as the host path's ``_conform`` makes each
+    payload before keying it: leaves cast to the layout's dtypes (a task is keyed as the
+    frontier stores it, so an ``i32`` copy of an ``f32`` held-out task is recognised).
     What ``_conform`` rejects as invalid (another structure, a row shape or a dtype that does
     not cast ``same_kind``) is static here, so every payload is invalid: counted so, with a
     warning at trace time. A wrong leading axis or ``ok`` shape raises (a bug, not a task)."""
@@ -135,7 +136,7 @@ def _to_layout(tasks: Any, ok: Any, layout: Any, tries: int) -> tuple[Any, jax.A
         out = []
         for leaf, want in zip(leaves, want_leaves):
             leaf = jnp.asarray(leaf)
-            dtype = jax.dtypes.canonicalize_dtype(want.dtype)
+            dtype = want.dtype
             if leaf.ndim < 1 or leaf.shape[0] != tries:
                 raise ValueError(
                     f"the pure challenger's validate returned a task leaf of shape "
@@ -155,9 +156,7 @@ def _to_layout(tasks: Any, ok: Any, layout: Any, tries: int) -> tuple[Any, jax.A
         "every payload is counted invalid, as the host path counts each one",
         stacklevel=2,
     )
-    zeros = jax.tree.map(
-        lambda s: jnp.zeros((tries, *s.shape), jax.dtypes.canonicalize_dtype(s.dtype)), layout
-    )
+    zeros = jax.tree.map(lambda s: jnp.zeros((tries, *s.shape), s.dtype), layout)
     return zeros, jnp.zeros((tries,), bool)
 
 
@@ -173,10 +172,10 @@ def _challenge(
 ):
     """What :func:`~curriculax.selfplay.run_challenge` does for a pure challenger: ``(tasks,
     valid, keys, gen_seeds, invalid, collisions, generated)``, the accepted tasks first.
-    ``layout``: one task's layout (the pool's row shapes and dtypes; payloads are cast to it
-    before they are keyed). ``front_keys: u32[F]`` and ``front_live: bool[F]`` are the
-    frontier's slots (a task whose key a live slot holds is rejected as a repeat, as
-    ``run_challenge``'s ``on_frontier``)."""
+    ``layout``: one task's layout (the pool's row shapes, JAX's dtypes for the pool's: the
+    layout the held-out keys were hashed in; payloads are cast to it before they are keyed).
+    ``front_keys: u32[F]`` and ``front_live: bool[F]`` are the frontier's slots (a task whose
+    key a live slot holds is rejected as a repeat, as ``run_challenge``'s ``on_frontier``)."""
     tries = 4 * count if challenger.retry else count
     if challenger.retry:  # the host loop's keys: fold_in(key, i) for try i
         subkeys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(tries))
@@ -226,8 +225,14 @@ def host_challenger(pure: PureChallenger, seed_tasks: Any, capacity: int) -> Cha
         m = len(verdicts)
         pad = jax.tree.map(lambda s: np.zeros((capacity, *s[0]), s[1]), layout, is_leaf=is_leaf)
         if m:
-            tasks = jax.tree.map(lambda *xs: np.asarray(xs), *[v.task for v in verdicts])
-            pad = jax.tree.map(lambda z, x: np.concatenate([x.astype(z.dtype), z[m:]]), pad, tasks)
+            # The layout as the prefix tree: a verdict's leaf of a vector row is a Python list.
+            tasks = jax.tree.map(
+                lambda s, *xs: np.asarray(xs).astype(s[1]),
+                layout,
+                *[v.task for v in verdicts],
+                is_leaf=is_leaf,
+            )
+            pad = jax.tree.map(lambda z, x: np.concatenate([x, z[m:]]), pad, tasks)
         gain = np.zeros(capacity, np.float32)
         learned = np.zeros(capacity, bool)
         gain[:m] = [v.gain for v in verdicts]
@@ -357,14 +362,20 @@ def compiled_evolve(
         )
     if _num_rows(held_out_tasks) == 0:  # before keying: an empty pool has no rows to hash
         raise ValueError("held_out_tasks is empty")
+    layout = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), seed_tasks)
+    # Generated tasks are keyed in JAX's dtypes (_to_layout): the pools are compared in that
+    # layout too, so a float64 pool's held-out task and its float32 copy share a key.
+    keyed = jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct(s.shape, jax.dtypes.canonicalize_dtype(s.dtype)), layout
+    )
+    held_out_tasks = conform_pool(held_out_tasks, keyed, "held_out_tasks")
     held_keys = task_keys(held_out_tasks)
     check_unique_keys(held_keys, "held_out_tasks")
     keys_np = task_keys(seed_tasks)
     check_unique_keys(keys_np, "seed_tasks")
-    if np.intersect1d(keys_np, held_keys).size:
+    if np.intersect1d(task_keys(conform_pool(seed_tasks, keyed, "seed_tasks")), held_keys).size:
         raise ValueError("held_out_tasks share keys with seed_tasks; they must be disjoint")
     n = len(keys_np)
-    layout = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), seed_tasks)
     capacity = (
         4 * generated_per_round
         if frontier_capacity is None
@@ -454,7 +465,7 @@ def compiled_evolve(
                 spec,
                 jax.random.fold_in(k_rounds, r),
                 generated_per_round,
-                layout,
+                keyed,
                 forbidden,
                 fstate.keys,
                 fstate.status != EMPTY,

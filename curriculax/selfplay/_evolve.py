@@ -22,7 +22,7 @@ from curriculax.engine._env import Env, task_keys
 from curriculax.engine._logging import JsonlWriter
 from curriculax.engine._loop import run
 from curriculax.engine._solver import Solver
-from curriculax.selfplay._challenger import Challenger, run_challenge
+from curriculax.selfplay._challenger import Challenger, conform_pool, run_challenge
 from curriculax.selfplay._frontier import EMPTY, check_frontier_draws, frontier_sampler
 from curriculax.tasks._keys import held_out_mask
 
@@ -238,8 +238,10 @@ def curriculum_evolve(
         when ``held_out_tasks`` is given), split by :func:`curriculax.tasks.held_out_mask`
         of the run's keys; a held-out task whose content a training task also holds (two
         copies under distinct ``seed_keys``) is refused.
-      held_out_tasks: an explicit evaluation set (same layout as ``seed_tasks``; none of its
-        keys may be a seed task's); then every seed task trains.
+      held_out_tasks: an explicit evaluation set (the structure and row shapes of
+        ``seed_tasks``, else refused; cast ``same_kind`` to the seed dtypes before it is keyed,
+        as a generated task is; none of its keys may be a seed task's); then every seed task
+        trains.
       key: PRNG key or int seed of the run (a signed 64-bit int; each its own key).
       sampler: the seed sampler: a TaskSampler for the training split, a config mapping
         (``{"type": "difficulty_pools"}``, the default), or ``num_tasks -> TaskSampler``.
@@ -294,6 +296,12 @@ def curriculum_evolve(
             )
         if _num_rows(held_out_tasks) == 0:  # before keying: an empty pool has no rows to hash
             raise ValueError("held_out_tasks is empty")
+        # Keyed as a generated task is: cast to the seed pool's layout first (the keys hash
+        # dtypes, so a float64 copy of a float32 seed task would pass as another task).
+        seed_layout = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], np.asarray(x).dtype), seed_tasks
+        )
+        held_out_tasks = conform_pool(held_out_tasks, seed_layout, "held_out_tasks")
         held_keys = task_keys(held_out_tasks)
         check_unique_keys(held_keys, "held_out_tasks")
         # Compared by what the tasks hold (given seed_keys are another key space).

@@ -78,6 +78,53 @@ def test_a_held_out_task_generated_with_another_dtype_is_a_collision_on_both_pat
     assert int(compiled.state.curricula["train"].sampler.inserted[0]) == 0
 
 
+def _numpy_defaults(tasks):
+    """The tasks as numpy's default dtypes build them (float64 levels, int64 variants)."""
+    return {
+        "level": np.asarray(tasks["level"], np.float64),
+        "variant": np.asarray(tasks["variant"], np.int64),
+    }
+
+
+@pytest.mark.parametrize("seed_in_f64", [False, True])
+def test_a_held_out_set_in_numpys_default_dtypes_is_keyed_as_generated_tasks_are(seed_in_f64):
+    # An f64/i64 held-out set beside an f32/i32 seed pool (host), or both pools f64/i64
+    # (compiled: generated tasks are keyed in JAX's f32/i32): the pools are keyed in the layout
+    # generated tasks are keyed in. (Before: host and compiled collisions 0, copies of held-out
+    # tasks went on the frontier.)
+    tasks, held = _pools()
+    held = _numpy_defaults(held)
+    if seed_in_f64:
+        tasks = _numpy_defaults(tasks)
+    compiled, host = _both_paths(_copies_of_held_out(jnp.float32), tasks, held)
+    assert (host.generated, host.collisions) == (0, 6)
+    assert np.asarray(compiled.collisions)[0].tolist() == [6]
+    assert np.asarray(compiled.generated)[0].tolist() == [0]
+
+
+@pytest.mark.parametrize("seed_in_f64", [False, True])
+def test_a_held_out_set_in_another_dtype_or_layout_than_the_seed_pool_is_checked(seed_in_f64):
+    # Copies of seed rows in numpy's default dtypes are seed tasks; another structure or row
+    # shape is refused by name. (Before: both ran, the copies as held-out tasks.)
+    tasks, _ = _pools()
+    copies = _numpy_defaults(jax.tree.map(lambda x: x[:3], tasks))
+    if seed_in_f64:
+        tasks = _numpy_defaults(tasks)
+    run = dict(rounds=1, steps_per_round=1, batch_groups=4)
+    compiled = dict(challenger=None, spec=None, keys=jax.random.key(0)[None], **run)
+    bad = [
+        (copies, r"held-out task\(s\) are also seed tasks|share keys with seed_tasks"),
+        ({"level": copies["level"]}, r"held_out_tasks is not in the seed pool's layout"),
+        ({**copies, "level": copies["level"][:, None]}, r"held_out_tasks is not in .* shape"),
+        ({**copies, "variant": copies["variant"] + 0.5}, r"held_out_tasks .* dtype float64"),
+    ]
+    for held, match in bad:
+        with pytest.raises(ValueError, match=match):
+            curriculum_evolve(capped_solver(), tasks, held_out_tasks=held, key=0, **run)
+        with pytest.raises(ValueError, match=match):
+            compiled_evolve(capped_solver(), tasks, held_out_tasks=held, **compiled)
+
+
 def test_payloads_that_do_not_cast_to_the_pool_are_invalid_on_both_paths():
     # f32 variants for an i32 pool leaf: the host counts each payload invalid; the compiled
     # path (whose layout is static) counts all of them so, and warns at trace time.

@@ -72,6 +72,57 @@ def test_the_compiled_round_loop_matches_the_host_path_on_one_seed():
     assert float(compiled.state.solver.cap[0]) == pytest.approx(float(host.state.solver.cap))
 
 
+def test_the_host_twin_runs_a_pool_with_a_vector_leaf_as_the_compiled_path_does():
+    # A verdict's row of a vector leaf is a Python list. (Before: host_challenger's propose
+    # raised AttributeError: 'list' object has no attribute 'astype'.)
+    n = 32
+    tasks = {
+        "level": jnp.asarray(np.repeat(np.arange(4), 8), jnp.float32),
+        "tok": jnp.arange(n * 3, dtype=jnp.int32).reshape(n, 3),
+    }
+    held = {"level": jnp.full((4,), 2.0), "tok": -jnp.arange(1, 13, dtype=jnp.int32).reshape(4, 3)}
+
+    def generate(spec, keys):
+        tok = jax.vmap(lambda k: jax.random.randint(k, (3,), 1000, 10**6))(keys)
+        return {"level": jnp.full(keys.shape[0], 1.5), "tok": tok}
+
+    def propose(spec, judged):  # reads the judged tasks' vector rows
+        return spec + jnp.sum(jnp.where(judged.mask[:, None], judged.tasks["tok"] % 7 + 1, 0))
+
+    pure = PureChallenger(generate, lambda p: (p, jnp.ones(p["level"].shape[0], bool)), propose)
+    kw = dict(
+        rounds=3,
+        steps_per_round=4,
+        generated_per_round=4,
+        frontier_share=0.5,
+        max_attempts=2,
+        group_size=4,
+        batch_groups=4,
+        held_out_tasks=held,
+    )
+    compiled = compiled_evolve(
+        capped_solver(),
+        tasks,
+        challenger=pure,
+        spec=jnp.int32(0),
+        keys=jax.random.key(0)[None],
+        **kw,
+    )
+    host = curriculum_evolve(
+        capped_solver(),
+        tasks,
+        challenger=host_challenger(pure, tasks, 4 * 4),
+        spec=jnp.int32(0),
+        key=jax.random.key(0),
+        **kw,
+    )
+    judged = [r.learned + r.stuck for r in host.curriculum]
+    assert np.asarray(compiled.learned + compiled.stuck)[0].tolist() == judged
+    assert sum(judged[:-1]) > 0  # a later round's spec holds a propose of judged rows
+    specs = [int(r.spec) for r in host.curriculum]
+    assert np.asarray(compiled.spec)[0].tolist() == specs and specs[-1] > 0
+
+
 def test_a_frozen_solver_on_the_compiled_path_gets_at_most_5_percent_learned_and_r0_0():
     out = compiled_evolve(
         capped_solver(learning_rate=0.0, initial_cap=2.0),
