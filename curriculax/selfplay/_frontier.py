@@ -182,7 +182,9 @@ def frontier_sampler(
     payloads, ids ``num_seed + slot``) and the rest from the seed sampler (a positive share
     that rounds to 0 draws none; the self-play runners refuse such a batch size). When
     fewer frontier tasks are active, the missing frontier slots are filled with seed tasks
-    drawn uniformly at random, so the seed sampler always advances by the same count.
+    drawn uniformly at random (distinct while there are as many seed tasks as slots to fill;
+    beyond, each seed task as often as any other give or take one), so the seed sampler
+    always advances by the same count.
     ``observe`` passes seed results to the seed sampler (frontier rows arrive there with id -1
     and no valid rollout) and updates the frontier counts (group size ``K >= 2``: the first
     attempt is split into a filter half and a baseline half, see the module docstring). A batch
@@ -281,7 +283,9 @@ def frontier_sampler(
         rank = _permute.permute(pos, active, _permute.round_keys(pick_word))
         slot = _select.select(index, jnp.zeros_like(pos), rank)
         use_front = pos < active
-        fill = _permute.permute(pos, n, _permute.round_keys(fill_word))
+        # pos % n: more fill slots than seed tasks cycle through one permutation (each task
+        # drawn as often as any other, give or take one), where a clamp repeated the last.
+        fill = _permute.permute(pos % n, n, _permute.round_keys(fill_word))
         front_ids = jnp.where(use_front, n + slot, fill)
         ids = jnp.concatenate([front_ids, seed_ids])
         from_pool = jnp.concatenate([~use_front, jnp.ones((n_seed,), bool)])

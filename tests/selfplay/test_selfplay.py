@@ -419,6 +419,18 @@ def test_frontier_sampler_conforms_and_mixes_the_frontier_share():
     assert set(np.asarray(draw.keys)[front].tolist()) <= {100, 101, 102, 103}
 
 
+def test_fill_slots_beyond_the_seed_pool_draw_each_seed_task_alike():
+    # No active frontier task, 8 frontier slots, 3 seed tasks: the fill must cycle through the
+    # seed pool (2 or 3 draws of each), not repeat one task in every slot past the pool.
+    layout = {"x": jax.ShapeDtypeStruct((), jnp.float32)}
+    fr = frontier_sampler(cx.samplers.uniform(3), 3, layout, capacity=8, frontier_share=1.0)
+    state = fr.sampler.init(jax.random.key(0))
+    for i in range(20):
+        draw, state = fr.sampler.sample(state, jax.random.key(i), 8)
+        counts = np.bincount(np.asarray(draw.ids), minlength=3)
+        assert sorted(counts.tolist()) == [2, 3, 3], counts
+
+
 def test_frontier_judgement_on_hand_made_counts():
     n = 10
     layout = {"level": jax.ShapeDtypeStruct((), jnp.float32)}
