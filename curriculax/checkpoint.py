@@ -336,6 +336,26 @@ def leaf_layout(tree: Any) -> dict[str, tuple[tuple[int, ...], str]]:
     return out
 
 
+def refuse_zero_size(tree: Any, what: str) -> None:
+    """Raises ``ValueError`` naming each zero-size array leaf of ``tree`` (by
+    :func:`path_str`): Orbax refuses to save one, and only once the save is under way (its
+    other writers then wait minutes for it before the process can exit). ``what`` is what
+    could not be saved, as the message's first words (``cannot save <what>: ...``).
+    """
+    empty = [
+        f"{path_str(path) or '(the whole tree)'} ({dtype_name(leaf.dtype)}{list(np.shape(leaf))})"
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+        if 0 in np.shape(leaf)
+    ]
+    if empty:
+        raise ValueError(
+            f"cannot save {what}: Orbax cannot save zero-size arrays, and {len(empty)} "
+            f"leaf(s) of the state have size 0: {', '.join(empty[:5])}"
+            f"{' ...' if len(empty) > 5 else ''}. Give each at least one element (a "
+            "placeholder of shape (1,) will do) or keep it out of the state"
+        )
+
+
 def layout_diff(
     saved: Mapping[str, tuple[tuple[int, ...], str]],
     expected: Mapping[str, tuple[tuple[int, ...], str]],
@@ -501,7 +521,8 @@ class CheckpointStore:
 
         Raises:
           ValueError: a numbered folder of the directory is not a checkpoint of this store
-            (:meth:`foreign_steps`); nothing is written.
+            (:meth:`foreign_steps`), or a leaf of ``state`` has size 0 (Orbax cannot save
+            it, see :func:`refuse_zero_size`); nothing is written.
         """
         self.save_items(
             step, state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(dict(meta))
@@ -511,6 +532,9 @@ class CheckpointStore:
         """:meth:`save` with each item's Orbax save args given (``item_names`` as keys)."""
         if set(items) != set(self._item_names):
             raise ValueError(f"save_items takes the items {self._item_names}, got {sorted(items)}")
+        for args in items.values():  # else Orbax refuses once the save is under way
+            if isinstance(args, ocp.args.StandardSave | ocp.args.PyTreeSave):
+                refuse_zero_size(args.item, f"checkpoint step {step} in {self.directory}")
         self.wait()
         self._finish_replacement()  # one of its own this store failed to finish
         foreign = self.foreign_steps()

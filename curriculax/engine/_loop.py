@@ -18,7 +18,12 @@ import numpy as np
 
 from curriculax._checks import int_at_least
 from curriculax._files import write_json_atomic
-from curriculax.checkpoint import CheckpointSaveError, CheckpointStore, unsafe_path
+from curriculax.checkpoint import (
+    CheckpointSaveError,
+    CheckpointStore,
+    refuse_zero_size,
+    unsafe_path,
+)
 from curriculax.engine import _restore, _rundir
 from curriculax.engine._engine import Engine, EngineState, Generation
 from curriculax.engine._env import key_ints
@@ -274,6 +279,8 @@ def run(
         takes for a pattern (``[ * ? \\``); ``checkpoints/`` is a file or holds a numbered
         folder that is not a checkpoint.
       CheckpointSaveError: a checkpoint could not be written; the run stopped at once.
+      ValueError: with a ``run_dir``, a leaf of the state has size 0 (Orbax cannot save it);
+        raised before the first update.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
@@ -741,6 +748,8 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         if checkpoints.store is not None:
             checkpoints.store.check_writable()  # fail now, not at the first save
             _refuse_foreign_steps(checkpoints.store)
+            # A leaf Orbax cannot save (a user's solver state) fails now, not at the first save.
+            refuse_zero_size(state, f"this run's checkpoints in {checkpoints.store.directory}")
         logs = checkpoints.meta.get("logs") or {}
         outputs.open(plan, counters, fresh=fresh, logs_at_checkpoint=logs)
         progress = _Progress(state, updates, started=time.perf_counter(), counters=counters)

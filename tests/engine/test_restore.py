@@ -1,17 +1,19 @@
 """Strict restore says exactly what differs; ``allow_partial`` starts new components fresh and
-drops removed ones; a reordered pool keeps its per-task state by key; duplicate keys fail."""
+drops removed ones; a reordered pool keeps its per-task state by key; duplicate keys fail; a
+state Orbax cannot save (a zero-size leaf) is refused before anything is trained or written."""
 
 import dataclasses
 import shutil
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from engine_test_helpers import assert_trees_equal, host, id_pool, id_solver, in_order, mod_gate
 
 import curriculax as cx
 from curriculax.checkpoint import CheckpointStore
-from curriculax.engine import CheckpointMismatch, Engine, EngineConfig, Env, run
+from curriculax.engine import CheckpointMismatch, Engine, EngineConfig, Env, Solver, run
 from curriculax.engine._restore import restore
 from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
 
@@ -479,3 +481,52 @@ def test_a_checkpoint_from_before_the_per_env_counter_was_renamed_restores_exact
         store.close()
     assert_trees_equal(restored, state, "restored")
     assert not [w for w in recwarn if "partial restore" in str(w.message)]
+
+
+def _with_empty_leaf(solver: Solver) -> Solver:
+    """``solver`` with a zero-size array beside its state: ``{"inner": state, "empty": f32[0]}``."""
+
+    def update(state, batch, key):
+        inner, metrics = solver.update(state["inner"], batch, key)
+        return {"inner": inner, "empty": state["empty"]}, metrics
+
+    return Solver(
+        lambda key: {"inner": solver.init(key), "empty": jnp.zeros((0,), jnp.float32)},
+        lambda state, tasks, key, k: solver.rollout(state["inner"], tasks, key, k),
+        solver.credit,
+        update,
+        lambda state, tasks, key: solver.evaluate(state["inner"], tasks, key),
+    )
+
+
+def test_a_zero_size_leaf_is_refused_before_the_first_update_of_a_checkpointed_run(tmp_path):
+    # Orbax cannot save it: the run used to train up to its first checkpoint and then fail
+    # with advice about the disk.
+    engine = Engine(_with_empty_leaf(id_solver()), [_b()], CONFIG)
+    updates = []
+    with pytest.raises(ValueError, match="Orbax cannot save zero-size arrays") as info:
+        run(
+            engine,
+            steps=STEPS,
+            run_dir=tmp_path,
+            progress=False,
+            on_update=lambda state, record: updates.append(record["step"]),
+        )
+    assert "solver/empty (float32[0])" in str(info.value)
+    assert "disk" not in str(info.value)
+    assert updates == [] and not (tmp_path / "metrics.jsonl").exists()
+    # Without a run directory nothing is saved: such a state is fine.
+    assert int(run(engine, steps=STEPS, progress=False).state.counters.updates) == STEPS
+    # The refused run left nothing that stops a fresh one in its directory.
+    fixed = run(Engine(id_solver(), [_b()], CONFIG), steps=STEPS, run_dir=tmp_path, progress=False)
+    assert fixed.stopped == "completed"
+
+
+def test_a_store_refuses_a_zero_size_leaf_before_writing(tmp_path):
+    store = CheckpointStore(tmp_path / "ck")
+    state = {"a": jnp.ones(2), "b": {"c": jnp.zeros((3, 0), jnp.int32)}}
+    with pytest.raises(ValueError, match="Orbax cannot save zero-size arrays") as info:
+        store.save(1, state, {"note": "x"})
+    assert "b/c (int32[3, 0])" in str(info.value) and "a (" not in str(info.value)
+    store.close()  # nothing in flight, nothing failed
+    assert store.steps() == []
