@@ -14,9 +14,9 @@ fields reach the reward and metric functions. So:
   ``dynamic_sampling`` is a TODO), so :class:`CurriculumLearner` makes a rejected group carry
   no policy gradient by zeroing its advantages (``gates="zero_advantages"``, the default), or
   only logs the votes (``gates="log"``). The observer hands the gates zero advantages for a
-  group whose rewards are all equal (tunix's own are a float residue there, up to a few
-  hundredths for rewards other than 0 and 1), so a zero-advantage gate rejects exactly those
-  groups and zeroing removes the residue tunix would train on; for any other gate zeroing
+  group whose rewards are all equal (tunix's own are a float residue there, e.g. -2.8e-11
+  for three rewards of 0.2), so a zero-advantage gate rejects exactly those groups and
+  zeroing removes the residue tunix would train on; for any other gate zeroing
   removes the group's policy-gradient term; the group still counts in the loss's
   normalisation and in the KL penalty (``beta``), and no other group takes its place (no
   backfill), unlike our engine;
@@ -28,7 +28,9 @@ fields reach the reward and metric functions. So:
   that off, since the restored iterator continues where the run stopped. The resumed run
   draws and trains what the uninterrupted one would have when the checkpoint falls between
   two draws: tunix trains ``(batch_size // mini_batch_size) * num_iterations`` optimiser steps
-  on each draw, so save every multiple of that (1 by default). The learner warns when it saves
+  on each draw, so save every multiple of that (1 by default) with
+  ``save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(n)`` (Orbax adds a save
+  of step 1 to ``save_interval_steps``). The learner warns when it saves
   or restores a step inside a draw.
 
 Example (tunix's usual set-up for ``rl_cluster``; see docs/integrations.md):
@@ -149,17 +151,19 @@ class CurriculumObserver:
         ids, rewards, advantages, answers = split_groups(
             ids,
             self.num_generations,
-            np.asarray(rewards, np.float32),
+            np.asarray(rewards),
             np.asarray(advantages, np.float32),
             answers_of(self.answer_key, completions),
         )
         # tunix's GRPO advantage is (r - mean) / (std + 1e-6): where a group's rewards are all
-        # equal, their float32 mean is not always equal to them, and tunix gives every rollout
-        # the residue over 1e-6 (0.0146 for three 0.2s, 0.056 for eight 0.7s). Such a group
-        # carries no signal: the gates see its advantages as zero, decided exactly.
+        # equal their mean is not always equal to them, and tunix gives every rollout the
+        # residue (-2.8e-11 for three 0.2s). Such a group carries no signal: the gates see its
+        # advantages as zero, decided exactly on the rewards tunix normalised (before a cast).
         same = (rewards == rewards[:, :1]).all(axis=1)
         advantages = np.where(same[:, None], np.float32(0), advantages)
-        admitted = self.iterator.observe(ids, rewards, advantages=advantages, answers=answers)
+        admitted = self.iterator.observe(
+            ids, rewards.astype(np.float32), advantages=advantages, answers=answers
+        )
         self.last_admitted = admitted
         out = {}
         for name, value in self.iterator.curriculum.metrics().items():
@@ -292,7 +296,9 @@ class CurriculumLearner:
             f"prompts trains {every} optimiser steps (batch_size {batch} // mini_batch_size "
             f"{mini} x num_iterations {passes}), so a run resumed there is not the "
             f"uninterrupted one: it {', or '.join(effects)}. Checkpoint every multiple of "
-            f"{every} steps (checkpointing_options save_interval_steps) for an exact resume",
+            f"{every} steps for an exact resume: checkpointing_options="
+            "ocp.CheckpointManagerOptions(save_decision_policy=ocp.checkpoint_managers."
+            f"FixedIntervalPolicy({every})) (save_interval_steps alone also saves step 1)",
             stacklevel=stacklevel,
         )
         return True

@@ -340,8 +340,8 @@ def test_mini_batches_log_totals_at_their_latest_and_warn_on_a_checkpoint_inside
 
 
 def test_a_group_of_equal_rewards_is_rejected_by_the_zero_advantage_gate_and_trains_on_nothing():
-    # Three rewards of 0.2: their float32 mean is not 0.2, and tunix's (r - mean) / (std + 1e-6)
-    # gives each rollout 0.0146. The zero-advantage gate must see that group as the zero-signal
+    # Three rewards of 0.2: their mean is not 0.2, and tunix's (r - mean) / (std + 1e-6) gives
+    # each rollout -2.8e-11. The zero-advantage gate must see that group as the zero-signal
     # group it is, reject it, and leave tunix nothing to train on.
     import curriculax as cx
 
@@ -372,3 +372,26 @@ def test_a_group_of_equal_rewards_is_rejected_by_the_zero_advantage_gate_and_tra
         assert got is not None and not got.any()
         assert np.all(adv == 0), adv
     assert cur.metrics()["gate/zero_advantage/rejected"] == B * len(batches)
+
+
+def test_the_observer_zeroes_the_advantages_of_groups_whose_rewards_tunix_saw_as_equal():
+    # Equality is read on the rewards tunix normalised (float64), not on a float32 cast: two
+    # rewards that differ below float32's precision carry tunix's +-0.7 and are admitted.
+    import curriculax as cx
+
+    cur = cx.HostCurriculum(
+        cx.curriculum(
+            cx.samplers.uniform(N), gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)}
+        )
+    )
+    it = iter(CurriculumDataset(cur, RECORDS, batch_size=B))
+    batch = next(it)
+    observer = CurriculumObserver(it, G)
+    observer(
+        prompts=np.repeat(batch["prompts"], G),
+        completions=["x"] * (B * G),
+        advantages=np.array([-0.7, 0.7, -2.8e-11, -2.8e-11]),
+        rewards=np.array([1000.0, 1000.00003, 0.2, 0.2]),
+        task_id=np.repeat(batch["task_id"], G),
+    )
+    assert observer.last_admitted.tolist() == [True, False]
