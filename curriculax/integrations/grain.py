@@ -55,7 +55,9 @@ class CurriculumDataset(grain.IterDataset):
         ``grain.MapDataset``, a Hugging Face ``datasets.Dataset``).
       batch_size: tasks per batch (one ``curriculum.sample(batch_size, exact=True)`` per
         batch, through the :class:`~curriculax.integrations.DrawLedger`).
-      task_field: the batch field that carries the task ids (``np.int32[batch_size]``).
+      task_field: the batch field that carries the task ids (``np.int32[batch_size]``); a
+        record holding it is refused (name another). The records of a batch must have the
+        same fields (a batch holding records with different ones is refused).
       num_batches: stop after this many batches (default: never).
 
     Each ``iter()`` makes an independent iterator over the same curriculum; train from one.
@@ -117,7 +119,13 @@ class CurriculumIterator(grain.DatasetIterator):
                     raise TypeError(
                         f"records[{int(i)}] must be a mapping of fields, got {type(row)}"
                     )
-            fields = [k for k in rows[0] if k != d.task_field]
+                if d.task_field in row:
+                    raise ValueError(
+                        f"records[{int(i)}] has a {d.task_field!r} field, where the batch carries "
+                        "the curriculum's task ids; pass task_field= another name to keep yours"
+                    )
+            fields = list(rows[0])
+            _check_same_fields(ids, rows)
             batch = {}
             for k in fields:
                 values = [row[k] for row in rows]
@@ -166,6 +174,20 @@ class CurriculumIterator(grain.DatasetIterator):
 
     def __str__(self) -> str:
         return f"CurriculumIterator(draws={self.ledger.draws})"
+
+
+def _check_same_fields(ids: np.ndarray, rows: list[Mapping]) -> None:
+    """Refuses a batch whose records do not all have the same fields (the batch's fields are
+    the first record's: a field missing there would be dropped for the whole batch)."""
+    groups: dict[frozenset, list[int]] = {}
+    for i, row in zip(ids.tolist(), rows):
+        groups.setdefault(frozenset(row), []).append(i)
+    if len(groups) > 1:
+        found = "; ".join(f"{sorted(k, key=str)} in records {v}" for k, v in groups.items())
+        raise ValueError(
+            f"records {ids.tolist()} of one batch have different fields ({found}): give every "
+            "record the same fields (an optional one with a placeholder, e.g. '')"
+        )
 
 
 def _nested(flat: Mapping[str, np.ndarray]) -> dict[str, Any]:

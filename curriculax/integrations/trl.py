@@ -17,8 +17,8 @@ reward functions with every dataset column, so:
 - **gates**: TRL cannot drop a group from a batch either, so :class:`CurriculumGRPOTrainer`
   zeroes the advantages of rejected groups (``gates="zero_advantages"``, the default; exact for
   a zero-advantage gate, and for any other gate it removes the group's policy-gradient term,
-  while the group still counts in the loss normalisation and the KL penalty, with no backfill)
-  or only logs the votes (``gates="log"``);
+  while the group still counts in the loss normalisation, the KL penalty and TRL's entropy
+  bonus (``entropy_coef``), with no backfill) or only logs the votes (``gates="log"``);
 - **checkpoints**: each checkpoint folder gets ``curriculum/`` (the curriculum's Orbax
   checkpoint plus the draws in flight as JSON) and ``train(resume_from_checkpoint=...)``
   restores it. Hugging Face's ``Trainer`` resumes by skipping the batches already trained,
@@ -33,6 +33,9 @@ reward functions with every dataset column, so:
 
 One process only: a reward function sees its own process's rows, so with several processes
 each curriculum would observe a different part of the batch (the trainer refuses to start).
+The curriculum observes the reward functions alone, so an ``environment_factory`` whose
+environment defines ``get_reward`` (a reward TRL adds beside them) is refused too: score the
+environment in a reward function instead (it gets the rollouts' ``environments``).
 
 Example (``model``, ``tokenizer``, ``dataset`` with a ``"prompt"`` column, ``reward_fn``):
   >>> import curriculax as cx
@@ -78,6 +81,13 @@ from curriculax.integrations._ledger import (
 __all__ = ["GATES", "CurriculumGRPOTrainer", "CurriculumReward", "CurriculumSampler"]
 
 _DRAWS_FILE = "draws.json"
+_OBSERVED_REWARD = (
+    "the curriculum observes only the reward functions' sum, so an environment's get_reward "
+    "(environment_factory) would train the model on a reward its gates never see; rename the "
+    "environment's get_reward (e.g. to score) and pass a reward function that reads it (reward "
+    "functions get the rollouts' environments): def env_reward(environments, **kwargs): "
+    "return [env.score() for env in environments]"
+)
 
 
 class CurriculumSampler(Sampler[int]):
@@ -262,7 +272,9 @@ class CurriculumGRPOTrainer(GRPOTrainer):
 
     Raises:
       ValueError: a streaming dataset, a ``task_field`` column that is not the row index,
-        ``normalize_then_sum`` with several reward functions, or several processes.
+        ``normalize_then_sum`` with several reward functions, no reward functions, an
+        environment that defines ``get_reward`` (TRL would add its reward, unobserved, to the
+        one the curriculum sees), or several processes.
     """
 
     def __init__(
@@ -287,6 +299,8 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         config = given.get("args")
         funcs = given.get("reward_funcs")
         funcs = list(funcs) if isinstance(funcs, list | tuple) else [funcs]
+        if given.get("reward_funcs") is None or not funcs:
+            raise ValueError(f"CurriculumGRPOTrainer needs reward_funcs: {_OBSERVED_REWARD}")
         weights = None
         if config is not None:
             if len(funcs) > 1 and config.multi_objective_aggregation != "sum_then_normalize":
@@ -311,6 +325,11 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         given["reward_funcs"] = [self.curriculum_reward]
         given.pop("self", None)
         super().__init__(**given)
+        if len(self.reward_funcs) > 1:  # TRL added an environment's get_reward
+            raise ValueError(
+                f"TRL adds the reward of {self.reward_func_names[1:]} (an environment's "
+                f"get_reward) to the reward functions' sum, unobserved: {_OBSERVED_REWARD}"
+            )
         self.curriculum_reward.num_generations = self.num_generations
         # Resuming, HF's Trainer skips the batches already trained by drawing them again; the
         # restored curriculum continues where the run stopped instead.

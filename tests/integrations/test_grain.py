@@ -298,3 +298,31 @@ def test_a_field_of_ragged_values_is_named_and_its_draw_handed_out_again():
     with pytest.raises(ValueError, match=r"field 'tokens' of records \[0, 1, 2, 3\] does not"):
         next(it)
     assert it.get_state() == {"draws": 1, "in_flight": [[0, 1, 2, 3]]}
+
+
+def test_a_record_holding_the_task_field_is_refused_and_its_draw_handed_out_again():
+    cur = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(8, shuffle=False)))
+    records = [{"prompts": f"t{i}", "task_id": f"gsm8k-{i}"} for i in range(8)]
+    it = iter(CurriculumDataset(cur, records, batch_size=4))
+    with pytest.raises(ValueError, match=r"records\[0\] has a 'task_id' field.*task_field="):
+        next(it)
+    assert it.get_state() == {"draws": 1, "in_flight": [[0, 1, 2, 3]]}
+    cur = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(8, shuffle=False)))
+    renamed = iter(CurriculumDataset(cur, records, batch_size=4, task_field="row"))
+    batch = next(renamed)
+    assert batch["row"].tolist() == [0, 1, 2, 3]
+    assert batch["task_id"].tolist() == [f"gsm8k-{i}" for i in range(4)]
+
+
+def test_records_with_different_fields_in_one_batch_are_refused():
+    # The batch once took its fields from the first record: "answer", missing there, was
+    # dropped for the whole batch.
+    cur = cx.HostCurriculum(cx.curriculum(cx.samplers.sequential(8, shuffle=False)))
+    records = [{"prompts": f"t{i}", **({"answer": str(i)} if i % 2 else {})} for i in range(8)]
+    it = iter(CurriculumDataset(cur, records, batch_size=4))
+    with pytest.raises(
+        ValueError,
+        match=r"\['prompts'\] in records \[0, 2\]; \['answer', 'prompts'\] in records \[1, 3\]",
+    ):
+        next(it)
+    assert it.get_state() == {"draws": 1, "in_flight": [[0, 1, 2, 3]]}

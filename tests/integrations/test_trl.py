@@ -367,3 +367,47 @@ def test_remove_unused_columns_keeps_the_task_ids(tmp_path):
     trainer, cur, spy, trained, _ = _trainer(tmp_path, max_steps=1, remove_unused_columns=True)
     trainer.train()
     assert [ids for ids, _ in trained] == spy.drawn[:1] and cur.observe_calls == 1
+
+
+class _ScoredEnv:
+    """An environment_factory environment that owns its reward (TRL's ``get_reward``)."""
+
+    def reset(self, **kwargs):
+        self.score = 1.0
+
+    def get_reward(self):
+        return self.score
+
+
+class _UnscoredEnv:
+    def reset(self, **kwargs):
+        self.score = 1.0
+
+
+def _env_trainer(tmp_path, monkeypatch, reward_funcs, environment_factory):
+    import trl.trainer.grpo_trainer as grpo
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    # The toy tokenizer has no chat template; TRL's tool-calling check is all that is stubbed.
+    monkeypatch.setattr(grpo, "supports_tool_calling", lambda processing_class: True)
+    return CurriculumGRPOTrainer(
+        model=trl_curriculum.model(0),
+        reward_funcs=reward_funcs,
+        args=_args(tmp_path, 1, save_strategy="no"),
+        train_dataset=_dataset(),
+        processing_class=trl_curriculum.tokenizer(),
+        curriculum=host_curriculum(N),
+        environment_factory=environment_factory,
+    )
+
+
+def test_an_environments_own_reward_is_refused(tmp_path, monkeypatch):
+    # TRL would add _ScoredEnv.get_reward to the reward it trains on, which the curriculum
+    # (and its zero-advantage gate) never sees.
+    with pytest.raises(ValueError, match=r"\['_ScoredEnv'\] .*rename the environment's get_reward"):
+        _env_trainer(tmp_path, monkeypatch, [_reward([])], _ScoredEnv)
+    with pytest.raises(ValueError, match=r"needs reward_funcs: .*get_reward"):
+        _env_trainer(tmp_path, monkeypatch, None, _ScoredEnv)
+    # Scored by a reward function instead, the environment is welcome.
+    trainer = _env_trainer(tmp_path, monkeypatch, [_reward([])], _UnscoredEnv)
+    assert trainer.reward_funcs == [trainer.curriculum_reward]
