@@ -150,7 +150,7 @@ def noisy(args) -> None:
     coin = np.asarray(pool.kind) == sp.COIN_FLIP
     print(f"# noisy simulated pool  {datetime.date.today()}  {platform.node()}")
     print(
-        f"# N={n} ({args.noisy:.0%} coin flips, 10% learning, 20% trivial, the rest impossible), "
+        f"# N={n} ({_composition(pool)}), "
         f"{args.num} groups of {args.group_size} per step, {args.steps} steps, {args.seeds} seeds"
     )
     print()
@@ -201,6 +201,18 @@ def arms(n: int) -> dict:
     }
 
 
+def _composition(pool) -> str:
+    """The pool's tasks by kind as the header prints them, counted (the shares are rounded to
+    whole tasks: 10 tasks at 5% informative hold 1, 10%)."""
+    from curriculax import simulated_pool as sp
+
+    counts = np.bincount(np.asarray(pool.kind), minlength=len(sp.KINDS))
+    n = counts.sum()
+    return ", ".join(
+        f"{c} {name.replace('_', ' ')} ({c / n:.0%})" for name, c in zip(sp.KINDS, counts) if c
+    )
+
+
 def main(argv=None) -> None:
     args = _parse(argv)
     if args.noisy is not None:
@@ -221,9 +233,8 @@ def main(argv=None) -> None:
     keys = jax.random.split(jax.random.key(0), args.seeds)
     print(f"# simulated pool  {datetime.date.today()}  {platform.node()}")
     print(
-        f"# N={args.tasks} (60% impossible, 30% trivial, 5% informative, 5% emerging at step "
-        f"{args.switch}), {args.num} groups of {args.group_size} per step, {args.steps} steps, "
-        f"{args.seeds} seeds"
+        f"# N={args.tasks} ({_composition(pool)}; emerging at step {args.switch}), "
+        f"{args.num} groups of {args.group_size} per step, {args.steps} steps, {args.seeds} seeds"
     )
     print()
     print(

@@ -304,3 +304,21 @@ def test_quick_beside_noisy_sizes_a_pool_whose_learning_tasks_get_visits():
     assert script._parse(["--noisy", "0.5", "--quick"]).tasks == script.QUICK_NOISY["tasks"]
     assert script._parse(["--quick"]).tasks == script.QUICK["tasks"]
     assert script._parse(["--noisy", "0.5", "--quick", "--tasks", "300"]).tasks == 300
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--tasks", "20", "--num", "1", "--steps", "3", "--switch", "1", "--seeds", "1"],
+        ["--noisy", "0.3", "--tasks", "64", "--num", "4", "--steps", "3", "--seeds", "1"],
+    ],
+)
+def test_the_header_counts_the_pools_tasks_by_kind(monkeypatch, capsys, argv):
+    # The shares are rounded to whole tasks: the header counts what the pool holds (it printed
+    # the nominal shares: "10% learning" for 6 of 64 tasks).
+    monkeypatch.setattr(script, "arms", lambda n: {"uniform": cx.samplers.uniform(n)})
+    script.main(argv)
+    header = capsys.readouterr().out.splitlines()[1]
+    n = int(re.search(r"N=(\d+)", header).group(1))
+    counts = [int(c) for c in re.findall(r"(\d+) [a-z ]+ \(\d+%\)", header)]
+    assert counts and sum(counts) == n, header
