@@ -300,7 +300,12 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         funcs = given.get("reward_funcs")
         funcs = list(funcs) if isinstance(funcs, list | tuple) else [funcs]
         if given.get("reward_funcs") is None or not funcs:
-            raise ValueError(f"CurriculumGRPOTrainer needs reward_funcs: {_OBSERVED_REWARD}")
+            why = (
+                _OBSERVED_REWARD
+                if given.get("environment_factory") is not None
+                else "the curriculum observes their rewards"
+            )
+            raise ValueError(f"CurriculumGRPOTrainer needs reward_funcs: {why}")
         weights = None
         if config is not None:
             if len(funcs) > 1 and config.multi_objective_aggregation != "sum_then_normalize":

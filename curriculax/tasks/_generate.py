@@ -56,7 +56,7 @@ def _segmented_permutations(bits: Array, sizes: list[int]) -> list[Array]:
     segment = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
     local = np.concatenate([np.arange(size, dtype=np.int32) for size in sizes])
     # Sorting by (segment, random word) shuffles within each segment; ties (~2**-32) keep order
-    # (a stable sort: an unstable one may put tied words in either order).
+    # (lax.sort is stable by default; said explicitly, as the tie order is relied on).
     _, _, shuffled = jax.lax.sort(
         (jnp.asarray(segment), bits, jnp.asarray(local)), num_keys=2, is_stable=True
     )
@@ -96,7 +96,8 @@ def _collides_with_earlier(keys: Array, priority: np.ndarray) -> Array:
     """``bool[C]``: the key equals the key of a candidate with a smaller priority value, or
     of an earlier candidate with the same priority (the first of equals is kept)."""
     index = jnp.arange(keys.shape[0], dtype=jnp.int32)
-    # Stable: among equal (key, priority) the earlier candidate sorts first and is kept.
+    # Stable (lax.sort's default, said explicitly): among equal (key, priority) the earlier
+    # candidate sorts first and is kept.
     sorted_keys, _, sorted_index = jax.lax.sort(
         (keys, jnp.asarray(priority, jnp.int32), index), num_keys=2, is_stable=True
     )

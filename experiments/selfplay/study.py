@@ -43,6 +43,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 
 import jax
 import numpy as np
@@ -149,20 +150,21 @@ def run_settings(config: StudyConfig, *, as_written: bool = False) -> dict:
             table = table[part]
         del table[last]
     if not as_written:
-        settings["learned"] = _learned_as_omitted(config)
+        settings["learned"] = learned_as_omitted(config.learned, config)
     base = base_spec(config.experiment)
     if base is not None:
         settings["base"] = spec_hash(base)
     return json.loads(json.dumps(settings))  # tuples as lists, as the file holds them
 
 
-def _learned_as_omitted(config: StudyConfig) -> dict:
-    """The ``learned`` table less the keys written out at the values a run fills in where they
-    are omitted (:class:`~curriculax.selfplay.LearnedConfig`'s defaults, the family's shape):
-    a table spelling its defaults out is the same settings as ``{}`` (and digests as it did)."""
+def learned_as_omitted(learned: Mapping, config: StudyConfig) -> dict:
+    """A ``learned`` table (``config``'s, or one a ``settings.json`` holds) less the keys
+    written out at the values a run of ``config``'s family fills in where they are omitted
+    (:class:`~curriculax.selfplay.LearnedConfig`'s defaults, the family's shape): a table
+    spelling its defaults out is the same settings as ``{}`` (and digests as it did)."""
     from curriculax.selfplay import LearnedConfig
 
-    learned = dict(config.learned)
+    learned = dict(learned)
     if not learned:
         return learned
     defaults = {
@@ -223,13 +225,19 @@ def check_records(runs: list[dict], where: str) -> None:
 
 
 def check_resume(
-    runs: list[dict], path: str, settings: dict, settings_path: str, written: dict | None = None
+    runs: list[dict],
+    path: str,
+    settings: dict,
+    settings_path: str,
+    written: dict | None = None,
+    config: StudyConfig | None = None,
 ) -> None:
     """Refuses to resume on records of ``path`` made with settings other than ``settings``
     (by their ``settings_digest``; ``written``: the same settings as written, the digest of
-    records made before :func:`run_settings` dropped defaults), naming the keys that differ
-    where ``settings_path`` holds theirs; records without a digest (older studies) are
-    resumed with a warning."""
+    records made before :func:`run_settings` dropped defaults; with ``config``, records whose
+    ``settings.json`` spells out defaults of its ``learned`` table are the same settings too),
+    naming the keys that differ where ``settings_path`` holds theirs; records without a digest
+    (older studies) are resumed with a warning."""
     check_records(runs, path)
     digest = spec_hash(settings)
     undigested = sum(r.get("settings_digest") is None for r in runs)
@@ -248,8 +256,13 @@ def check_resume(
     if os.path.exists(settings_path):
         with open(settings_path) as f:
             stored = json.load(f)
-    if stored is not None and [stored.get("settings_digest")] == other:
-        what = ", ".join(_differing(stored["settings"], settings)) + f" differ from {settings_path}"
+    if stored is not None and stored.get("settings_digest") in other:
+        theirs = dict(stored["settings"])
+        if config is not None and isinstance(theirs.get("learned"), dict):
+            theirs["learned"] = learned_as_omitted(theirs["learned"], config)
+            if theirs == settings and len(other) == 1:  # made before defaults were dropped
+                return
+        what = ", ".join(_differing(theirs, settings)) + f" differ from {settings_path}"
     else:
         what = f"settings digest {', '.join(other)}, now {digest}"
     n = sum(r.get("settings_digest") in other for r in runs)
@@ -258,6 +271,17 @@ def check_resume(
         "--resume adds runs to records made with the same settings only: resume with theirs, "
         "or pass another --run-dir (--overwrite deletes them)"
     )
+
+
+def _older_settings_kept(settings_path: str, runs: list[dict], digest: str) -> bool:
+    """Whether ``settings_path`` holds the settings of records ``runs`` carry under another
+    digest (made before defaults were dropped, resumed as the same settings): kept, so the
+    next resume reads them again (the new runs carry ``digest``)."""
+    if not os.path.exists(settings_path):
+        return False
+    with open(settings_path) as f:
+        stored = json.load(f).get("settings_digest")
+    return stored != digest and any(r.get("settings_digest") == stored for r in runs)
 
 
 def scenario_held_out(exp: GRPOExperimentConfig, levels: tuple[int, ...]):
@@ -705,7 +729,8 @@ def main(argv=None) -> None:
         if os.path.exists(path):
             with open(path) as f:
                 runs = [json.loads(line) for line in f if line.strip()]
-        check_resume(runs, path, settings, settings_path, run_settings(config, as_written=True))
+        written = run_settings(config, as_written=True)
+        check_resume(runs, path, settings, settings_path, written, config)
     elif not args.overwrite:
         if os.path.exists(path):
             raise SystemExit(
@@ -722,9 +747,10 @@ def main(argv=None) -> None:
         for earlier in (path, settings_path, *outputs):
             if os.path.exists(earlier):
                 os.remove(earlier)
-    write_json_atomic(
-        settings_path, {"settings_digest": spec_hash(settings), "settings": settings}, indent=2
-    )
+    if not _older_settings_kept(settings_path, runs, spec_hash(settings)):
+        write_json_atomic(
+            settings_path, {"settings_digest": spec_hash(settings), "settings": settings}, indent=2
+        )
     done = {(r["arm"], r["seed"]) for r in runs}
     seeds = list(range(seed0, seed0 + config.seeds))
 

@@ -198,6 +198,17 @@ def test_a_learned_table_of_its_defaults_is_the_same_settings_as_an_empty_one(
     record = {**_fake_run(config, "no challenger", 0), "settings_digest": written}
     (tmp_path / "runs.jsonl").write_text(json.dumps(record) + "\n")
     study.main([*argv, "--resume", "--set", "learned.width=32"])
+    # ... and without the table, where their settings.json spells the default out
+    settings = study.run_settings(config, as_written=True)
+    (tmp_path / "settings.json").write_text(
+        json.dumps({"settings_digest": written, "settings": settings})
+    )
+    (tmp_path / "runs.jsonl").write_text(json.dumps(record) + "\n")
+    study.main([*argv, "--resume"])
+    study.main([*argv[:-1], "2", "--resume"])  # again: their settings.json is kept
+    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 2
+    with pytest.raises(SystemExit, match=r"\(learned\.width differ from "):
+        study.main([*argv, "--resume", "--set", "learned.width=16"])
 
 
 def test_a_resume_refuses_records_made_with_other_settings(tmp_path, monkeypatch, capsys):

@@ -169,7 +169,8 @@ def test_a_large_level_has_spares_for_the_collisions_of_structured_contents(monk
 
 def test_among_equal_keys_and_priorities_the_earliest_candidate_is_kept():
     """generate keeps the first of equal (key, priority) candidates: the sort that finds
-    them is stable (an unstable sort may keep any of them)."""
+    them is stable (lax.sort's default; a guard against is_stable=False, which may keep any
+    of them)."""
     from curriculax.tasks._generate import _collides_with_earlier
 
     keys = np.random.default_rng(0).integers(0, 300, 4096).astype(np.uint32)  # many ties
