@@ -1,6 +1,8 @@
-"""The curriculum step written as a host-side Python orchestrator does it today.
+"""The curriculum step in plain Python with a per-draw O(N) scan of the pool.
 
-This is the baseline of ``benchmarks/curriculum_step.py``: the same semantics as
+The pure-Python baseline of ``benchmarks/curriculum_step.py``. It measures the O(num x N)
+per-draw algorithm, not the cost of being on the host: the efficient host baseline is
+:mod:`benchmarks._numpy_baseline`. It has the same semantics as
 ``cx.curriculum(cx.samplers.difficulty_pools(N), gates={"zero_advantage":
 cx.gates.advantage_range(0.0, 0.0)})``, in the style of prime-rl's difficulty pools and
 advantage gate: plain Python and :mod:`random`, a dict per task (``score``, ``scored``,

@@ -4,12 +4,12 @@ over tasks, draws or groups.
 The second baseline of ``benchmarks/curriculum_step.py``: the same semantics as
 ``cx.curriculum(cx.samplers.difficulty_pools(N), gates={"zero_advantage":
 cx.gates.advantage_range(0.0, 0.0)})``, written the way a careful host-side orchestrator would
-write it with numpy: per-task arrays (``scores``, ``scored``, ``seen``), band labels from one
-comparison per threshold over the pool, band sizes by counting labels, the band of each draw
-from a few rounds of ``Generator.choice`` over the bands (a band whose members are all drawn
-retires, as in the library), then each band's members by rank (``np.flatnonzero`` per band,
-``Generator.choice`` without replacement). O(C x N + num) per ``sample`` for C bands; ``observe``
-and the gate are array expressions over ``[G, K, T]``.
+write it with numpy: per-task arrays (``scores``, ``scored``, ``seen``, ``scored_at``), band
+labels from one comparison per threshold over the pool, band sizes by counting labels, the band
+of each draw from a few rounds of ``Generator.choice`` over the bands (a band whose members are
+all drawn retires, as in the library), then each band's members by rank (``np.flatnonzero`` per
+band, ``Generator.choice`` without replacement). O(C x N + num) per ``sample`` for C bands;
+``observe`` and the gate are array expressions over ``[G, K, T]``.
 
 Only the random streams differ from the library (numpy's generator instead of JAX keys): the
 warm-up order, and which tasks a call draws, follow the same distributions.
@@ -56,6 +56,8 @@ class NumpyCurriculum:
         self.scores = np.zeros(n, np.float32)
         self.scored = np.zeros(n, bool)
         self.seen = np.zeros(n, bool)
+        self.scored_at = np.zeros(n, np.int32)  # the clock when the score was written
+        self.clock = 0  # groups of pool tasks observed so far
         self._warm_over = False
         self.fallback = 0
         self.rejected = 0
@@ -146,12 +148,19 @@ class NumpyCurriculum:
         in_pool = (ids >= 0) & (ids < self.num_tasks)
         count = clean.sum(axis=1)
         mean = (rewards.sum(axis=1) / np.maximum(count, 1)).astype(np.float32)
+        # A group whose valid rewards are all equal scores that reward exactly (a float32 mean
+        # of seven 0.2s is not 0.2), as the library does.
+        lo = np.min(rewards, axis=1, where=clean, initial=np.inf)
+        hi = np.max(rewards, axis=1, where=clean, initial=-np.inf)
+        mean = np.where(lo == hi, lo, mean).astype(np.float32)
         use = np.flatnonzero((count > 0) & in_pool)
         rev = use[::-1]
         _, first = np.unique(ids[rev], return_index=True)
         last = rev[first]
+        self.clock = min(self.clock + int(np.count_nonzero(in_pool)), np.iinfo(np.int32).max)
         self.scores[ids[last]] = mean[last]
         self.scored[ids[last]] = True
+        self.scored_at[ids[last]] = self.clock
         self.seen[ids[in_pool]] = True
         # gate: reject iff every trainable advantage lies in [low, high]
         inside = (advantages >= self.low) & (advantages <= self.high)

@@ -275,14 +275,24 @@ def driver_calls(driver: cx.HostCurriculum, results: dict[str, np.ndarray], num:
         drawn = driver.sample(num, exact=True)
         return drawn, driver.observe(ids, rewards)
 
-    size = cx.host.bucket(ids.shape[0])
-    args = [jnp.asarray(np.resize(a, (size, *a.shape[1:]))) for a in (ids, rewards)]
-    count = jnp.asarray(ids.shape[0], jnp.int32)
+    # The inputs padded as the driver pads them (zeros; groups to bucket(G), rollouts to a
+    # power of two with a valid mask when K is not one), so both run the same observe program.
+    g, k = rewards.shape
+    gp, kp = cx.host.bucket(g), 1 << max(0, k - 1).bit_length()
+
+    def pad(x: np.ndarray, sizes: tuple[int, ...]) -> jax.Array:
+        out = np.zeros((*sizes, *x.shape[len(sizes) :]), x.dtype)
+        out[tuple(slice(0, d) for d in x.shape)] = x
+        return jnp.asarray(out)
+
+    args = [pad(ids.astype(np.int32), (gp,)), pad(rewards.astype(np.float32), (gp, kp))]
+    valid = None if kp == k else pad(np.ones((g, k), bool), (gp, kp))
+    count = jnp.asarray(g, jnp.int32)
 
     def compiled(i):
         drawn, driver._state, driver._key = driver._sample(driver._state, driver._key, num)
         admitted, driver._state = driver._observe(
-            driver._state, args[0], args[1], None, None, None, None, count
+            driver._state, args[0], args[1], valid, None, None, None, count
         )
         return drawn, admitted
 
@@ -316,7 +326,10 @@ def numpy_from_state(state, num_tasks: int, seed: int) -> _numpy_baseline.NumpyC
     """The numpy curriculum holding the same per-task state as a curriculax state."""
     cur = _numpy_baseline.NumpyCurriculum(num_tasks, seed=seed)
     s = state.sampler
-    cur.scores, cur.scored, cur.seen = (np.array(x) for x in (s.scores, s.scored, s.seen))
+    cur.scores, cur.scored, cur.seen, cur.scored_at = (
+        np.array(x) for x in (s.scores, s.scored, s.seen, s.scored_at)
+    )
+    cur.clock = int(s.clock)
     return cur
 
 

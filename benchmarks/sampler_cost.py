@@ -7,8 +7,9 @@ inside each category) over 8 categories of equal size and over 8 categories one 
 the equal categories and the ``robust`` preset around it (``cx.robust_curriculum``); and
 learnability inside the ``reward_consistency`` sampler, alone and with the gate of that name (a
 curriculum: the synthetic groups' answers repeat, so tasks get marked, replaced and rejected).
-A step draws ``--num`` tasks and observes synthetic groups of 8 rollouts for them; the time is
-the best of 3 repeats of ``--steps`` steps (compilation excluded, the keys built before the
+A step draws ``--num`` tasks and observes synthetic groups of 8 rollouts for them (built before
+the timing, one per step, their task ids replaced by the drawn ones inside the step); the time
+is the best of 3 repeats of ``--steps`` steps (compilation excluded, the keys built before the
 timing). This machine is shared: compare the columns of one run, not absolute times across runs.
 
 Run: ``python -m benchmarks.sampler_cost`` (``--quick``: small pools, for the tests).
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import curriculax as cx
@@ -54,29 +56,40 @@ def samplers(n: int) -> dict[str, Callable[[], cx.TaskSampler | cx.Curriculum]]:
 
 
 def step_ms(sampler: cx.TaskSampler | cx.Curriculum, num: int, steps: int) -> float:
-    """Best of 3 repeats of ``steps`` jitted sample + observe steps, in ms per step."""
+    """Best of 3 repeats of ``steps`` jitted sample + observe steps, in ms per step.
 
-    def step(state, key):
-        k_sample, k_results = jax.random.split(key)
-        ids, state = sampler.sample(state, k_sample, num)
-        state = sampler.observe(state, synthetic_results(k_results, ids, 8))
+    The synthetic groups are built before the timing, one per key (as
+    ``benchmarks.curriculum_step`` hands its step precomputed results); inside the step only
+    their task ids are replaced by the drawn ones, so the timed step is sample + observe.
+    """
+
+    def step(state, key, results):
+        ids, state = sampler.sample(state, key, num)
+        state = sampler.observe(state, results._replace(task_ids=ids))
         if isinstance(sampler, cx.Curriculum):  # (admission, state)
             state = state[1]
         return state, ids
 
+    results_for = jax.jit(lambda key: synthetic_results(key, jnp.zeros((num,), jnp.int32), 8))
+
     run = jax.jit(step)
-    state, ids = run(sampler.init(jax.random.key(0)), jax.random.key(1))
+    state, ids = run(
+        sampler.init(jax.random.key(0)), jax.random.key(1), results_for(jax.random.key(2))
+    )
     ids.block_until_ready()
-    # The keys are built before the timing (a host-side jax.random.key costs about as much as
-    # a small step), so only the step is timed.
+    # The keys and results are built before the timing (a host-side jax.random.key costs about
+    # as much as a small step; the synthetic rewards are PRNG draws), so only the step is timed.
     keys = jax.block_until_ready(
         [[jax.random.key(100 * r + i) for i in range(steps)] for r in range(3)]
+    )
+    results = jax.block_until_ready(
+        [[results_for(jax.random.fold_in(k, 1)) for k in row] for row in keys]
     )
     best = float("inf")
     for r in range(3):
         start = time.perf_counter()
         for i in range(steps):
-            state, ids = run(state, keys[r][i])
+            state, ids = run(state, keys[r][i], results[r][i])
         ids.block_until_ready()
         best = min(best, (time.perf_counter() - start) / steps)
     return best * 1e3

@@ -2,7 +2,9 @@
 
 A step samples ``--num`` tasks from ``cx.samplers.difficulty_pools(N)`` and observes as many
 groups of ``--group-size`` rollouts through the zero-advantage gate: the same curriculum as
-``benchmarks.curriculum_step``, run through the same code the engine runs.
+``benchmarks.curriculum_step``, run through the same code the engine runs. The groups are built
+before the timing (one per step; their task ids replaced by the drawn ones inside the step), as
+``curriculum_step`` hands its step precomputed results: the timed step is sample + observe.
 
 - **pool size**: one device, N = 1e4 ... 1e7; the step time should grow no worse than
   linearly in N (the per-step cost is one O(N) pass plus O(num log N)).
@@ -13,7 +15,8 @@ groups of ``--group-size`` rollouts through the zero-advantage gate: the same cu
   cost of the split, not a speed-up; on a GPU node or TPU pod each device's share is what
   bounds its time.
 
-Run: ``python -m benchmarks.scaling`` (``--quick`` for a smoke test in seconds).
+Run: ``python -m benchmarks.scaling`` (``--quick`` for a smoke test in seconds: small defaults;
+arguments given explicitly keep their values).
 """
 
 from __future__ import annotations
@@ -25,25 +28,43 @@ import time
 
 from experiments import _markdown as md
 
+DEFAULTS = {
+    "sizes": [1e4, 1e5, 1e6, 1e7],
+    "devices": [1, 2, 4, 8],
+    "device_pool": 1e7,
+    "num": 1024,
+    "group_size": 16,
+    "repeats": 5,
+}
+# --quick changes the defaults only: an argument given explicitly keeps its value.
+QUICK = {
+    "sizes": [4096, 16384],
+    "devices": [1, 2, 4],
+    "device_pool": 16384,
+    "num": 64,
+    "repeats": 2,
+}
+
 
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=float, nargs="+", default=[1e4, 1e5, 1e6, 1e7])
-    p.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4, 8])
-    p.add_argument("--device-pool", type=float, default=1e7, help="pool size of the device table")
-    p.add_argument("--num", type=int, default=1024)
-    p.add_argument("--group-size", type=int, default=16)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--sizes", type=float, nargs="+", help=f"default {DEFAULTS['sizes']}")
+    p.add_argument("--devices", type=int, nargs="+", help=f"default {DEFAULTS['devices']}")
+    p.add_argument("--device-pool", type=float, help="pool size of the device table (1e7)")
+    p.add_argument("--num", type=int, help="tasks per sample call (1024)")
+    p.add_argument("--group-size", type=int, help="rollouts per group (16)")
+    p.add_argument("--repeats", type=int, help="timed steps per row (median; 5)")
+    p.add_argument("--quick", action="store_true", help="small defaults (seconds)")
     p.add_argument("--platform", default=None, help="e.g. cpu or gpu (default: JAX's choice)")
-    return p.parse_args()
+    args = p.parse_args()
+    for name, value in {**DEFAULTS, **(QUICK if args.quick else {})}.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
 
 
 def main() -> None:
     args = _parse()
-    if args.quick:
-        args.sizes, args.device_pool, args.devices = [4096, 16384], 16384, [1, 2, 4]
-        args.num, args.repeats = 64, 2
     max_devices = max(args.devices)
     import jax
 
@@ -71,29 +92,36 @@ def main() -> None:
         ones = jnp.ones((g, k), bool)
         return cx.GroupResults(ids, rewards, ones, adv[:, :, None], ones[:, :, None])
 
-    def timed(fn, state, steps, key_sharding=None):
-        """Median seconds of one step (after a compile/warm-up call); the keys are derived
-        (and placed) before the timing, so only ``fn`` is timed. The warm-up call's key is
-        placed as the timed keys are: an unplaced one compiles a program the timed calls do
-        not use, and the first timed call would compile its own."""
+    def timed(fn, state, steps, key_sharding=None, with_results=False):
+        """Median seconds of one step (after a compile/warm-up call); the keys (and, with
+        ``with_results``, one set of synthetic groups per key) are derived and placed before
+        the timing, so only ``fn`` is timed. The warm-up call's arguments are placed as the
+        timed ones are: an unplaced key compiles a program the timed calls do not use, and the
+        first timed call would compile its own."""
         key = jax.random.key(1)
-        keys = [jax.device_put(jax.random.fold_in(key, i), key_sharding) for i in range(steps)]
-        jax.block_until_ready(keys)
-        state = fn(state, jax.device_put(key, key_sharding))
+        keys = [jax.random.fold_in(key, i) for i in range(steps + 1)]
+        make = jax.jit(lambda k: results_for(jnp.zeros((args.num,), jnp.int32), k))
+        extra = [(make(jax.random.fold_in(k, 1)),) if with_results else () for k in keys]
+        calls = jax.block_until_ready(
+            [jax.device_put((k, *x), key_sharding) for k, x in zip(keys, extra)]
+        )
+        state = fn(state, *calls[0])
         jax.block_until_ready(state)
         times = []
-        for i in range(steps):
+        for i in range(1, steps + 1):
             t0 = time.perf_counter()
-            state = fn(state, keys[i])
+            state = fn(state, *calls[i])
             jax.block_until_ready(state)
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
     def step_fn(cur, sample, observe):
-        def step(state, key):
-            k_s, k_r = jax.random.split(key)
-            ids, state = sample(state, k_s, args.num)
-            _, state = observe(state, results_for(ids, k_r))
+        """Sample + observe only: the groups arrive built (as ``curriculum_step``'s step gets
+        them), their task ids replaced by the drawn ones."""
+
+        def step(state, key, results):
+            ids, state = sample(state, key, args.num)
+            _, state = observe(state, results._replace(task_ids=ids))
             return state
 
         return step
@@ -127,7 +155,7 @@ def main() -> None:
         n = int(size)
         cur = build(n, None)
         step = jax.jit(step_fn(cur, cur.sample, cur.observe), donate_argnums=0)
-        t = timed(step, warm_state(cur, n), args.repeats)
+        t = timed(step, warm_state(cur, n), args.repeats, with_results=True)
         x = jnp.ones((n,), jnp.float32)
         m = timed(lambda a, k: cumsum(a), x, args.repeats)
         print(
@@ -146,8 +174,13 @@ def main() -> None:
     print(f"\n## step time against device count (N = {n:,}, per-task state split)\n")
     print(md.row(["devices", "tasks per device", "step ms"]))
     print(md.rule("rrr"))
+    skipped = []
     for d in args.devices:
-        if d > jax.device_count() or n % d:
+        if d > jax.device_count():
+            skipped.append(f"{d} (only {jax.device_count()} devices)")
+            continue
+        if n % d:
+            skipped.append(f"{d} (N = {n:,} does not split into {d} equal shares)")
             continue
         mesh = _mesh.make_mesh(d)
         cur = build(n, _mesh.AXIS)
@@ -159,12 +192,14 @@ def main() -> None:
         step = jax.jit(
             step_fn(cur, sharded.sample, sharded.observe),
             donate_argnums=0,
-            in_shardings=(sharding, NamedSharding(mesh, P())),
+            in_shardings=(sharding, NamedSharding(mesh, P()), NamedSharding(mesh, P())),
             out_shardings=sharding,
         )
-        t = timed(step, state, args.repeats, NamedSharding(mesh, P()))
+        t = timed(step, state, args.repeats, NamedSharding(mesh, P()), with_results=True)
         per = n // d
         print(md.row([d, f"{per:,}", f"{t * 1e3:.2f}"]))
+    if skipped:
+        print("\nskipped device counts: " + "; ".join(skipped))
 
 
 if __name__ == "__main__":

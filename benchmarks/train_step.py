@@ -43,10 +43,10 @@ def _median(fn, repeats: int, setup=None) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--repeats", type=int, help="timed calls per part (median; default 20)")
+    p.add_argument("--quick", action="store_true", help="3 repeats unless --repeats is given")
     args = p.parse_args()
-    repeats = 3 if args.quick else args.repeats
+    repeats = args.repeats if args.repeats is not None else 3 if args.quick else 20
     print(machine_info("benchmarks.train_step"), flush=True)
     config = GRPOExperimentConfig()
     engine = build(config).engine

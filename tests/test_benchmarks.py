@@ -213,3 +213,54 @@ def test_the_driver_and_its_compiled_programs_draw_the_same_for_a_num_not_a_powe
         assert len(drawn) == num and driver.num_kept == 0
         assert compiled(i)[0].shape == (num,)
     assert driver.trace_counts["sample"] == 1  # one program of size num, for both
+
+
+def test_numpy_baseline_scores_a_group_of_equal_rewards_exactly_and_keeps_the_clock():
+    """A group whose valid rewards are all equal scores exactly that reward in the library (a
+    float32 mean of seven 0.2s is not 0.2, and would sit past the band bound 0.2); the numpy
+    baseline does the same work: that range check, and the ``scored_at`` and clock updates."""
+    n, k = 4, 7
+    bands = (("hard", 0.2, 1.0), ("medium", 0.75, 1.0), ("easy", 1.0, 1.0))
+    rewards = np.full((n, k), 0.2, np.float32)
+    rewards[1, 6] = rewards[3, 6] = 1.0  # task 3: not all equal, the plain mean
+    valid = np.ones((n, k), bool)
+    valid[1, 6] = False  # task 1: its odd reward is invalid, so all its valid ones are equal
+    valid[2] = False  # task 2: no valid rollout, not scored
+    results = {
+        "task_ids": np.array([0, 1, 2, 3], np.int32),
+        "rewards": rewards,
+        "valid": valid,
+        "advantages": np.zeros((n, k, 1), np.float32),
+        "token_mask": np.ones((n, k, 1), bool),
+    }
+    cur = cx.curriculum(
+        cx.samplers.difficulty_pools(n, [cx.samplers.Band(*b) for b in bands]),
+        gates={"zero_advantage": cx.gates.advantage_range(0.0, 0.0)},
+    )
+    observe = jax.jit(cur.observe)
+    state = cur.init(jax.random.key(0))
+    fast = _numpy_baseline.NumpyCurriculum(n, bands=bands)
+    for _ in range(2):
+        _, state = observe(state, curriculum_step.as_group_results(results))
+        fast.observe(*(results[key] for key in curriculum_step.FIELDS))
+    s = state.sampler
+    assert float(s.scores[0]) == float(s.scores[1]) == np.float32(0.2)
+    np.testing.assert_array_equal(np.asarray(s.scores), fast.scores)
+    np.testing.assert_array_equal(np.asarray(s.scored), fast.scored)
+    np.testing.assert_array_equal(np.asarray(s.scored_at), fast.scored_at)
+    assert int(s.clock) == fast.clock == 2 * n
+
+
+def test_the_driver_and_its_compiled_programs_run_one_observe_for_a_group_size_not_a_power_of_two():
+    """The driver pads a group of 6 rollouts to 8 with a valid mask; the compiled reference
+    must run that same observe program (one trace), not another one of its own."""
+    num, n = 8, 60
+    driver = cx.HostCurriculum(curriculum_step.build_curriculum(n), seed=0)
+    rng = np.random.default_rng(0)
+    ids = rng.choice(n, num, replace=False)
+    results = curriculum_step.group_results(rng, ids, curriculum_step.solve_rates(n, 0), 6)
+    call, compiled = curriculum_step.driver_calls(driver, results, num)
+    for i in range(2):
+        jax.block_until_ready(call(i))
+        jax.block_until_ready(compiled(i))
+    assert driver.trace_counts["observe"] == 1
