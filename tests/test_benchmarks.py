@@ -199,15 +199,22 @@ def test_the_sampler_cost_benchmark_times_every_sampler(capsys):
     assert printed.count("| 1,000 |") == 1 and "category_learnability, one 93%" in printed
 
 
-def test_the_driver_and_its_compiled_programs_draw_the_same_for_a_num_not_a_power_of_two():
-    """Host overhead = driver - compiled programs: both must draw ``num`` per call (by default
-    the driver would draw ``bucket(num)`` and keep the rest)."""
-    num, n = 12, 60
+def _driver_calls(num: int, group_size: int, n: int = 60):
+    """``(driver, call, compiled)``: :func:`curriculum_step.driver_calls` on a fresh driver of
+    ``n`` tasks, for one batch of ``num`` groups of ``group_size`` rollouts."""
     driver = cx.HostCurriculum(curriculum_step.build_curriculum(n), seed=0)
     rng = np.random.default_rng(0)
     ids = rng.choice(n, num, replace=False)
-    results = curriculum_step.group_results(rng, ids, curriculum_step.solve_rates(n, 0), 4)
-    call, compiled = curriculum_step.driver_calls(driver, results, num)
+    rates = curriculum_step.solve_rates(n, 0)
+    results = curriculum_step.group_results(rng, ids, rates, group_size)
+    return driver, *curriculum_step.driver_calls(driver, results, num)
+
+
+def test_the_driver_and_its_compiled_programs_draw_the_same_for_a_num_not_a_power_of_two():
+    """Host overhead = driver - compiled programs: both must draw ``num`` per call (by default
+    the driver would draw ``bucket(num)`` and keep the rest)."""
+    num = 12
+    driver, call, compiled = _driver_calls(num, group_size=4)
     for i in range(2):
         drawn, _ = call(i)
         assert len(drawn) == num and driver.num_kept == 0
@@ -254,12 +261,7 @@ def test_numpy_baseline_scores_a_group_of_equal_rewards_exactly_and_keeps_the_cl
 def test_the_driver_and_its_compiled_programs_run_one_observe_for_a_group_size_not_a_power_of_two():
     """The driver pads a group of 6 rollouts to 8 with a valid mask; the compiled reference
     must run that same observe program (one trace), not another one of its own."""
-    num, n = 8, 60
-    driver = cx.HostCurriculum(curriculum_step.build_curriculum(n), seed=0)
-    rng = np.random.default_rng(0)
-    ids = rng.choice(n, num, replace=False)
-    results = curriculum_step.group_results(rng, ids, curriculum_step.solve_rates(n, 0), 6)
-    call, compiled = curriculum_step.driver_calls(driver, results, num)
+    driver, call, compiled = _driver_calls(8, group_size=6)
     for i in range(2):
         jax.block_until_ready(call(i))
         jax.block_until_ready(compiled(i))

@@ -149,16 +149,22 @@ def test_study_speed_refuses_zero_seeds_before_it_times_anything(tmp_path, monke
         study_speed.main(["--set", "experiment.seed=3", "--run-dir", str(tmp_path / "ss")])
 
 
+def _resume_refuses(tmp_path, runs: list[dict], match: str) -> None:
+    """``runs`` stored as a bridge-base study's runs.jsonl: ``--resume`` refuses them with a
+    ValueError naming the file, then ``match``."""
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    argv = ["--config", str(SCENARIOS / "bridge-base.toml"), "--run-dir", str(tmp_path)]
+    with pytest.raises(ValueError, match=rf"^{path}: {match}"):
+        study.main([*argv, "--resume"])
+
+
 def test_two_records_of_one_arm_and_seed_are_refused_by_summarize_and_resume(tmp_path):
     config, runs = _stored("bridge-base-study")
     twice = [*runs, next(r for r in runs if r["arm"] == "random generator" and r["seed"] == 4)]
     with pytest.raises(ValueError, match=r"^runs: arm 'random generator' seed 4 has 2 records"):
         study.summarize(config, twice)
-    path = tmp_path / "runs.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in twice))
-    argv = ["--config", str(SCENARIOS / "bridge-base.toml"), "--run-dir", str(tmp_path)]
-    with pytest.raises(ValueError, match=rf"^{path}: arm 'random generator' seed 4 has 2"):
-        study.main([*argv, "--resume"])
+    _resume_refuses(tmp_path, twice, "arm 'random generator' seed 4 has 2")
 
 
 def test_records_of_an_unknown_arm_are_refused_by_summarize_and_resume(tmp_path, monkeypatch):
@@ -171,11 +177,7 @@ def test_records_of_an_unknown_arm_are_refused_by_summarize_and_resume(tmp_path,
         ValueError, match=rf"^runs: {n} record\(s\) of unknown arm\(s\) \['selfplay'\]"
     ):
         study.summarize(config, renamed)
-    path = tmp_path / "runs.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in renamed))
-    argv = ["--config", str(SCENARIOS / "bridge-base.toml"), "--run-dir", str(tmp_path)]
-    with pytest.raises(ValueError, match=rf"^{path}: {n} record\(s\) of unknown arm"):
-        study.main([*argv, "--resume"])
+    _resume_refuses(tmp_path, renamed, rf"{n} record\(s\) of unknown arm")
 
 
 def test_a_learned_table_of_its_defaults_is_the_same_settings_as_an_empty_one(
