@@ -100,8 +100,10 @@ def main() -> None:
         first timed call would compile its own."""
         key = jax.random.key(1)
         keys = [jax.random.fold_in(key, i) for i in range(steps + 1)]
-        make = jax.jit(lambda k: results_for(jnp.zeros((args.num,), jnp.int32), k))
-        extra = [(make(jax.random.fold_in(k, 1)),) if with_results else () for k in keys]
+        extra = [()] * len(keys)
+        if with_results:
+            make = jax.jit(lambda k: results_for(jnp.zeros((args.num,), jnp.int32), k))
+            extra = [(make(jax.random.fold_in(k, 1)),) for k in keys]
         calls = jax.block_until_ready(
             [jax.device_put((k, *x), key_sharding) for k, x in zip(keys, extra)]
         )

@@ -224,21 +224,15 @@ def check_records(runs: list[dict], where: str) -> None:
             )
 
 
-def check_resume(
-    runs: list[dict],
-    path: str,
-    settings: dict,
-    settings_path: str,
-    written: dict | None = None,
-    config: StudyConfig | None = None,
-) -> None:
-    """Refuses to resume on records of ``path`` made with settings other than ``settings``
-    (by their ``settings_digest``; ``written``: the same settings as written, the digest of
-    records made before :func:`run_settings` dropped defaults; with ``config``, records whose
-    ``settings.json`` spells out defaults of its ``learned`` table are the same settings too),
-    naming the keys that differ where ``settings_path`` holds theirs; records without a digest
-    (older studies) are resumed with a warning."""
+def check_resume(runs: list[dict], path: str, settings_path: str, config: StudyConfig) -> None:
+    """Refuses to resume on records of ``path`` made with settings other than ``config``'s
+    (:func:`run_settings`, by their ``settings_digest``; records made before defaults were
+    dropped are the same settings where digested as written, or where the ``settings.json``
+    they were made with spells out defaults of its ``learned`` table), naming the keys that
+    differ where ``settings_path`` holds theirs; records without a digest (older studies) are
+    resumed with a warning."""
     check_records(runs, path)
+    settings = run_settings(config)
     digest = spec_hash(settings)
     undigested = sum(r.get("settings_digest") is None for r in runs)
     if undigested:
@@ -248,7 +242,7 @@ def check_resume(
             "settings",
             file=sys.stderr,
         )
-    same = {None, digest, spec_hash(written or settings)}
+    same = {None, digest, spec_hash(run_settings(config, as_written=True))}
     other = sorted({r.get("settings_digest") for r in runs} - same)
     if not other:
         return
@@ -258,7 +252,7 @@ def check_resume(
             stored = json.load(f)
     if stored is not None and stored.get("settings_digest") in other:
         theirs = dict(stored["settings"])
-        if config is not None and isinstance(theirs.get("learned"), dict):
+        if isinstance(theirs.get("learned"), dict):
             theirs["learned"] = learned_as_omitted(theirs["learned"], config)
             if theirs == settings and len(other) == 1:  # made before defaults were dropped
                 return
@@ -729,8 +723,7 @@ def main(argv=None) -> None:
         if os.path.exists(path):
             with open(path) as f:
                 runs = [json.loads(line) for line in f if line.strip()]
-        written = run_settings(config, as_written=True)
-        check_resume(runs, path, settings, settings_path, written, config)
+        check_resume(runs, path, settings_path, config)
     elif not args.overwrite:
         if os.path.exists(path):
             raise SystemExit(
