@@ -336,8 +336,11 @@ class Engine:
         specs = specs._replace(curricula=curricula_specs)
         self.state_sharding = _mesh.shardings(specs, mesh)
         replicated = NamedSharding(mesh, P())
-        self.pools = jax.device_put(self.pools, replicated)
-        self.pool_keys = jax.device_put(self.pool_keys, replicated)
+        # From host copies: on a mesh over several processes, device_put of an array already
+        # on one device makes an array with the wrong shards (jax 0.10-0.12), which the first
+        # checkpoint save then fails on.
+        self.pools = jax.device_put(jax.device_get(self.pools), replicated)
+        self.pool_keys = jax.device_put(jax.device_get(self.pool_keys), replicated)
         self._generate = jax.jit(
             self._generate_impl,
             donate_argnums=0,

@@ -280,7 +280,8 @@ def run(
         folder that is not a checkpoint.
       CheckpointSaveError: a checkpoint could not be written; the run stopped at once.
       ValueError: with a ``run_dir``, a leaf of the state has size 0 (Orbax cannot save it);
-        raised before the first update.
+        raised before the first update. With a ``run_dir`` on several processes, the engine
+        has no mesh over every process's devices (see :func:`make_mesh`).
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
@@ -288,6 +289,7 @@ def run(
     int_at_least(keep_checkpoints, "keep_checkpoints", 1)
     if run_dir is not None:  # it is saved with every checkpoint
         _check_config(config)
+        _refuse_process_local_state(engine)
     if resume and run_dir is None:
         raise ValueError(
             "resume=True needs the run_dir to resume from, got run_dir=None (a run without a "
@@ -799,6 +801,28 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         except OSError as e:
             raise _rundir.write_failure(e, progress.updates, plan.run_dir) from None
     return RunResult(progress.state, progress.last, summary, progress.stopped)
+
+
+def _refuse_process_local_state(engine: Engine) -> None:
+    """On several processes a checkpoint is one state saved by all of them together: a state
+    each process holds on its own devices (no mesh, or one over some processes only) cannot
+    be saved so (Orbax fails at the first save, after the first interval's training)."""
+    processes = jax.process_count()
+    if processes == 1:
+        return
+    spanned = 0 if engine.mesh is None else len({d.process_index for d in engine.mesh.devices.flat})
+    if spanned < processes:
+        raise ValueError(
+            f"a run_dir on {processes} processes needs an engine mesh over the devices of every "
+            f"process (Engine(..., mesh=make_mesh(n)) after jax.distributed.initialize); this "
+            + (
+                "engine has no mesh"
+                if engine.mesh is None
+                else f"engine's mesh spans {spanned} of them"
+            )
+            + ", so each process's state is its own and the processes cannot save it as one "
+            "checkpoint"
+        )
 
 
 def _refuse_foreign_steps(store: CheckpointStore) -> None:

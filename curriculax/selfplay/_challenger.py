@@ -35,7 +35,9 @@ class Challenger(NamedTuple):
       checkpoint: optional ``(spec, directory, step) -> None``: saves the challenger's state
         (its spec) with the run; ``curriculum_evolve`` calls it after each ``propose`` with
         ``RUN_DIR/challenger`` and the round when it has a run directory (the learned
-        challenger's parameters and optimizer state live in its spec).
+        challenger's parameters and optimizer state live in its spec). On several processes
+        every process calls it (an Orbax save, like the learned challenger's, needs all of
+        them); one that writes files itself writes them on ``jax.process_index() == 0``.
       begin_round: optional ``(spec, round) -> None``: ``curriculum_evolve`` calls it at the
         start of each round, before the challenge, so a challenger that keeps host-side
         bookkeeping from ``generate`` to ``propose`` starts each round (and each run) clean: a

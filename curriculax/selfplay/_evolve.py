@@ -471,12 +471,10 @@ def curriculum_evolve(
             on_round(report, held_reward)
         if challenger is not None:
             spec = challenger.propose(spec, report)
-            if (
-                run_dir is not None
-                and challenger.checkpoint is not None
-                and jax.process_index() == 0
-            ):
-                # The challenger's state (its spec) is saved with the run, after each propose.
+            if run_dir is not None and challenger.checkpoint is not None:
+                # The challenger's state (its spec) is saved with the run, after each propose,
+                # by every process, as the engine's checkpoints are (an Orbax save is
+                # collective: on process 0 alone it waited for the others forever).
                 challenger.checkpoint(spec, os.path.join(run_dir, "challenger"), r)
         if run_dir is not None and jax.process_index() == 0:
             writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))

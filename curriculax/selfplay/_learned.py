@@ -541,7 +541,10 @@ def save_learned(directory: str | os.PathLike, step: int, spec: dict) -> None:
     try:
         store.save(
             step,
-            spec["state"].as_dict(),
+            # host copies: the same values on every process, saved once (Orbax saves a numpy
+            # leaf from the primary process), where a process's own device array is not a
+            # global array Orbax can save across processes
+            jax.device_get(spec["state"].as_dict()),
             {"level": spec["level"], "probs": list(spec["probs"]), "kind": "learned challenger"},
         )
     finally:

@@ -4,11 +4,12 @@ device count. Every run is a subprocess (the device count is fixed when JAX star
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
+
+from tests.scale._processes import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ["--set", "tasks_per_env=256", "--set", "checkpoint_every=6", "--no-progress"]
@@ -44,12 +45,6 @@ def assert_same_metrics(a, b, rel=1e-5):
                 assert x[k] == y[k], (x["step"], k, x[k], y[k])
             else:
                 assert y[k] == pytest.approx(x[k], rel=rel, abs=1e-6), (x["step"], k)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,7 @@ process, also when a process has more devices than that (a GPU host with more ca
 processes of 2 fake CPU devices each, ``--devices 2 --num-processes 2``, each hold one device
 of the mesh. Every process is a subprocess (the device count is fixed when JAX starts)."""
 
-import os
-import socket
-import subprocess
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.scale._processes import lines, run_processes
 
 SCRIPT = r"""
 import sys
@@ -29,34 +24,7 @@ print("MESH", jax.device_count(), *[d.process_index for d in mesh.devices.ravel(
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_each_process_gives_the_mesh_the_same_number_of_devices():
-    port = str(free_port())
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", SCRIPT, str(i), port],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i in (0, 1)
-    ]
-    try:
-        outs = [p.communicate(timeout=300)[0] for p in procs]
-    finally:
-        for p in procs:  # one that failed leaves the other waiting for it
-            if p.poll() is None:
-                p.kill()
-    for p, out in zip(procs, outs):
-        assert p.returncode == 0, out[-3000:]
-        mesh = [line for line in out.splitlines() if line.startswith("MESH")]
+    for out in run_processes(SCRIPT):
         # 4 devices in all; the mesh: process 0's first device, then process 1's.
-        assert mesh == ["MESH 4 0 1"], out[-3000:]
+        assert lines(out, "MESH") == ["MESH 4 0 1"], out[-3000:]
