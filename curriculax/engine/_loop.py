@@ -773,7 +773,8 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
         checkpoints.settle()
         raise CheckpointSaveError(
             f"{e}\nThe run stopped at update {updates}; {_rundir.saved_text(plan.run_dir)}. "
-            "Free the disk or make the directory writable, then resume (--resume)."
+            "Fix its cause (above; e.g. free the disk or make the directory writable), then "
+            "resume (--resume)."
         ) from None
     except OSError as e:
         if e.errno not in _rundir.WRITE_ERRNOS:

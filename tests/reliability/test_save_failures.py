@@ -7,6 +7,7 @@ import subprocess
 import threading
 import time
 
+import orbax.checkpoint as ocp
 import orbax.checkpoint._src.path.async_path as orbax_async_path
 import pytest
 
@@ -120,3 +121,21 @@ def test_the_cli_exits_with_the_message_and_no_traceback(tmp_path, quickstart):
     assert f"error: {tmp_path / 'checkpoints'} is a file, not a folder" in out.stderr
     assert "Traceback" not in out.stderr, out.stderr
     assert len(out.stderr.splitlines()) <= 4, out.stderr
+
+
+def test_a_save_that_fails_off_the_filesystem_is_not_put_down_to_the_disk(
+    engine, tmp_path, monkeypatch
+):
+    # Orbax refusing an array (as it refused a malformed one on several processes) was
+    # reported as "Free the disk or make the directory writable". Not every disk failure
+    # reaches us as an OSError (TensorStore's are ValueErrors), so the advice is the cause's.
+    def refuse(self, step, *args, **kwargs):
+        raise ValueError("Cannot serialize host local jax.Array")
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", refuse)
+    with pytest.raises(CheckpointSaveError, match="Cannot serialize host local") as e:
+        run(engine, steps=4, run_dir=tmp_path, checkpoint_every=2, progress=False)
+    assert str(e.value).endswith(
+        "Fix its cause (above; e.g. free the disk or make the directory writable), then resume "
+        "(--resume)."
+    )
