@@ -237,7 +237,9 @@ def run(
       state: continue from this state instead of a fresh one (ignored when resuming from a
         checkpoint); files in ``run_dir`` are kept up to this state's step. Checkpoints and
         ``metrics.jsonl`` lines past it (an earlier run's) are refused (:class:`RunDirError`),
-        or deleted with ``overwrite``.
+        or deleted with ``overwrite``. The run consumes it (its compiled steps donate their
+        input state): to start two runs from one state, pass each a copy
+        (``jax.tree.map(jnp.copy, state)``); a state an earlier run consumed is refused.
       checkpoint_every: save every this many updates (0: only at the end and on SIGTERM/SIGINT).
       keep_checkpoints: how many checkpoints to keep.
       traces: trace every finalized group (``True``), none (``False``), or a sampled share.
@@ -246,7 +248,10 @@ def run(
       sinks: more places for each update's metrics (:class:`TensorBoardSink`,
         :class:`WandbSink`, or anything with ``open``/``write``/``close``).
       on_update: ``(state, metrics) -> extra metrics`` called on the host after each update
-        (e.g. a held-out evaluation every n steps); its metrics are logged too.
+        (e.g. a held-out evaluation every n steps); its metrics are logged too, under keys of
+        its own (one the record already has, such as ``step``, is refused). The state is
+        valid during the call only (the next step consumes it): copy what you keep, e.g.
+        ``jax.device_get(state.solver)``.
       until: ``(record) -> bool`` called on each update's logged record (after
         ``on_update``): ``True`` ends the run after that update, as if ``steps`` were reached
         (a checkpoint is saved; ``stopped`` is ``"until"``). E.g. stop at a held-out target.
@@ -279,14 +284,17 @@ def run(
         takes for a pattern (``[ * ? \\``); ``checkpoints/`` is a file or holds a numbered
         folder that is not a checkpoint.
       CheckpointSaveError: a checkpoint could not be written; the run stopped at once.
-      ValueError: with a ``run_dir``, a leaf of the state has size 0 (Orbax cannot save it);
-        raised before the first update. With a ``run_dir`` on several processes, the engine
-        has no mesh over every process's devices (see :func:`make_mesh`).
+      ValueError: ``state`` was consumed by an earlier run; ``on_update`` returned a key the
+        record already has. With a ``run_dir``: a leaf of the state has size 0 (Orbax cannot
+        save it), raised before the first update; on several processes, the engine has no
+        mesh over every process's devices (see :func:`make_mesh`).
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
     int_at_least(checkpoint_every, "checkpoint_every", 0)
     int_at_least(keep_checkpoints, "keep_checkpoints", 1)
+    if state is not None:
+        _refuse_consumed(state)
     if run_dir is not None:  # it is saved with every checkpoint
         _check_config(config)
         _refuse_process_local_state(engine)
@@ -804,6 +812,19 @@ def _run(engine: Engine, plan: _Plan, state: EngineState | None) -> RunResult:
     return RunResult(progress.state, progress.last, summary, progress.stopped)
 
 
+def _refuse_consumed(state: EngineState) -> None:
+    """A state whose arrays a compiled step already consumed (donated) fails deep inside the
+    run with "Array has been deleted"; refused here, saying why."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+        if isinstance(leaf, jax.Array) and leaf.is_deleted():
+            raise ValueError(
+                f"state= was consumed by an earlier run or engine step (its array at "
+                f"{jax.tree_util.keystr(path)} is deleted): the compiled steps donate the "
+                "state they are given. To start two runs from one state, pass each a copy: "
+                "jax.tree.map(jnp.copy, state)"
+            )
+
+
 def _refuse_process_local_state(engine: Engine) -> None:
     """On several processes a checkpoint is one state saved by all of them together: a state
     each process holds on its own devices (no mesh, or one over some processes only) cannot
@@ -919,6 +940,12 @@ def _update(
     if plan.on_update is not None:
         extra = plan.on_update(progress.state, record)
         if extra:
+            taken = sorted(set(extra) & set(record))
+            if taken:  # else it replaced the engine's own value (``step``: the sinks' x axis)
+                raise ValueError(
+                    f"on_update returned {taken}, key(s) the engine logs itself on this line; "
+                    "name its metrics otherwise (e.g. 'eval/...')"
+                )
             record.update({k: float(v) for k, v in extra.items()})
     progress.last = record
     progress.counters = c
