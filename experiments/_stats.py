@@ -236,29 +236,6 @@ def _ratios(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(b), np.where(np.isinf(a), np.nan, 0.0), out)
 
 
-def ratio_bootstrap(
-    base: np.ndarray,
-    arm: np.ndarray,
-    stat: Stat = median,
-    *,
-    reps: int = REPS,
-    level: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """``stat(base) / stat(arm)`` with a bootstrap interval, resampling each arm's runs
-    independently. Above 1 favours ``arm`` (it needs fewer rollouts than ``base``).
-
-    A resample where both statistics are misses has no ratio and is left out; where only the
-    base's is a miss the ratio is ``inf`` (the arm reached, the base did not).
-    """
-    b, a = _runs(base, "ratio_bootstrap: base"), _runs(arm, "ratio_bootstrap: arm")
-    rng = np.random.default_rng(seed)
-    ib = rng.integers(0, b.size, size=(reps, b.size))
-    ia = rng.integers(0, a.size, size=(reps, a.size))
-    samples = _ratios(_over_resamples(stat, b, ib), _over_resamples(stat, a, ia))
-    return (_ratio(stat(b), stat(a)), *_quantiles(samples, level))
-
-
 class Ratio(NamedTuple):
     """``stat(base) / stat(arm)`` from censored runs (above 1 favours ``arm``).
 
@@ -524,6 +501,12 @@ def fmt_ratio_interval(r: Ratio) -> str:
     low = "(0" if r.low == 0 else f"[{_one(r.low)}"
     high = "inf)" if np.isinf(r.high) else f"{_one(r.high)}]"
     return f"{low}, {high}"
+
+
+def fmt_p(p: float) -> str:
+    """A p-value to three decimals; one that rounds to 0 prints as ``< 0.001`` (a p-value
+    is never 0)."""
+    return "< 0.001" if p < 0.0005 else f"{p:.3f}"
 
 
 def fmt_ratio(r: Ratio) -> str:

@@ -31,7 +31,7 @@ import jax
 from curriculax._files import write_json_atomic
 from experiments import _cli, _plot
 from experiments._builders import MAIN_JOB, GRPOExperimentConfig, build, held_out_report
-from experiments._stats import fmt_ratio_interval
+from experiments._stats import fmt_p, fmt_ratio_interval
 from experiments.compare.cache import bound_curriculum
 from experiments.compare.report import run_settings, study_best_of, study_result
 
@@ -133,7 +133,7 @@ def best_of_text(config: GRPOExperimentConfig) -> str | None:
         lines.append(
             f"  best against best ({config.evidence_best_of}, {regime_text(r.init)}): "
             f"'{r.first}' / '{r.best}', median rollouts to target: {r.text}: "
-            f"{cmp['verdict']}; seeds at target, Fisher's exact p = {cmp['fisher_p']:.3f} (the "
+            f"{cmp['verdict']}; seeds at target, Fisher's exact p = {fmt_p(cmp['fisher_p'])} (the "
             "arms each its group's best on these seeds; the interval is not adjusted for that)"
         )
         if r.init != config.init:
@@ -177,7 +177,7 @@ def evidence_text(config: GRPOExperimentConfig) -> str | None:
         text += (
             f";\n  {base} / {'that arm' if keys else 'this curriculum'}, median rollouts to "
             f"target: {point} (95% CI {fmt_ratio_interval(r)}{paired}): {result.verdict}; seeds "
-            f"at target, Fisher's exact p = {result.fisher_p:.3f}"
+            f"at target, Fisher's exact p = {fmt_p(result.fisher_p)}"
         )
     if keys:
         text += "\n" + differs_text("that arm", keys)

@@ -355,7 +355,7 @@ def tables(config: CompareConfig, data: dict[str, dict]) -> str:
         if base_reach is not None and name != config.baseline:
             cmp = compare_arms(base_reach, hits, spend)
             d.update(_comparison_json(cmp))
-            ratio, against, fisher = _comparison_text(cmp), cmp["verdict"], f"{cmp['fisher_p']:.3f}"
+            ratio, against, fisher = _comparison_text(cmp), cmp["verdict"], S.fmt_p(cmp["fisher_p"])
         else:
             ratio = "1 (baseline)" if name == config.baseline else "-"
             against, fisher = "-", "-"
@@ -504,7 +504,7 @@ def best_of_text(config: CompareConfig, data: dict[str, dict]) -> str:
     parts = [f"{e['best']} (median {medians[e['best']]})" for e in entries]
     ratios = [
         f"{first} / {e['best']}: {_comparison_text(e['comparison'])}, "
-        f"{e['comparison']['verdict']} (Fisher p {e['comparison']['fisher_p']:.3f})"
+        f"{e['comparison']['verdict']} (Fisher p {S.fmt_p(e['comparison']['fisher_p'])})"
         for e in entries[1:]
     ]
     sizes = [len(e["group"]) for e in entries]
