@@ -25,6 +25,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
+from curriculax._processes import agree, sync
+
 __all__ = [
     "CheckpointSaveError",
     "CheckpointStore",
@@ -296,13 +298,6 @@ def _from_orbax(unraisable) -> bool:
     return False
 
 
-def _sync(name: str) -> None:
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
 def path_str(path: tuple) -> str:
     """``a/b/0/c`` for a jax key path (attribute, dict key and sequence index entries)."""
     parts = []
@@ -565,7 +560,7 @@ class CheckpointStore:
         primary = jax.process_index() == 0
         if primary and os.path.isdir(self._staging):
             shutil.rmtree(self._staging)
-        _sync("curriculax-replace-start")
+        sync("curriculax-replace-start")
         staging = self._open(self._staging)
         try:
             staging.save(step, args=args, force=True)
@@ -575,22 +570,30 @@ class CheckpointStore:
         finally:
             staging.close()
         new = os.path.join(self._staging, str(step))
-        if not os.path.isdir(new):
-            raise self._failed(step, "the replacement was not committed")
-        self._check_committed(step, new)  # else the good copy stays
+        # Process 0 checks the copy and moves it in, and every process raises with it or goes
+        # on: a check on each process raced process 0's renames (the copy had moved), and the
+        # one that raised left the others waiting forever.
+        problem = None
         if primary:
-            old, target = os.path.join(self._staging, f"old-{step}"), self._step_dir(step)
             try:
-                os.rename(target, old)  # from here to the next rename, recovery moves `new` in
+                if not os.path.isdir(new):
+                    raise self._failed(step, "the replacement was not committed")
+                self._check_committed(step, new)  # else the good copy stays
+                old, target = os.path.join(self._staging, f"old-{step}"), self._step_dir(step)
                 try:
-                    os.rename(new, target)
-                except FileNotFoundError:  # a store opened meanwhile moved it in
-                    if not os.path.isdir(target):
-                        raise
-                shutil.rmtree(self._staging)
-            except OSError as e:
-                raise self._failed(step, e) from e
-        _sync("curriculax-replace-done")
+                    os.rename(target, old)  # from here to the next rename, recovery moves `new` in
+                    try:
+                        os.rename(new, target)
+                    except FileNotFoundError:  # a store opened meanwhile moved it in
+                        if not os.path.isdir(target):
+                            raise
+                    shutil.rmtree(self._staging)
+                except OSError as e:
+                    raise self._failed(step, e) from e
+            except CheckpointSaveError as e:
+                problem = e
+        if agree(problem is not None):
+            raise problem or self._failed(step, "process 0 could not move the replacement in")
         self._manager.reload()
 
     def _remove_leftovers(self) -> None:

@@ -66,6 +66,18 @@ def _pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+def _one_process(method: str) -> None:
+    """``save`` and ``restore`` are for one process: an Orbax checkpoint on several processes
+    is one state saved by all of them, and each process's driver holds a state of its own
+    (Orbax refused it at the save; shared, one process's state would come back to all)."""
+    if jax.process_count() > 1:
+        raise ValueError(
+            f"HostCurriculum.{method} works in one process; this is one of "
+            f"{jax.process_count()} JAX processes, each with a driver of its own. Keep each "
+            "process's state with state_dict() / load_state_dict() in your trainer's checkpoint"
+        )
+
+
 class HostCurriculum:
     """A curriculum driven from host Python: it keeps the state and key, numpy in and out.
 
@@ -599,8 +611,10 @@ class HostCurriculum:
         Raises:
           ValueError: ``path`` holds numbered folders that are not this driver's checkpoints
             (another run's checkpoints, anything else): they would be deleted as old saves.
-            Nothing is written.
+            Nothing is written. Called on several JAX processes (each holds a state of its
+            own: keep it with :meth:`state_dict` there).
         """
+        _one_process("save")
         with self._lock:
             self._save(path)
 
@@ -643,8 +657,10 @@ class HostCurriculum:
             from a different curriculum (another pool size, another copy map: the sampler's
             ``entry_task``, leaves that differ: the message names each) or holds values no
             run reaches (as :meth:`load_state_dict`). Nothing is restored then. A checkpoint
-            written before the copy map was saved is not checked for it.
+            written before the copy map was saved is not checked for it. Called on several
+            JAX processes (use :meth:`load_state_dict` there).
         """
+        _one_process("restore")
         with self._lock:
             self._restore(path)
 

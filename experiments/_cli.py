@@ -736,6 +736,14 @@ def apply_mapping(config: T, data: Mapping[str, Any], where: str = "config") -> 
     return dataclasses.replace(config, **changes)
 
 
+def report(*lines: str) -> None:
+    """Prints on process 0 only: a multi-host run's report, once."""
+    import jax
+
+    if jax.process_index() == 0:
+        print(*lines, sep="\n")
+
+
 def run_experiment(
     engine,
     args: argparse.Namespace,
@@ -775,7 +783,7 @@ def run_experiment(
 
     def finish(result):
         if already_complete(result) and missing is not None and (lacking := missing()):
-            print(
+            report(
                 f"{args.run_dir}: training is complete (update {result.summary['steps']}), but "
                 f"the run was stopped before it wrote {', '.join(lacking)}; writing them now."
             )
@@ -814,7 +822,7 @@ def run_experiment(
             if result.summary.get("stopped") == "until"
             else f"--steps {config.steps}"
         )
-        print(
+        report(
             f"{args.run_dir}: the run is already complete (update {result.summary['steps']}, "
             f"{why}); nothing was changed. To train further, resume with a larger --steps "
             "(and no stop condition), or start over with --overwrite."

@@ -121,10 +121,10 @@ def main(argv=None) -> None:
     if _cli.already_complete(result):
         return
     m = {**result.metrics, "eval/held_out_success": held_out_success(result.state)}
-    print(
+    lines = [
         f"\n{result.summary['steps']} updates, {result.summary['rollouts']:,} rollouts, "
         f"{result.summary['wall_seconds']:.1f}s -> {args.run_dir}"
-    )
+    ]
 
     # Only what this run reports: bands are named by the curriculum config, gates may differ.
     def values(fmt, *keys):
@@ -147,9 +147,8 @@ def main(argv=None) -> None:
         ),
         ("steady: epoch / cursor", values("{:.0f}", steady + "epoch", steady + "cursor")),
     ]
-    for label, text in rows:
-        if text:
-            print(f"  {label:38s} {text}")
+    lines += [f"  {label:38s} {text}" for label, text in rows if text]
+    _cli.report(*lines)  # once, on a multi-host run
     _cli.exit_for(result.stopped)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from curriculax._checks import int_at_least
 from curriculax._files import write_json_atomic
+from curriculax._processes import agree, largest
 from curriculax.checkpoint import (
     CheckpointSaveError,
     CheckpointStore,
@@ -89,13 +90,26 @@ def _trace_rate(traces: bool | float | str) -> float:
     return rate
 
 
+_SIGNALS = (None, "SIGTERM", "SIGINT")
+
+
 class _Signals:
     """Turns SIGTERM/SIGINT into a flag the loop checks between compiled calls."""
 
     def __init__(self, enabled: bool):
         self.received: str | None = None
         self._old = {}
+        self._agree = enabled and jax.process_count() > 1
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
+
+    def stop(self) -> str | None:
+        """The signal to stop on now, or None. On several processes one agreed by all (a
+        collective: every process calls it at the same points), so they stop at the same
+        update: a signal reaching each host at another update left one process saving its
+        checkpoint and the other generating, both waiting forever."""
+        if self._agree:
+            return _SIGNALS[largest(_SIGNALS.index(self.received))]
+        return self.received
 
     def __enter__(self):
         if self.enabled:
@@ -525,7 +539,7 @@ class _Checkpoints:
             # not list): starting fresh would cut the earlier run's logs.
             found = _rundir.contents(plan.run_dir) if plan.process_zero else None
             left = found is not None and (found.steps or found.unfinished or found.logs)
-            if _rundir.agree(bool(left)):
+            if agree(bool(left)):
                 raise _rundir.RunDirError(
                     f"nothing to resume in {plan.run_dir}: Orbax finds no checkpoint in "
                     f"{self.store.directory}, but an earlier run left "
@@ -897,13 +911,15 @@ def _loop(
     b = engine.config.batch_groups
     guard = _StallGuard(engine)
     pending = int(jax.device_get(progress.state.pending.count))
+    signal_name = None
     while True:
         while pending >= b and progress.updates < plan.steps:
             _update(engine, plan, progress, checkpoints, outputs)
             pending -= b
-            if sig.received or progress.stopped == "until":
+            signal_name = sig.stop()
+            if signal_name or progress.stopped == "until":
                 break
-        if progress.updates >= plan.steps or sig.received or progress.stopped == "until":
+        if progress.updates >= plan.steps or signal_name or progress.stopped == "until":
             break
         progress.state, gen = engine.generate(progress.state)
         # One small host read per generation batch (traces, guard and counts use it).
@@ -911,10 +927,11 @@ def _loop(
         outputs.write_traces(engine, gen, plan.trace_rate)
         pending = int(gen.pending)
         guard.check(progress.state, gen)
-        if sig.received:
+        signal_name = sig.stop()
+        if signal_name:
             break
-    if sig.received:
-        progress.stopped = sig.received
+    if signal_name:
+        progress.stopped = signal_name
 
 
 def _update(
@@ -953,5 +970,7 @@ def _update(
     checkpoints.check()  # a failed background save stops the run here
     if plan.checkpoint_every and progress.updates % plan.checkpoint_every == 0:
         checkpoints.save(engine, progress.state, progress.updates, outputs)
-    if plan.until is not None and plan.until(record):
+    # On several processes any process's ``until`` stops them all (its record's "time" is
+    # its own clock), at the same update.
+    if plan.until is not None and largest(int(bool(plan.until(record)))):
         progress.stopped = "until"

@@ -18,9 +18,7 @@ import shutil
 import socket
 import sys
 
-import jax
-import numpy as np
-
+from curriculax._processes import agree
 from curriculax.checkpoint import (
     _DELETING,
     _PROBE,
@@ -281,16 +279,6 @@ def _holder(text: str) -> str:
         return f"process {info['pid']} on host {info['host']}, started {info['started']}"
     except (ValueError, KeyError, TypeError):
         return "a process that did not record itself"
-
-
-def agree(refused: bool) -> bool:
-    """Process 0's verdict, shared with every process (one small broadcast on several hosts)."""
-    if jax.process_count() == 1:
-        return refused
-    from jax.experimental import multihost_utils
-
-    verdict = multihost_utils.broadcast_one_to_all(np.int32(refused))
-    return bool(np.asarray(verdict))
 
 
 def prepare(

@@ -91,3 +91,91 @@ def test_self_play_and_the_engine_checkpoint_and_resume_on_two_processes(tmp_pat
         assert lines(out, "RESUMED") == ["RESUMED completed 10"], out[-3000:]
     # Both processes ran one computation: the same held-out reward.
     assert lines(outs[0], "UPDATES") == lines(outs[1], "UPDATES")
+
+
+STOPS = r"""
+import faulthandler
+import os
+import signal
+import sys
+
+faulthandler.dump_traceback_later(150, exit=True)  # a hang shows where it waits
+
+import jax
+
+jax.config.update("jax_num_cpu_devices", 1)
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+pid, port, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
+
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from curriculax.checkpoint import CheckpointStore
+from curriculax.engine import Engine, EngineConfig, Env, make_mesh, run
+from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+
+mesh = make_mesh(2)
+engine = Engine(
+    synthetic_solver(),
+    [Env("steady", synthetic_tasks(48, seed=1), group_size=4)],
+    EngineConfig(batch_groups=4, groups_per_generation=4, seed=3),
+    mesh=mesh,
+)
+
+
+def terminate_process_1(state, record):
+    if pid == 1 and record["step"] == 2:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+r = run(engine, steps=8, run_dir=f"{run_dir}/signal", progress=False, on_update=terminate_process_1)
+print("SIGNAL", r.stopped, int(r.state.counters.updates), flush=True)
+r = run(
+    engine,
+    steps=8,
+    run_dir=f"{run_dir}/until",
+    progress=False,
+    until=lambda record: pid == 1 and record["step"] >= 3,
+)
+print("UNTIL", r.stopped, int(r.state.counters.updates), flush=True)
+
+# A step saved again (as when until stops a run on an update checkpoint_every saved).
+x = jax.device_put(np.arange(16, dtype=np.float32), NamedSharding(mesh, P("data")))
+store = CheckpointStore(f"{run_dir}/store", max_to_keep=3)
+store.save(1, {"x": x}, {"i": -1})
+store.wait()
+for i in range(8):
+    store.save(1, {"x": x + i}, {"i": i})
+    store.wait()
+store.close()
+print("REPLACED", store.meta(1)["i"], flush=True)
+
+import curriculax as cx
+
+driver = cx.HostCurriculum(cx.curriculum(cx.samplers.uniform(8)))
+driver.sample(4)
+for method in (driver.save, driver.restore):
+    try:
+        method(f"{run_dir}/driver")
+    except ValueError as e:
+        print("DRIVER", method.__name__, "works in one process" in str(e), flush=True)
+driver.load_state_dict(driver.state_dict())  # what a multi-process trainer keeps instead
+"""
+
+
+def test_processes_stop_together_and_save_a_step_again_together(tmp_path):
+    outs = run_processes(STOPS, str(tmp_path), timeout=240)
+    for out in outs:
+        # SIGTERM reached process 1 only: both stop at its update, with a checkpoint (process
+        # 0 had gone on generating while 1 saved, both waiting forever).
+        assert lines(out, "SIGNAL") == ["SIGNAL SIGTERM 2"], out[-3000:]
+        # `until` held on process 1 only (as a wall-clock one may): both stop there.
+        assert lines(out, "UNTIL") == ["UNTIL until 3"], out[-3000:]
+        # Process 1's check of the new copy raced process 0 moving it in: it raised alone and
+        # process 0 waited forever (3 runs of 3 failed within 8 saves).
+        assert lines(out, "REPLACED") == ["REPLACED 7"], out[-3000:]
+        # A driver's save on several processes failed in Orbax (each holds its own state);
+        # refused, pointing at state_dict.
+        assert lines(out, "DRIVER") == ["DRIVER save True", "DRIVER restore True"], out[-3000:]
