@@ -18,12 +18,17 @@ def draw_groups(
     proportional to its weight; a group is exhausted once it gave out all of its members.
 
     Vectorized exactly: draw every remaining position i.i.d. over the active groups, keep the
-    prefix up to the first draw that overflows a group, retire that group, redraw the rest
-    (C + 1 rounds for C groups). Rejecting draws of retired groups leaves the others'
-    probabilities proportional to their weights, so this is the sequential process.
+    prefix up to the first draw that overflows a group, retire that group, redraw the rest.
+    Rejecting draws of retired groups leaves the others' probabilities proportional to their
+    weights, so this is the sequential process. A group retires only after it gave out all of
+    its members (at least one) among the positions kept, so at most ``min(C, num - 1)`` rounds
+    retire one and ``min(C, num) + 1`` rounds finish the draw (a round after that changes
+    nothing): O(num * C * min(C, num)), where ``C + 1`` rounds cost seconds a call for
+    thousands of categories.
 
     Args:
-      uniforms: ``f32[C + 1, num]`` uniform numbers in [0, 1), one row per round.
+      uniforms: ``f32[C + 1, num]`` uniform numbers in [0, 1), one row per round (the
+        first ``min(C, num) + 1`` are used).
       weights: ``f32[C]`` static group weights.
       counts: ``i32[C]`` members per group.
 
@@ -63,6 +68,6 @@ def draw_groups(
         jnp.zeros((), jnp.int32),
         (counts > 0) & (w > 0),
     )
-    labels, ranks, _, _ = jax.lax.fori_loop(0, c + 1, round_, init)
+    labels, ranks, _, _ = jax.lax.fori_loop(0, min(c, num) + 1, round_, init)
     drawable = jnp.sum(jnp.where(w > 0, counts, 0), dtype=jnp.int32)
     return labels, ranks, drawable

@@ -142,6 +142,11 @@ class TaskSampler(NamedTuple):
       init: ``(key) -> state``.
       sample: ``(state, key, num) -> (i32[num], state)``; ``num`` is a static int.
       observe: ``(state, GroupResults) -> state``; sees every result, rejected ones too.
+        It trusts its input: :func:`curriculax.curriculum` makes rows with non-finite rewards
+        or advantages invalid before any sampler sees them, and no sampler checks again (one
+        NaN observed directly makes a category bandit draw one task from then on). Use a
+        sampler inside a curriculum (as the engine and the host driver do), or give it
+        finite results.
       metrics: ``(state) -> dict[str, f32[]]``.
       num_tasks: task ids the sampler draws and accepts lie in ``[0, num_tasks)``; ``None``
         (the default) when unknown or unbounded, and nothing is checked. A composed

@@ -216,9 +216,9 @@ def category_bandit(
     (``noise/flagged``, ``noise/<c>``; :func:`noisy_categories` on the host). See
     docs/noise.md.
 
-    Cost: ``sample`` O(num * C^2 + num) (a per-call draw over ``C`` categories that retires
-    exhausted ones, then a task by a keyed permutation inside the category: no pass over
-    the pool); ``observe`` O(G K T + C). The per-category task index is built once, at
+    Cost: ``sample`` O(num * C * min(C, num) + num) (a per-call draw over ``C`` categories
+    that retires exhausted ones, then a task by a keyed permutation inside the category: no
+    pass over the pool); ``observe`` O(G K T + C). The per-category task index is built once, at
     construction (O(N log N) on the host).
 
     Args:

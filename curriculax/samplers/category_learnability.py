@@ -91,14 +91,13 @@ def category_learnability(
     filed under real levels, learnability's score (highest at a pass rate of 0.5) drew it into
     them and it fell below uniform (0.56x).
 
-    Cost per ``sample``: the bandit's O(num * C^2 + num), one O(N) pass (decay, Thompson
-    draw, score), a gather of the scores into the distinct tasks laid out by category in rows
-    of ``ceil(D / C)`` (``D`` distinct tasks; at most about ``2 D`` cells however the
-    categories are sized; built once on the host), a ``jax.lax.top_k`` of ``min(num, row)``
-    along each row (twice: the second settles a tie at a row's cut at random), and one sort
-    of those candidates (at most about ``2 C num``):
-    O(N + C num log(C num)). ``observe``: O(G K T + C). The per-task state is not split over
-    devices.
+    Cost per ``sample``: the bandit's O(num * C * min(C, num) + num), one O(N) pass (decay, Thompson
+    draw, score), a gather of the scores into the distinct tasks laid out by category in rows of
+    ``ceil(D / C)`` (``D`` distinct tasks; at most about ``2 D`` cells however the categories are
+    sized; built once on the host), a ``jax.lax.top_k`` of ``min(num, row)`` along each row (twice:
+    the second settles a tie at a row's cut at random), and one sort of those candidates (at most
+    about ``2 C num``): O(N + C num log(C num)). ``observe``: O(G K T + C). The per-task state is
+    not split over devices.
 
     Args:
       num_tasks: pool size ``N``.

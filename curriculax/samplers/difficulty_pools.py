@@ -257,9 +257,7 @@ def difficulty_pools(
     :func:`category_bandit` is the built-in the studies recommend, and for a pool where
     every level is learnable, uniform.
 
-    ``observe`` trusts its input: non-finite rewards are made invalid by
-    :func:`curriculax.curriculum`, not here, so use the sampler inside a curriculum (as the
-    engine does) or sanitize the results yourself.
+    ``observe`` trusts its input, as every sampler's does (:class:`curriculax.TaskSampler`).
 
     Args:
       num_tasks: pool size ``N``.
