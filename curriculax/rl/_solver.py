@@ -201,7 +201,9 @@ def grpo_solver(
         if init_params is None:
             _, params = init_policy(model_cfg, key)
         else:
-            params = jax.tree.map(jnp.asarray, init_params)
+            # A copy: the state is donated to the update, which would delete the caller's
+            # arrays (a second run from them then failed) where init runs outside jit.
+            params = jax.tree.map(jnp.array, init_params)
         return GRPOState(
             params=params,
             opt_state=optimizer.init(params),

@@ -108,3 +108,21 @@ def test_pretrain_checks_its_ints_as_the_solver_does_and_refuses_no_tasks():
     empty = jax.tree.map(lambda x: x[:0], tasks)
     with pytest.raises(ValueError, match="pretrain: the task set is empty"):
         rl.pretrain(MODEL, empty, jax.random.key(0), steps=1)
+
+
+def test_a_warm_start_survives_the_updates_of_a_run_started_from_it():
+    # init outside jit handed the state the caller's own arrays; a donating update deleted
+    # them, and the next init (another run from the same base) failed.
+    from curriculax.engine._solver import TrainBatch
+
+    train = _tasks()
+    _, params = rl.init_policy(MODEL, jax.random.key(0))
+    solver = rl.grpo_solver(MODEL, max_new_tokens=SPEC.answer_width, init_params=params)
+    state = solver.init(jax.random.key(1))
+    rollouts = jax.jit(solver.rollout, static_argnums=3)(state, train, jax.random.key(2), 2)
+    n = rollouts.rewards.shape[0]
+    batch = TrainBatch(rollouts, solver.credit(rollouts), jnp.zeros(n, jnp.int32), jnp.arange(n))
+    jax.jit(solver.update, donate_argnums=0)(state, batch, jax.random.key(3))
+    again = solver.init(jax.random.key(4))
+    for a, b in zip(jax.tree.leaves(again.params), jax.tree.leaves(params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
