@@ -911,7 +911,7 @@ def _loop(
     b = engine.config.batch_groups
     guard = _StallGuard(engine)
     pending = int(jax.device_get(progress.state.pending.count))
-    signal_name = None
+    signal_name = sig.stop()  # a signal during the set-up (compiling, restoring)
     while True:
         while pending >= b and progress.updates < plan.steps:
             _update(engine, plan, progress, checkpoints, outputs)
