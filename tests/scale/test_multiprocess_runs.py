@@ -4,11 +4,14 @@ must take part in. Every process is a subprocess (tests/scale/_processes.py)."""
 
 from tests.scale._processes import lines, run_processes
 
-SCRIPT = r"""
+# Each script starts as one of 2 processes of 1 device: argv PROCESS_ID PORT RUN_DIR.
+PREAMBLE = r"""
 import faulthandler
+import os
+import signal
 import sys
 
-faulthandler.dump_traceback_later(200, exit=True)  # a hang shows where it waits
+faulthandler.dump_traceback_later(150, exit=True)  # a hang shows where it waits
 
 import jax
 
@@ -18,6 +21,11 @@ pid, port, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
 
 import numpy as np
+"""
+
+SCRIPT = (
+    PREAMBLE
+    + r"""
 
 from curriculax.engine import make_mesh, run
 from curriculax.selfplay import (
@@ -73,6 +81,7 @@ print("RESTORED", done.stopped, same)
 again = run(result.engine, steps=10, run_dir=run_dir, resume=True, progress=False)
 print("RESUMED", again.stopped, int(again.state.counters.updates))
 """
+)
 
 
 def test_self_play_and_the_engine_checkpoint_and_resume_on_two_processes(tmp_path):
@@ -93,22 +102,9 @@ def test_self_play_and_the_engine_checkpoint_and_resume_on_two_processes(tmp_pat
     assert lines(outs[0], "UPDATES") == lines(outs[1], "UPDATES")
 
 
-STOPS = r"""
-import faulthandler
-import os
-import signal
-import sys
-
-faulthandler.dump_traceback_later(150, exit=True)  # a hang shows where it waits
-
-import jax
-
-jax.config.update("jax_num_cpu_devices", 1)
-jax.config.update("jax_cpu_collectives_implementation", "gloo")
-pid, port, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
-
-import numpy as np
+STOPS = (
+    PREAMBLE
+    + r"""
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -163,6 +159,7 @@ for method in (driver.save, driver.restore):
         print("DRIVER", method.__name__, "works in one process" in str(e), flush=True)
 driver.load_state_dict(driver.state_dict())  # what a multi-process trainer keeps instead
 """
+)
 
 
 def test_processes_stop_together_and_save_a_step_again_together(tmp_path):
