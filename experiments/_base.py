@@ -200,7 +200,8 @@ def params_checksum(params) -> str:
     return h.hexdigest()
 
 
-def _progress(total: int, stream=sys.stderr):
+def _progress(total: int, stream=None):
+    stream = stream or sys.stderr  # at call time (a redirected stderr), not at import
     t0 = time.perf_counter()
 
     def update(done: int, loss: float) -> None:
@@ -280,11 +281,18 @@ def _write_entry(path: str, params, meta: dict) -> None:
         os.fsync(f.fileno())
 
 
+def _first_process() -> bool:
+    return jax.process_index() == 0
+
+
 def load_base(config, *, progress: bool = True) -> tuple[dict, str]:
     """The base params of ``config`` and their cache directory: read from the cache, or built,
     written (atomically) and read back on first use. A cache entry that does not read back
-    whole is moved aside and rebuilt, with a line on stderr saying so."""
+    whole is moved aside and rebuilt, with a line on stderr saying so. On several processes
+    only process 0 shows the build's progress (each process builds or reads the same base)."""
     from curriculax.checkpoint import quiet_abandoned_io
+
+    progress = progress and _first_process()
 
     spec = base_spec(config)
     if spec is None:

@@ -121,6 +121,18 @@ def test_a_partial_or_corrupt_entry_is_rebuilt_not_used(builds, damage, capsys):
     assert len(builds) == 2  # the rebuilt entry is whole
 
 
+def test_only_process_0_shows_the_build_progress(builds, monkeypatch, capsys):
+    """On several processes each builds (or reads) the same base; one progress bar, not one
+    per process."""
+    monkeypatch.setattr(_base, "_first_process", lambda: False)
+    _base.load_base(TINY, progress=True)
+    assert len(builds) == 1 and capsys.readouterr().err == ""
+    monkeypatch.setattr(_base, "_first_process", lambda: True)
+    _base.load_base(dataclasses.replace(TINY, init={"base": {**TINY.init["base"], "steps": 2}}))
+    err = capsys.readouterr().err
+    assert len(builds) == 2 and "building the base policy" in err and "step 2/2" in err
+
+
 def test_a_killed_build_leaves_nothing_under_the_hash(builds, monkeypatch, tmp_path):
     def killed(path, params, meta):
         os.makedirs(path)
