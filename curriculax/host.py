@@ -66,15 +66,16 @@ def _pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def _one_process(method: str) -> None:
-    """``save`` and ``restore`` are for one process: an Orbax checkpoint on several processes
-    is one state saved by all of them, and each process's driver holds a state of its own
-    (Orbax refused it at the save; shared, one process's state would come back to all)."""
+def one_process(what: str, keep: str = "state_dict() / load_state_dict()") -> None:
+    """Refuses ``what`` (a checkpoint of host-side curriculum state) on several processes: an
+    Orbax checkpoint there is one state saved by all of them, and each process's driver holds
+    a state of its own (Orbax refused it at the save; shared, one process's state would come
+    back to all). ``keep`` names what to keep instead."""
     if jax.process_count() > 1:
         raise ValueError(
-            f"HostCurriculum.{method} works in one process; this is one of "
-            f"{jax.process_count()} JAX processes, each with a driver of its own. Keep each "
-            "process's state with state_dict() / load_state_dict() in your trainer's checkpoint"
+            f"{what} works in one process; this is one of {jax.process_count()} JAX "
+            f"processes, each with a driver of its own. Keep each process's state with {keep} "
+            "in your trainer's checkpoint"
         )
 
 
@@ -614,7 +615,7 @@ class HostCurriculum:
             Nothing is written. Called on several JAX processes (each holds a state of its
             own: keep it with :meth:`state_dict` there).
         """
-        _one_process("save")
+        one_process("HostCurriculum.save")
         with self._lock:
             self._save(path)
 
@@ -660,7 +661,7 @@ class HostCurriculum:
             written before the copy map was saved is not checked for it. Called on several
             JAX processes (use :meth:`load_state_dict` there).
         """
-        _one_process("restore")
+        one_process("HostCurriculum.restore")
         with self._lock:
             self._restore(path)
 

@@ -32,7 +32,7 @@ import orbax.checkpoint as ocp
 
 from curriculax._checks import int_at_least
 from curriculax.checkpoint import CheckpointStore
-from curriculax.host import COPY_MAP, digest_str
+from curriculax.host import COPY_MAP, digest_str, one_process
 from curriculax.integrations._ledger import DrawLedger, check_pool
 
 __all__ = ["CurriculumCheckpoints", "CurriculumDataset", "CurriculumIterator"]
@@ -223,12 +223,25 @@ class CurriculumCheckpoints:
     deletes the old one only once the new one is committed, and refuses to run where a
     numbered folder of the directory is not such a checkpoint (Orbax would delete it).
 
+    One process only: on several JAX processes each process's iterator and curriculum hold a
+    state of their own, and Orbax would keep process 0's for all (each process then restored
+    process 0's state) or fail; it is refused there (keep each process's
+    ``get_state()`` and its curriculum's ``state_dict()`` in your trainer's checkpoint).
+
     Args:
       directory: where checkpoints live (made absolute; created on first save).
       max_to_keep: how many recent steps to keep (None: all).
+
+    Raises:
+      ValueError: this is one of several JAX processes.
     """
 
     def __init__(self, directory: str | os.PathLike, *, max_to_keep: int | None = 3):
+        one_process(
+            "CurriculumCheckpoints",
+            keep="the iterator's get_state() / set_state() and its curriculum's state_dict() / "
+            "load_state_dict()",
+        )
         if max_to_keep is not None:
             max_to_keep = int_at_least(max_to_keep, "max_to_keep")
         self._store = CheckpointStore(

@@ -326,3 +326,32 @@ def test_records_with_different_fields_in_one_batch_are_refused():
     ):
         next(it)
     assert it.get_state() == {"draws": 1, "in_flight": [[0, 1, 2, 3]]}
+
+
+MULTIPROCESS = r"""
+import curriculax as cx
+from curriculax.integrations.grain import CurriculumCheckpoints, CurriculumDataset
+
+records = [{"x": np.int32(i)} for i in range(16)]
+cur = cx.HostCurriculum(cx.curriculum(cx.samplers.learnability(16)), seed=pid)
+it = iter(CurriculumDataset(cur, records, batch_size=4))
+batch = next(it)
+it.observe(batch["task_id"], np.ones((4, 8)))
+for directory in ("shared", f"own{pid}"):
+    try:
+        CurriculumCheckpoints(os.path.join(run_dir, directory))
+    except ValueError as e:
+        print("REFUSED", "works in one process" in str(e), "get_state()" in str(e), flush=True)
+it.curriculum.load_state_dict(it.curriculum.state_dict())  # what a trainer keeps instead
+it.set_state(it.get_state())
+"""
+
+
+def test_checkpoints_are_refused_on_several_processes(tmp_path):
+    """On two processes Orbax kept process 0's curriculum for both (process 1 restored
+    process 0's state from a shared directory) or failed (a directory per process)."""
+    from tests.scale._processes import PREAMBLE, lines, run_processes
+
+    for out in run_processes(PREAMBLE + MULTIPROCESS, str(tmp_path), timeout=240):
+        assert lines(out, "REFUSED") == ["REFUSED True True"] * 2, out[-3000:]
+    assert not os.listdir(tmp_path)  # nothing written

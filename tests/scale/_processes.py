@@ -7,6 +7,26 @@ import sys
 
 from tests.reliability._helpers import REPO, subprocess_env
 
+# The start of a script for run_processes: two processes of one CPU device each, with
+# pid, port and run_dir from its arguments.
+PREAMBLE = r"""
+import faulthandler
+import os
+import signal
+import sys
+
+faulthandler.dump_traceback_later(150, exit=True)  # a hang shows where it waits
+
+import jax
+
+jax.config.update("jax_num_cpu_devices", 1)
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+pid, port, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
+
+import numpy as np
+"""
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -2,26 +2,9 @@
 the engine's checkpoints, a resume, and self-play's challenger checkpoint, which every process
 must take part in. Every process is a subprocess (tests/scale/_processes.py)."""
 
-from tests.scale._processes import lines, run_processes
+from tests.scale._processes import PREAMBLE, lines, run_processes
 
 # Each script starts as one of 2 processes of 1 device: argv PROCESS_ID PORT RUN_DIR.
-PREAMBLE = r"""
-import faulthandler
-import os
-import signal
-import sys
-
-faulthandler.dump_traceback_later(150, exit=True)  # a hang shows where it waits
-
-import jax
-
-jax.config.update("jax_num_cpu_devices", 1)
-jax.config.update("jax_cpu_collectives_implementation", "gloo")
-pid, port, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
-
-import numpy as np
-"""
 
 SCRIPT = (
     PREAMBLE
