@@ -304,6 +304,13 @@ def curriculum(
         num_tasks = check_num_tasks(num_tasks, "TaskSampler.num_tasks")
     _check_entry_task(sampler.entry_task, num_tasks)
     gates = _check_gates(gates)
+    for name, gate in gates.items():
+        if gate.num_tasks is not None and num_tasks is not None and gate.num_tasks != num_tasks:
+            raise ValueError(
+                f"gate {name!r} was built for {gate.num_tasks} tasks and the sampler for "
+                f"{num_tasks}; build both for the pool (a task past the gate's range would "
+                "never be marked)"
+            )
     names = tuple(gates)
     padding = pad_id(sampler)
 

@@ -173,11 +173,16 @@ class AdmissionGate(NamedTuple):
       init: ``(key) -> state``.
       admit: ``(state, GroupResults) -> (bool[G], state)``.
       metrics: ``(state) -> dict[str, f32[]]``.
+      num_tasks: the pool size a gate with per-task state was built for (``None``, the
+        default: no per-task state, or unknown). :func:`curriculax.curriculum` refuses a gate
+        whose ``num_tasks`` differs from its sampler's. Optional, so
+        ``AdmissionGate(init, admit, metrics)`` still builds one.
     """
 
     init: InitFn
     admit: AdmitFn
     metrics: MetricsFn
+    num_tasks: int | None = None
 
 
 class CurriculumState(NamedTuple):

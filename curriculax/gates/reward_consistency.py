@@ -58,8 +58,8 @@ def reward_consistency(
     (split over the mesh with ``axis_name``).
 
     Args:
-      num_tasks: pool size ``N`` (groups with a task id outside ``[0, N)`` are judged by their
-        own answers only).
+      num_tasks: pool size ``N``, the sampler's (:func:`curriculax.curriculum` refuses another;
+        a group with a task id outside ``[0, N)`` is judged by its own answers only).
       entry_task: ``int[N]``, entries with equal values hold the same task (e.g.
         :func:`curriculax.tasks.distinct_tasks`; a config passes it as context): a proof on
         one copy rejects every copy. None: each entry its own task.
@@ -106,4 +106,4 @@ def reward_consistency(
             "contradicted": _shard.psum(count, _shard.bound(axis_name)).astype(jnp.float32),
         }
 
-    return AdmissionGate(init, admit, metrics)
+    return AdmissionGate(init, admit, metrics, num_tasks=n)

@@ -104,6 +104,19 @@ def test_in_a_curriculum_a_rejected_group_is_not_admitted_and_the_config_builds_
         )
 
 
+def test_a_curriculum_refuses_a_gate_built_for_another_pool_size():
+    """A gate for 10 tasks over a pool of 100 never marked task 50: its proven-noisy groups
+    went on training, and nothing said the gate was smaller than the pool."""
+    gate = cx.gates.reward_consistency(10)
+    assert gate.num_tasks == 10
+    with pytest.raises(ValueError, match=r"gate 'consistency' was built for 10 tasks .* 100"):
+        cx.curriculum(cx.samplers.uniform(100), gates={"consistency": gate})
+    cx.curriculum(cx.samplers.uniform(10), gates={"consistency": gate})
+    # A sampler that declares no pool size is not checked (nothing to compare).
+    bare = cx.samplers.uniform(100)._replace(num_tasks=None)
+    cx.curriculum(bare, gates={"consistency": gate})
+
+
 def test_contradicted_tasks_refuses_marks_that_disagree():
     gate = cx.gates.reward_consistency(4)
     a = gate.init(jax.random.key(0))
