@@ -216,7 +216,7 @@ def _run_study(study: CompareConfig, config: CompareConfig, args, argv, mesh) ->
         c = load_arm(args.run_dir, config, arm)
         if c is not None:
             reused[arm["name"]] = c
-    if (kept or missing or reused) and not args.overwrite:  # else every arm of the study runs
+    if not args.overwrite:
         _refuse_to_lose(
             args.run_dir, study, chosen, {**kept, **reused}, bool(kept or missing), set(reused)
         )
@@ -299,8 +299,9 @@ def _refuse_to_lose(
 ):
     """Ends the process if ``RUN_DIR/compare.json`` holds an arm that a run of the arms
     ``chosen`` (``reused`` of them taken from ``RUN_DIR/arms``), taking the study's other arms'
-    results from ``kept``, would change or, where it runs a ``subset`` of the study's arms,
-    drop: nothing a user ran is lost without ``--overwrite``. An arm left out is checked
+    results from ``kept``, would change or drop (a whole-study run drops only arms the
+    study's config does not have: removed or renamed, or another study's tables): nothing a
+    user ran is lost without ``--overwrite``. An arm left out is checked
     against its kept result; a reused arm only where the table took its row from another run
     (``--report --replace-arms`` marks it :data:`TAKEN_FROM`): a row this directory's own
     earlier run wrote is one the finished run would write over too (a study resumed after a
@@ -351,10 +352,15 @@ def _refuse_to_lose(
             "take its arms into this study's table), or pass --overwrite to write the kept "
             "results over the table's"
         )
-    if not subset:  # every arm of the study runs or is reused: the tables hold them all
-        return
     lost = [n for n in others if n not in now]
     gone = [n for n in lost if n not in {a["name"] for a in study.arms}]
+    if gone and not subset:  # an arm removed or renamed since, or another study's tables
+        raise SystemExit(
+            f"error: {path} holds arms {gone} that the study's config does not have (an arm "
+            "removed or renamed since, or another study's tables), and this run would drop "
+            "them from it: give it another --run-dir, or pass --overwrite (its tables then hold "
+            "the config's arms; RUN_DIR/arms keeps every arm's curves)"
+        )
     if gone:
         raise SystemExit(
             f"error: {path} holds arms {gone} that the study's config no longer has, and this "
@@ -362,6 +368,8 @@ def _refuse_to_lose(
             "--run-dir, run the whole study, or pass --overwrite (its tables then hold the "
             "config's arms)"
         )
+    if not subset:  # every arm of the study runs or is reused: the tables hold them all
+        return
     if lost:
         raise SystemExit(
             f"error: {path} holds arms {lost} that this run of some arms (--arms) would drop "

@@ -193,6 +193,26 @@ def test_a_subset_run_keeps_the_other_arms_in_the_study_tables(tmp_path, fake_ru
     assert f"arms ['{ORACLE}'] of the study have no result kept" in capsys.readouterr().err
 
 
+def test_a_whole_study_run_refuses_to_drop_arms_its_config_does_not_have(tmp_path, fake_runs):
+    """A study edited to drop or rename an arm, or another study run in the same directory
+    (every study defaults to runs/compare), wrote its tables over the old ones without a word,
+    against --overwrite's help."""
+    study, path = _study(tmp_path), tmp_path / "out" / "compare.json"
+    compare.main(study)
+    before = path.read_text()
+    renamed = _study(tmp_path, STUDY.replace(f'"{ORACLE}"', '"oracle, renamed"'))
+    assert "oracle, renamed" in (tmp_path / "study.toml").read_text()
+    with pytest.raises(
+        SystemExit,
+        match=rf"holds arms \['{ORACLE}'\] that the study's config "
+        r"does not have .* another study's tables.* --overwrite",
+    ):
+        compare.main(renamed)
+    assert path.read_text() == before and fake_runs == [BASE, ORACLE]  # nothing ran
+    compare.main([*renamed, "--overwrite"])
+    assert list(_arms(path)) == [BASE, "oracle, renamed"]
+
+
 def test_an_arm_reused_from_run_dir_arms_may_not_write_over_the_tables_numbers(
     tmp_path, fake_runs, capsys
 ):
