@@ -744,6 +744,11 @@ def report(*lines: str) -> None:
         print(*lines, sep="\n")
 
 
+# Config keys a resume may change (recorded in summary.json's config_changes): they change no
+# state, only when the run stops (``until``) and which study the report quotes.
+RESUMABLE = ("target", "stop_at_target", "evidence", "evidence_arm", "evidence_best_of")
+
+
 def run_experiment(
     engine,
     args: argparse.Namespace,
@@ -809,7 +814,8 @@ def run_experiment(
             on_update=on_update,
             until=until,
             on_finish=finish,
-            config=dataclasses.asdict(config),
+            config=(saved := dataclasses.asdict(config)),
+            resumable=[k for k in RESUMABLE if k in saved],
         )
     except (CheckpointMismatch, CheckpointSaveError, CheckpointUnreadable, RunDirError) as e:
         raise SystemExit(f"error: {e}") from None
@@ -817,15 +823,19 @@ def run_experiment(
     # a run that never called it (a stand-in for run, say) is taken as returned.
     result = finished[0] if finished else returned
     if already_complete(result):
+        at_target = result.summary.get("stopped") == "until"
         why = (
             "it stopped where it was asked to (at its target)"
-            if result.summary.get("stopped") == "until"
+            if at_target
             else f"--steps {config.steps}"
         )
+        further = "a larger --steps"
+        if at_target and hasattr(config, "stop_at_target"):
+            further = "--set stop_at_target=false (or a higher target) and a larger --steps"
         report(
             f"{args.run_dir}: the run is already complete (update {result.summary['steps']}, "
-            f"{why}); nothing was changed. To train further, resume with a larger --steps "
-            "(and no stop condition), or start over with --overwrite."
+            f"{why}); nothing was changed. To train further, resume with {further}, or start "
+            "over with --overwrite."
         )
     return result
 

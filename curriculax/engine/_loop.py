@@ -223,6 +223,7 @@ def run(
     until: Callable[[dict], bool] | None = None,
     on_finish: Callable[[RunResult], None] | None = None,
     config: dict | None = None,
+    resumable: Sequence[str] = (),
     handle_signals: bool = True,
 ) -> RunResult:
     """Trains until ``steps`` updates are done.
@@ -282,6 +283,9 @@ def run(
         key, ``old -> new``, unless ``allow_partial``, which records every accepted change as
         ``config_changes`` (``[{"step": s, "changes": {key: [old, new]}}]``) in later
         checkpoints and ``summary.json``.
+      resumable: further keys of ``config`` (dotted, e.g. ``"target"``) a resume may change
+        without ``allow_partial``: settings that change no state (a stop condition, as
+        ``until`` reads it). A change is recorded in ``config_changes`` as above.
       handle_signals: save a checkpoint and stop cleanly on SIGTERM/SIGINT.
 
     Returns:
@@ -340,6 +344,7 @@ def run(
         on_update=on_update,
         until=until,
         config=config,
+        resumable=_check_resumable(resumable),
         handle_signals=handle_signals,
         process_zero=process_zero,
     )
@@ -382,6 +387,12 @@ def _unwritable(value: Any, where: str) -> tuple[str, Exception] | None:
         return where, e
 
 
+def _check_resumable(keys: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
+        raise TypeError(f"resumable must be a sequence of config keys (str), got {keys!r}")
+    return tuple(keys)
+
+
 def _check_config(config: Any) -> None:
     """Raises ValueError, before anything trains or is written, when ``config`` cannot be
     saved as JSON (a numpy scalar, an object), naming the key."""
@@ -415,6 +426,7 @@ class _Plan:
     on_update: OnUpdate | None
     until: Callable[[dict], bool] | None
     config: dict | None
+    resumable: tuple[str, ...]
     handle_signals: bool
     process_zero: bool  # this process writes the logs, the sinks and the summary
 
@@ -549,11 +561,15 @@ class _Checkpoints:
                 )
             return None
         state, self.saved_step, self.meta = _restore.restore_latest(
-            self.store, engine, allow_partial=plan.allow_partial, config=plan.config
+            self.store,
+            engine,
+            allow_partial=plan.allow_partial,
+            config=plan.config,
+            resumable=plan.resumable,
         )
         self.history = list(self.meta.get("config_changes") or [])
         changes = _restore.config_changes(self.meta.get("config"), plan.config)
-        if changes:  # accepted with allow_partial: the run mixes both configs
+        if changes:  # accepted (resumable, or allow_partial): the run mixes both configs
             self.history.append({"step": self.saved_step, "changes": changes})
         return state
 

@@ -6,6 +6,7 @@ import gc
 import hashlib
 import json
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -338,13 +339,14 @@ def restore(
     *,
     allow_partial: bool = False,
     config: dict | None = None,
+    resumable: Sequence[str] = (),
 ) -> EngineState:
     """Restores an engine state saved by :func:`save`.
 
     Strict by default: a changed env set or env order, a renamed/added/removed gate, a
     changed pool size, group size or env weight, a changed ``batch_groups`` or
     ``groups_per_generation``, a changed state layout, or a run ``config`` that differs from
-    the one saved (but for :data:`RESUMABLE_KEYS`) raises :class:`CheckpointMismatch` saying
+    the one saved (but for :data:`RESUMABLE_KEYS` and ``resumable``) raises a mismatch saying
     exactly what differs, config keys as ``key: old -> new``; saved leaves this run has no
     place for (a sampler or solver with fewer state fields) are named too. With
     ``allow_partial=True`` new components start fresh (a new gate alone, not its env's other
@@ -374,7 +376,9 @@ def restore(
     for old, new in renamed.items():
         saved_layout[new] = saved_layout.pop(old)
     changes = config_changes(meta.get("config"), config)
-    lines[:0] = [f"config {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items()]
+    lines[:0] = [
+        f"config {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items() if k not in resumable
+    ]
     # Restore onto this run's devices, whatever topology saved the checkpoint.
     abstract = jax.eval_shape(engine.init, jax.random.key(0))
     if engine.state_sharding is not None:
@@ -537,7 +541,12 @@ def restore(
 
 
 def restore_latest(
-    store: CheckpointStore, engine: Engine, *, allow_partial: bool = False, config=None
+    store: CheckpointStore,
+    engine: Engine,
+    *,
+    allow_partial: bool = False,
+    config=None,
+    resumable: Sequence[str] = (),
 ) -> tuple[EngineState, int, dict]:
     """Restores the newest checkpoint that reads back, newest first.
 
@@ -565,7 +574,14 @@ def restore_latest(
             failed = False
             try:
                 meta = store.meta(step)
-                state = restore(store, engine, step, allow_partial=allow_partial, config=config)
+                state = restore(
+                    store,
+                    engine,
+                    step,
+                    allow_partial=allow_partial,
+                    config=config,
+                    resumable=resumable,
+                )
             except CheckpointMismatch:
                 raise
             except Exception as e:  # whatever Orbax, TensorStore or JSON raise on damaged files

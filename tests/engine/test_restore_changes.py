@@ -121,6 +121,41 @@ def test_an_empty_config_is_compared_not_taken_for_none(tmp_path):
         run(engine, steps=3, run_dir=tmp_path, resume=True, progress=False, config={})
 
 
+def test_resumable_keys_may_change_and_are_recorded(tmp_path):
+    """A stop condition held in the config (``experiments.grpo``'s ``stop_at_target``) changes
+    no state; a resume changing it was refused as a mismatch."""
+    engine = Engine(id_solver(), [_env()], CONFIG)
+    config = {"lr": 0.1, "stop": {"target": 0.5}}
+    run(engine, steps=2, run_dir=tmp_path, progress=False, config=config)
+    later = {"lr": 0.1, "stop": {"target": 0.9}}
+    with pytest.raises(CheckpointMismatch, match=r"config stop\.target: 0\.5 -> 0\.9"):
+        run(engine, steps=3, run_dir=tmp_path, resume=True, progress=False, config=later)
+    result = run(
+        engine,
+        steps=3,
+        run_dir=tmp_path,
+        resume=True,
+        progress=False,
+        config=later,
+        resumable=["stop.target"],
+    )
+    assert result.stopped == "completed" and result.summary["config"] == later
+    assert result.summary["config_changes"] == [{"step": 2, "changes": {"stop.target": [0.5, 0.9]}}]
+    other = {"lr": 0.2, "stop": {"target": 0.9}}  # the other keys are still compared
+    with pytest.raises(CheckpointMismatch, match=r"config lr: 0\.1 -> 0\.2"):
+        run(
+            engine,
+            steps=4,
+            run_dir=tmp_path,
+            resume=True,
+            progress=False,
+            config=other,
+            resumable=["stop.target"],
+        )
+    with pytest.raises(TypeError, match="resumable must be a sequence of config keys"):
+        run(engine, steps=4, run_dir=tmp_path, resume=True, progress=False, resumable="lr")
+
+
 def test_a_config_json_cannot_write_is_refused_before_training(tmp_path):
     engine = Engine(id_solver(), [_env()], CONFIG)
     trained = []

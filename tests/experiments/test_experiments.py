@@ -104,6 +104,20 @@ def test_main_job_stops_at_the_target_when_asked(tmp_path, capsys):
     assert summary["stopped"] == "until" and summary["steps"] == len(rows) < 50
     out = capsys.readouterr().out
     assert "(stopped at the target)" in out and "nan" not in out
+    # Its advice, followed: the stop condition is no state, so a resume may change it (it was
+    # refused as a config mismatch, "config stop_at_target: True -> False").
+    resume = ["--run-dir", str(run_dir), "--resume", *TINY, *sets]
+    grpo.main([*resume, "--steps", "50"])
+    out = capsys.readouterr().out
+    assert "already complete" in out and "--set stop_at_target=false (or a higher target)" in out
+    grpo.main([*resume, "--steps", str(len(rows) + 1), "--set", "stop_at_target=false"])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped"] == "completed" and summary["steps"] == len(rows) + 1
+    assert summary["config_changes"] == [
+        {"step": len(rows), "changes": {"stop_at_target": [True, False]}}
+    ]
+    with pytest.raises(SystemExit, match=r"config seed: 0 -> 1"):  # the rest is still checked
+        grpo.main([*resume, "--steps", "60", "--set", "seed=1"])
 
 
 def test_selfplay_dry_run_is_deterministic(tmp_path, capsys):

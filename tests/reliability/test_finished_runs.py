@@ -33,8 +33,7 @@ def test_the_cli_says_the_run_is_complete(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.strip() == (
         f"{tmp_path}: the run is already complete (update 4, --steps 4); nothing was changed. "
-        "To train further, resume with a larger --steps (and no stop condition), or start over "
-        "with --overwrite."
+        "To train further, resume with a larger --steps, or start over with --overwrite."
     )
     assert snapshot(tmp_path) == before
 
