@@ -28,7 +28,8 @@ def stall_message(
       gate_votes: ``{env: {gate: (groups it admitted, groups it voted on)}}`` since the last
         admitted group, counted by this process (after a resume, only the groups since it:
         the message says so).
-      curriculum_metrics: ``{env: curriculum metrics}`` (``failed_groups``, ``nonfinite``).
+      curriculum_metrics: ``{env: curriculum metrics}`` (``failed_groups``, ``nonfinite``,
+        ``out_of_range``).
       gates: ``{env: its gates' names}`` as configured (default: the gates in ``gate_votes``).
         An env with gates but no votes counted (not drawn since the run resumed) is named
         with its gates and says so, not as an env without gates.
@@ -64,10 +65,12 @@ def stall_message(
         m = curriculum_metrics.get(env, {})
         failed = m.get("failed_groups", 0.0)
         nonfinite = m.get("nonfinite", 0.0)
+        out_of_range = m.get("out_of_range", 0.0)
         lines.append(
             f"  env {env!r}: {groups} groups since the last admission; "
-            f"{rates or 'no gates'}; failed groups so far {failed:.0f}; "
-            f"non-finite rollouts so far {nonfinite:.0f}"
+            f"{rates or 'no gates'}; failed groups so far {failed:.0f}"
+            + (f" ({out_of_range:.0f} with a task id outside the pool)" if out_of_range else "")
+            + f"; non-finite rollouts so far {nonfinite:.0f}"
         )
         for g, (a, t) in votes.items():
             if t and a == 0:
@@ -77,8 +80,13 @@ def stall_message(
                     "try a higher sampling temperature, an entropy bonus, mean-only advantages, "
                     "a larger group size, or a curriculum that picks tasks of middling difficulty"
                 )
-        if failed > 0:
+        if failed > out_of_range:
             hints.add("groups fail (no valid rollout): check the rollout/verifier for errors")
+        if out_of_range > 0:
+            hints.add(
+                "task ids outside the pool [0, num_tasks): the sampler hands out ids past its "
+                "pool (a custom sampler's num_tasks, or its sample())"
+            )
         if nonfinite > 0:
             hints.add("rewards or advantages are NaN/inf: check the reward function and credit")
     lines.append("What to check:")

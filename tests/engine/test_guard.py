@@ -218,3 +218,23 @@ def test_the_groups_since_progress_of_each_env_saturate():
     assert int(state.counters.since_progress) == top
     message = _stall_text(engine, state, top // 4, {})
     assert f"env 'e': {top} groups since the last admission" in message
+
+
+def test_stall_message_names_task_ids_outside_the_pool():
+    """A sampler handing out ids past its pool stalled with "check the rollout/verifier" and
+    no word of the ids (their groups count as failed too)."""
+    from curriculax.engine.synthetic import synthetic_solver, synthetic_tasks
+
+    n = 16
+    u = cx.samplers.uniform(n)
+    past = cx.TaskSampler(
+        u.init, lambda s, k, num: (u.sample(s, k, num)[0] + n, s), u.observe, u.metrics, n
+    )
+    env = Env("a", synthetic_tasks(n), cx.curriculum(past), group_size=4)
+    engine = Engine(synthetic_solver(), [env], EngineConfig(4, stall_windows=2))
+    with pytest.raises(CurriculumStalled) as info:
+        run(engine, steps=3, progress=False)
+    text = str(info.value)
+    assert "failed groups so far 8 (8 with a task id outside the pool)" in text
+    assert "task ids outside the pool [0, num_tasks)" in text
+    assert "check the rollout/verifier" not in text  # every failed group is out of range
