@@ -28,7 +28,10 @@ def number(value: object, name: str) -> float:
         value, int | float | np.integer | np.floating
     ):
         raise TypeError(f"{name} must be a number, got {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int past the float range
+        raise ValueError(f"{name} must be a number a float holds, got {value!r}") from None
 
 
 def unit_interval(value: object, name: str, *, open_low: bool = False) -> float:

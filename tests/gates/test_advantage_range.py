@@ -163,6 +163,8 @@ def test_bad_bound_values_raise():
         cx.gates.advantage_range(0.0, "1")
     with pytest.raises(TypeError, match=r"low must be a number, got True"):
         cx.gates.advantage_range(True, 1.0)
+    with pytest.raises(ValueError, match=r"low must be a number a float holds, got 1000"):
+        cx.gates.advantage_range(10**400, 10**401)  # was a bare OverflowError naming nothing
 
 
 def test_numpy_numbers_are_numbers():
