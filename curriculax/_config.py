@@ -171,7 +171,8 @@ def sampler_from_config(
       **context: pool information a config cannot hold, such as an array per task
         (``categories=levels`` for :func:`~curriculax.samplers.category_bandit`). Each
         entry goes to the factories (inner ones included) that take an argument of that
-        name and are not given it by the config; the others ignore it.
+        name; the others ignore it. A name the config also gives a factory that takes it is
+        refused (give it once).
 
     Example:
       >>> sampler = sampler_from_config({"type": "sequential", "shuffle": False}, 10)
@@ -179,8 +180,9 @@ def sampler_from_config(
       'TaskSampler'
 
     Raises:
-      ValueError: an unknown type or key, or a context name that no registered factory and no
-        factory of this config takes (a misspelling would otherwise be ignored).
+      ValueError: an unknown type or key, a context name that no registered factory and no
+        factory of this config takes (a misspelling would otherwise be ignored), or one the
+        config gives too.
     """
     taken: set[str] = set()
     sampler = _sampler(spec, num_tasks, context, "sampler", taken)

@@ -454,6 +454,11 @@ def test_a_misspelled_context_name_is_refused_and_unused_known_context_is_not(pl
         cx.sampler_from_config({"type": "uniform"}, 4, categries=levels)
     with pytest.raises(ValueError, match=r"context \['num_task'\]"):
         cx.gate_from_config({"type": "advantage_range"}, num_task=4)
+    # A name the config gives too is refused, not overridden either way (as the docs say).
+    with pytest.raises(ValueError, match=r"'categories' is given both in the config and as"):
+        cx.sampler_from_config(
+            {"type": "category_bandit", "categories": levels}, 4, categories=levels
+        )
     # categories and entry_task are taken by other registered factories: offered, not refused.
     cx.curriculum_from_config(
         {"sampler": {"type": "uniform"}}, 4, categories=levels, entry_task=levels
