@@ -387,6 +387,17 @@ def _unwritable(value: Any, where: str) -> tuple[str, Exception] | None:
         return where, e
 
 
+def _number(key: str, value: Any) -> float:
+    """An ``on_update`` value as the float the record logs; a ValueError naming its key."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"on_update returned {key!r}: {value!r}, not a number (the record logs numbers; "
+            "e.g. float(x) for a one-element array)"
+        ) from None
+
+
 def _check_resumable(keys: Sequence[str]) -> tuple[str, ...]:
     if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
         raise TypeError(f"resumable must be a sequence of config keys (str), got {keys!r}")
@@ -979,7 +990,7 @@ def _update(
                     f"on_update returned {taken}, key(s) the engine logs itself on this line; "
                     "name its metrics otherwise (e.g. 'eval/...')"
                 )
-            record.update({k: float(v) for k, v in extra.items()})
+            record.update({k: _number(k, v) for k, v in extra.items()})
     progress.last = record
     progress.counters = c
     outputs.write(record, c)

@@ -2,6 +2,8 @@
 compiled steps donate it), so one already consumed is refused saying so, and a copy keeps the
 original; ``on_update`` may not replace the keys the engine logs itself."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -33,6 +35,18 @@ def test_on_update_may_not_replace_the_engines_own_keys(engine):
     # A returned "step" replaced the logged step (the sinks' x axis) with a float.
     with pytest.raises(ValueError, match=r"on_update returned \['step'\], key\(s\) the engine"):
         run(engine, steps=2, progress=False, traces=False, on_update=lambda s, r: {"step": 10})
+    # A value that is no number was Python's bare "could not convert string to float".
+    for bad in ("abc", None, [1, 2]):
+        with pytest.raises(
+            ValueError, match=rf"on_update returned .eval/x.: {re.escape(repr(bad))}, not a nu"
+        ):
+            run(
+                engine,
+                steps=1,
+                progress=False,
+                traces=False,
+                on_update=lambda s, r, bad=bad: {"eval/x": bad},
+            )
     logged = []
     run(
         engine,
