@@ -40,7 +40,9 @@ def core_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--run-dir", default=run_dir, help=f"output directory (default {run_dir})")
     p.add_argument("--steps", type=int, default=None, help=f"updates to train (default {steps})")
-    p.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
+    p.add_argument(
+        "--seed", type=int, default=None, help="seed (default 0; a resume keeps the run's seed)"
+    )
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     add_debug_flag(p)
     p.set_defaults(default_steps=steps)
@@ -164,6 +166,7 @@ def entry(main, argv: list[str] | None = None) -> None:
 def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.ArgumentParser:
     """The flags every experiment on the engine takes (:func:`core_parser`'s and more)."""
     p = core_parser(description, steps=steps, run_dir=run_dir)
+    next(a for a in p._actions if a.dest == "seed").help = "seed (default: the config's)"
     p.add_argument(
         "--overwrite",
         action="store_true",
@@ -466,6 +469,18 @@ def _set(obj: Any, path: list[str], value: Any, full: str) -> Any:
     return {**obj, head: _set(inner, path[1:], value, full)}
 
 
+def read_toml(path: str) -> dict:
+    """The table of the ``--config`` file ``path``; a ValueError naming it if it cannot be
+    read or is not TOML."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ValueError(f"--config {path}: cannot read it ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"--config {path}: not valid TOML ({e})") from None
+
+
 def load_config(cls: type[T], args: argparse.Namespace, defaults: T | None = None) -> T:
     """The config: defaults (``defaults``, or ``cls()``), then ``--config`` TOML, then
     ``--set``, then ``--seed``/``--steps``. ``--resume`` with ``--overwrite`` is refused
@@ -478,14 +493,7 @@ def load_config(cls: type[T], args: argparse.Namespace, defaults: T | None = Non
         )
     config = cls() if defaults is None else defaults
     if args.config:
-        try:
-            with open(args.config, "rb") as f:
-                data = tomllib.load(f)
-        except OSError as e:
-            raise ValueError(f"--config {args.config}: cannot read it ({e.strerror})") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"--config {args.config}: not valid TOML ({e})") from None
-        config = apply_mapping(config, data, where=args.config)
+        config = apply_mapping(config, read_toml(args.config), where=args.config)
     config = override(config, args.set)
     fields = _field_types(cls)
     if args.seed is not None:

@@ -18,7 +18,6 @@ import argparse
 import shutil
 import sys
 import time
-import tomllib
 
 import jax
 import numpy as np
@@ -77,8 +76,7 @@ def load_experiment(path: str | None, sets: list[str]) -> GRPOExperimentConfig:
     :class:`TaskConfig`'s defaults, as ``experiments.compare`` does)."""
     config, data = MAIN_JOB, {}
     if path:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = _cli.read_toml(path)
         if "experiment" in data:
             config, data = GRPOExperimentConfig(task=TaskConfig()), data["experiment"]
         config = _cli.apply_mapping(config, data, where=path)  # a misspelled key is named

@@ -214,3 +214,7 @@ def test_pretrain_refuses_a_misspelled_key_in_its_config(tmp_path):
     config.write_text('steps = 7\ninitt = "scratch"\n')
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['initt'\]"):
         pretrain.load_experiment(str(config), [])
+    # A file that is not TOML is named (it was "Invalid value (at line 1, column 5)" alone).
+    config.write_text("x = = 1\n")
+    with pytest.raises(ValueError, match=rf"--config {config}: not valid TOML"):
+        pretrain.load_experiment(str(config), [])
