@@ -193,7 +193,11 @@ def check_same_measure(config: CompareConfig, arm: Mapping, where: str) -> None:
     than the baseline's, and the ratios would compare unlike runs."""
     if not arm.get("experiment"):
         return
-    exp, study = arm_experiment(config, arm), config.experiment
+    try:
+        exp = arm_experiment(config, arm)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{where} ({arm['name']!r}): experiment.{e}") from None
+    study = config.experiment
     differ = [name for name in ("init", "model") if getattr(exp, name) != getattr(study, name)]
     differ += [
         f"task.{f.name}"

@@ -115,6 +115,13 @@ def test_an_arm_may_change_its_labels_and_optimizer(override):
     compare.CompareConfig(arms=arms, baseline="u")
 
 
+def test_a_bad_value_in_an_arms_experiment_names_the_arm():
+    """It said "task.labels.noise must be a probability" and named no arm."""
+    bad = {"name": "v", "curriculum": {}, "experiment": {"task": {"labels": {"noise": 1.5}}}}
+    with pytest.raises(ValueError, match=r"arms\[1\] \('v'\): experiment.task.labels.noise must"):
+        compare.CompareConfig(arms=({"name": "u", "curriculum": {}}, bad), baseline="u")
+
+
 @pytest.mark.parametrize(
     ("setting", "instead"),
     [
