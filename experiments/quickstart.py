@@ -13,6 +13,7 @@ and ``summary.json``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -46,7 +47,12 @@ class QuickstartConfig:
 def build(config: QuickstartConfig, mesh=None) -> tuple[Engine, dict]:
     n = config.tasks_per_env
     curriculum = dict(config.curriculum)
-    split = mesh is not None and curriculum.get("sampler", {}).get("type") == "difficulty_pools"
+    sampler = curriculum.get("sampler")
+    split = (
+        mesh is not None
+        and isinstance(sampler, Mapping)
+        and sampler.get("type") == "difficulty_pools"
+    )
     if split:  # split the pools env's per-task state over the devices (identical draws)
         d = mesh.devices.size
         if n % d:

@@ -1,6 +1,9 @@
 """The quick start runs end to end and logs both envs' curriculum metrics."""
 
+import dataclasses
 import json
+
+import pytest
 
 from experiments import quickstart
 
@@ -19,3 +22,10 @@ def test_quickstart_writes_the_run_directory(tmp_path):
     assert (run_dir / "checkpoints").is_dir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 12 and summary["stopped"] == "completed"
+
+
+def test_a_sampler_that_is_no_table_is_named_with_a_mesh_too():
+    """With --devices it was "AttributeError: 'int' object has no attribute 'get'"."""
+    config = dataclasses.replace(quickstart.QuickstartConfig(), curriculum={"sampler": 3})
+    with pytest.raises(TypeError, match="sampler must be a table/mapping with a 'type' key, got 3"):
+        quickstart.build(config, mesh=object())  # refused before the mesh is used
