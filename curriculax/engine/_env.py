@@ -39,7 +39,7 @@ def content_keys(tasks: Any, *, bits: int = 64) -> np.ndarray:
     machine and jax version. The low 32 bits of a 64-bit key are FNV-1a-32 over those bytes
     (the whole key before 64-bit keys, and still what ``bits=32`` returns); the high 32 bits
     are the top of ``fmix64(FNV-1a-64)`` over the same bytes. Distinct tasks then collide with
-    probability about ``N**2 / 2**65`` (1e-5 for a pool of 1e7) instead of ``N**2 / 2**33``,
+    probability about ``N**2 / 2**65`` (about 3e-6 for a pool of 1e7) instead of ``N**2 / 2**33``,
     and a checkpoint written with 32-bit keys maps onto the low words.
 
     Args:

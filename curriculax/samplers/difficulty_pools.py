@@ -280,7 +280,8 @@ def difficulty_pools(
     Returns:
       A :class:`~curriculax.TaskSampler`. Metrics: ``pool/unseen``, ``pool/unscored``,
       ``pool/<band>`` (task counts), ``fallback``, ``warmup_remaining`` (tasks the warm-up
-      has yet to dispatch: the unseen ones), ``mean_score``.
+      has yet to dispatch: the unseen ones), ``mean_score``, and with ``score_half_life``
+      ``stale_scores``.
 
     Raises:
       ValueError: negative weights or ones outside float32's range, duplicate thresholds or
