@@ -3,6 +3,7 @@ lost fields, a gate added or removed beside others, another pending capacity; an
 config's edge values (NaN, ``{}``, values JSON cannot write), and typed PRNG keys in state."""
 
 import dataclasses
+import functools
 import json
 
 import jax
@@ -125,35 +126,25 @@ def test_resumable_keys_may_change_and_are_recorded(tmp_path):
     """A stop condition held in the config (``experiments.grpo``'s ``stop_at_target``) changes
     no state; a resume changing it was refused as a mismatch."""
     engine = Engine(id_solver(), [_env()], CONFIG)
-    config = {"lr": 0.1, "stop": {"target": 0.5}}
-    run(engine, steps=2, run_dir=tmp_path, progress=False, config=config)
+    run(
+        engine,
+        steps=2,
+        run_dir=tmp_path,
+        progress=False,
+        config={"lr": 0.1, "stop": {"target": 0.5}},
+    )
+    resume = functools.partial(run, engine, run_dir=tmp_path, resume=True, progress=False)
     later = {"lr": 0.1, "stop": {"target": 0.9}}
     with pytest.raises(CheckpointMismatch, match=r"config stop\.target: 0\.5 -> 0\.9"):
-        run(engine, steps=3, run_dir=tmp_path, resume=True, progress=False, config=later)
-    result = run(
-        engine,
-        steps=3,
-        run_dir=tmp_path,
-        resume=True,
-        progress=False,
-        config=later,
-        resumable=["stop.target"],
-    )
+        resume(steps=3, config=later)
+    result = resume(steps=3, config=later, resumable=["stop.target"])
     assert result.stopped == "completed" and result.summary["config"] == later
     assert result.summary["config_changes"] == [{"step": 2, "changes": {"stop.target": [0.5, 0.9]}}]
     other = {"lr": 0.2, "stop": {"target": 0.9}}  # the other keys are still compared
     with pytest.raises(CheckpointMismatch, match=r"config lr: 0\.1 -> 0\.2"):
-        run(
-            engine,
-            steps=4,
-            run_dir=tmp_path,
-            resume=True,
-            progress=False,
-            config=other,
-            resumable=["stop.target"],
-        )
+        resume(steps=4, config=other, resumable=["stop.target"])
     with pytest.raises(TypeError, match="resumable must be a sequence of config keys"):
-        run(engine, steps=4, run_dir=tmp_path, resume=True, progress=False, resumable="lr")
+        resume(steps=4, resumable="lr")
 
 
 def test_a_config_json_cannot_write_is_refused_before_training(tmp_path):
