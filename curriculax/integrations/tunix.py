@@ -245,7 +245,8 @@ class CurriculumLearner:
         elif ckpt.steps():
             raise ValueError(
                 f"{ckpt.directory} holds curriculum checkpoints (steps {ckpt.steps()}) but tunix "
-                f"restored no model checkpoint from {root}; delete it to start afresh"
+                f"restored no model checkpoint from {root} (another run's, or one killed during "
+                "its first checkpoint); delete it to start afresh"
             )
         manager = trainer.checkpoint_manager
         tunix_save = manager.save
@@ -253,11 +254,20 @@ class CurriculumLearner:
 
         warned = False  # once per learner
 
-        def save(step, *args, **kwargs):
+        def save(step, *args, force=False, **kwargs):
+            # The curriculum first: tunix commits its save in the background, and a kill after
+            # that commit but before the curriculum's left a model step with no curriculum (a
+            # run no resume could continue). A kill now leaves a curriculum step newer than
+            # tunix's, which a resume from tunix's step does not read and later writes over.
             nonlocal warned
-            saved = tunix_save(step, *args, **kwargs)
-            if saved:
+            orbax = getattr(manager, "_checkpoint_manager", None)
+            first = orbax is not None and (force or orbax.should_save(step))
+            if first:
                 ckpt.save(step, iterator)
+            saved = tunix_save(step, *args, force=force, **kwargs)
+            if saved and not first:  # tunix decided otherwise (a policy that reads the clock)
+                ckpt.save(step, iterator)
+            if saved:
                 warned = warned or self._warn_inside_draw(step, "saved", stacklevel=3)
             return saved
 

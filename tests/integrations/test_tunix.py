@@ -126,6 +126,33 @@ def test_grpo_learner_trains_on_the_curriculums_choices_and_resumes(tmp_path):
     assert cur2.metrics() == cur.metrics()
 
 
+def test_a_kill_during_a_checkpoint_leaves_a_run_that_resumes(tmp_path, monkeypatch):
+    """tunix committed its model step in the background before the curriculum's save of the
+    same step ended: a kill in between left a model step with no curriculum, and every resume
+    failed ("no curriculum checkpoint at step 6"). The curriculum is saved first now."""
+    from curriculax.integrations.grain import CurriculumCheckpoints
+
+    root = tmp_path / "ckpt"
+    learner, _, _, trained, _ = _learner(root, max_steps=6)
+    real = CurriculumCheckpoints.save
+
+    def killed_at_6(self, step, iterator):
+        if step == 6:
+            raise KeyboardInterrupt("killed during the checkpoint of step 6")
+        return real(self, step, iterator)
+
+    monkeypatch.setattr(CurriculumCheckpoints, "save", killed_at_6)
+    with pytest.raises(KeyboardInterrupt):
+        learner.train()
+    learner.rl_cluster.actor_trainer.checkpoint_manager.close()  # what the kill leaves on disk
+    monkeypatch.undo()
+    assert sorted(int(s) for s in os.listdir(root / "actor") if s.isdigit())[-1] == 3
+    resumed, _, _, trained2, _ = _learner(root, max_steps=6, seed=99)
+    assert resumed.rl_cluster.actor_trainer.train_steps == 3
+    resumed.train()
+    assert [ids for ids, _ in trained2] == [ids for ids, _ in trained[3:6]]
+
+
 def test_stale_curriculum_checkpoints_are_refused(tmp_path):
     root = tmp_path / "ckpt"
     (root / "curriculum" / "3").mkdir(parents=True)
