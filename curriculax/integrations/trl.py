@@ -18,7 +18,11 @@ reward functions with every dataset column, so:
   zeroes the advantages of rejected groups (``gates="zero_advantages"``, the default; exact for
   a zero-advantage gate, and for any other gate it removes the group's policy-gradient term,
   while the group still counts in the loss normalisation, the KL penalty and TRL's entropy
-  bonus (``entropy_coef``), with no backfill) or only logs the votes (``gates="log"``);
+  bonus (``entropy_coef``), with no backfill) or only logs the votes (``gates="log"``). The
+  gates read the curriculum's own GRPO advantages (computed when the rewards are observed:
+  population std, every group scaled), not TRL's (Bessel's std, ``scale_rewards``): a
+  zero-advantage gate decides the same on both, a gate on advantage magnitudes
+  (``advantage_range`` with other bounds) does not see the numbers TRL trains on;
 - **checkpoints**: each checkpoint folder gets ``curriculum/`` (the curriculum's Orbax
   checkpoint plus the draws in flight as JSON) and ``train(resume_from_checkpoint=...)``
   restores it. Hugging Face's ``Trainer`` resumes by skipping the batches already trained,
@@ -56,6 +60,7 @@ import inspect
 import json
 import math
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -430,7 +435,8 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         if not os.path.isfile(os.path.join(directory, _DRAWS_FILE)):
             raise FileNotFoundError(
                 f"no curriculum state in {directory}: the checkpoint was not written by "
-                "CurriculumGRPOTrainer"
+                "CurriculumGRPOTrainer, or the run was stopped while saving it (resume from the "
+                "checkpoint before it)"
             )
         with open(os.path.join(directory, _DRAWS_FILE)) as f:
             draws = json.load(f)
@@ -441,9 +447,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """``GRPOTrainer.train``; a resumed run also restores the curriculum."""
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"no checkpoint found in {self.args.output_dir}")
+            resume_from_checkpoint = self._last_whole_checkpoint()
         if resume_from_checkpoint:
             self.load_curriculum(os.path.join(resume_from_checkpoint, "curriculum"))
         else:
@@ -451,6 +455,34 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             # trained nor observed; hand them out first, so groups still arrive in draw order.
             self.curriculum_ledger.requeue()
         return super().train(resume_from_checkpoint or None, *args, **kwargs)
+
+    def _last_whole_checkpoint(self) -> str:
+        """The newest ``checkpoint-N`` in the output directory with its curriculum state. The
+        curriculum is written after the trainer's own files: a run killed in between leaves
+        a newer checkpoint without it, which is passed over with a warning (a checkpoint
+        without it that is the only one is refused by :meth:`load_curriculum`)."""
+        out = self.args.output_dir
+        last = get_last_checkpoint(out)
+        if last is None:
+            raise ValueError(f"no checkpoint found in {out}")
+        steps = sorted(
+            (int(name.split("-")[1]), name)
+            for name in os.listdir(out)
+            if name.startswith("checkpoint-") and name.split("-")[1].isdigit()
+        )
+        whole = [
+            os.path.join(out, name)
+            for _, name in steps
+            if os.path.isfile(os.path.join(out, name, "curriculum", _DRAWS_FILE))
+        ]
+        if not whole or whole[-1] == last:
+            return last
+        warnings.warn(
+            f"{last} holds no curriculum state (the run was stopped while saving it): resuming "
+            f"from {whole[-1]}, the newest checkpoint with one",
+            stacklevel=3,
+        )
+        return whole[-1]
 
     def _set_signature_columns_if_needed(self) -> None:
         # With remove_unused_columns=True, Trainer keeps only these columns; the reward needs

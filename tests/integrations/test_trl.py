@@ -2,6 +2,7 @@
 initialised Llama built from a config and a tokenizer built here (nothing is downloaded)."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -139,6 +140,17 @@ def test_grpo_trainer_trains_on_the_curriculums_choices_and_resumes(tmp_path):
     # epoch holds one draw more than the run trains).
     assert spy2.drawn == spy.drawn[4:] and len(spy.drawn) == 7
     assert cur2.metrics() == cur.metrics()
+
+    # A run stopped after the trainer wrote checkpoint-6 and before the curriculum's state:
+    # --resume failed on it ("not written by CurriculumGRPOTrainer"). It resumes from the
+    # newest checkpoint with its curriculum, saying so.
+    shutil.rmtree(tmp_path / "checkpoint-6" / "curriculum")
+    resumed, _, _, trained3, _ = _trainer(tmp_path, max_steps=6, seed=99)
+    with pytest.warns(UserWarning, match=r"checkpoint-6 holds no curriculum state .* checkpoi"):
+        resumed.train(resume_from_checkpoint=True)
+    assert [ids for ids, _ in trained3] == [ids for ids, _ in trained[3:6]]
+    with pytest.raises(FileNotFoundError, match="or the run was stopped while saving it"):
+        resumed.load_curriculum(str(tmp_path / "checkpoint-9" / "curriculum"))
 
 
 def test_running_totals_are_logged_at_their_latest_and_per_batch_metrics_averaged(tmp_path):
