@@ -379,9 +379,11 @@ class HostCurriculum:
         per_token = advantages is not None and advantages.ndim == 3
         t = advantages.shape[2] if per_token else 1
         gp, kp, tp = bucket(g), _pow2(k), bucket(t) if per_token else 1
-        if valid is None and kp != k:
+        # Masks given in full whether or not this batch needs padding: a batch that needs none
+        # would otherwise pass None, another program than the padded batches of its bucket.
+        if valid is None:
             valid = np.ones((g, k), bool)
-        if token_mask is None and tp != t:  # padded rollouts are masked by `valid` already
+        if token_mask is None and per_token:  # padded rollouts are masked by `valid` already
             token_mask = np.ones((g, k, t), bool)
         with self._lock:
             admitted, self._state = self._observe(

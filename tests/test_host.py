@@ -841,12 +841,21 @@ def test_per_token_and_ragged_batches_of_varying_t_and_k_share_few_programs():
         k = int(rng.integers(5, 8))
         adv = rng.standard_normal((16, k, 200)).astype(np.float32)
         host.observe(ids, rng.random((16, k)).astype(np.float32), advantages=adv)
-    assert host.trace_counts["observe"] == 4
+    assert host.trace_counts["observe"] == 3  # (16, 8, 256) ran above: its program is reused
     for _ in range(10):  # ragged groups: K is the batch's largest group, 9 to 16
         ids = host.sample(16)
         groups = [rng.random(int(rng.integers(9, 17))).tolist() for _ in range(16)]
         host.observe(ids, groups)
-    assert host.trace_counts["observe"] == 5
+    assert host.trace_counts["observe"] == 4
+    # A batch whose K or T is its bucket already needs no padding: it compiled a program of
+    # its own (its masks passed as None), twice the documented count.
+    fresh = cx.HostCurriculum(cur)
+    for k, t in ((3, 5), (4, 8), (4, 6), (3, 7)):  # K bucket 4, T bucket 8
+        ids = fresh.sample(16)
+        adv = rng.standard_normal((16, k, t)).astype(np.float32)
+        fresh.observe(ids, rng.random((16, k)).astype(np.float32), advantages=adv)
+        fresh.observe(ids, rng.random((16, k)).astype(np.float32))  # per-group credit
+    assert fresh.trace_counts["observe"] == 2  # one per-token program, one per-group
 
 
 def _padding_cases():
