@@ -194,6 +194,11 @@ def unreadable_reason(error: BaseException, step_dir: str | None = None) -> str:
             where = f" (data file {os.path.basename(data.group(1))})" if data else ""
             return f"the data of {what}{where} {_STATUS_WORDS[status.group(1)]}"
     for e in _chain(error):
+        index = _index_damage(str(e))
+        if index is not None:
+            return (
+                f"the index of data file {os.path.basename(index)} is corrupt (it does not decode)"
+            )
         if isinstance(e, FileNotFoundError):
             return f"a file is missing: {str(e).strip()}"
         if isinstance(e, json.JSONDecodeError):
@@ -220,7 +225,19 @@ def is_read_failure(error: BaseException, step_dir: str | None = None) -> bool:
         status = re.match(r"^([A-Z_]+): ", str(e))
         if status and status.group(1) in _READ_STATUSES:
             return True
+        if _index_damage(str(e)):
+            return True
     return False
+
+
+def _index_damage(text: str) -> str | None:
+    """The data file whose index (an OCDBT b-tree node) does not decode, when ``text`` says
+    so: TensorStore reports it with no status code (one flipped bit in a data file's last
+    bytes, measured)."""
+    if "Error decoding b-tree node" not in text and "Data corruption detected" not in text:
+        return None
+    data = re.search(r'local file "([^"]*/d/[^"/]+)"', text)
+    return data.group(1) if data else "?"
 
 
 class _NoTracebacks(logging.Filter):

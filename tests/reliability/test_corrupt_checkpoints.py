@@ -32,6 +32,11 @@ def damage(step_dir: Path, how: str) -> None:
     elif how == "garbage data":
         for p in data:
             p.write_bytes(b"\x00garbage" * (p.stat().st_size // 8 + 1))
+    elif how == "one bit of an index":  # the b-tree node at a data file's end
+        for p in data:
+            b = bytearray(p.read_bytes())
+            b[-15] ^= 1  # (a scan of bits there: most hit the index, none raised)
+            p.write_bytes(bytes(b))
     elif how == "missing metadata":
         (step_dir / "meta" / "metadata").unlink()
     elif how == "missing array metadata":
@@ -40,13 +45,21 @@ def damage(step_dir: Path, how: str) -> None:
         raise ValueError(how)
 
 
-HOW = ["truncated data", "garbage data", "missing metadata", "missing array metadata"]
+HOW = [
+    "truncated data",
+    "garbage data",
+    "one bit of an index",
+    "missing metadata",
+    "missing array metadata",
+]
 # What the skipped step's line says for each damage, in words (no TensorStore spec).
 REASON = {
     "truncated data": r"the data of array [\w/]+ \(data file \w+\) is shorter than the "
     r"checkpoint records \(a truncated file\)$",
     "garbage data": r"the data of array [\w/]+ \(data file \w+\) is corrupt \(its bytes do not "
     r"decode\)$",
+    # A ValueError with no TensorStore status: it stopped the resume with 2,000 characters.
+    "one bit of an index": r"the index of data file \w+ is corrupt \(it does not decode\)$",
     "missing metadata": r"a file is missing: \S+/checkpoints/4/meta/metadata$",
     "missing array metadata": r"a file is missing: \S+/checkpoints/4/state/_METADATA$",
 }
@@ -131,6 +144,7 @@ def test_an_error_that_is_not_damage_is_raised_not_reported_unreadable(
         (ValueError('FAILED_PRECONDITION: Error reading local file "x/_sharding"'), True),
         (FileNotFoundError("no such file"), True),
         (json.JSONDecodeError("Expecting value", "", 0), True),
+        (ValueError('local file "x/d/ab": Error decoding b-tree node: ZSTD failed'), True),
         (ValueError("Topology mismatch detected."), False),
         (TypeError("unhashable type"), False),
     ],
