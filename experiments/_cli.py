@@ -213,6 +213,14 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
 DEVICE_FLAGS = ("--devices", "--coordinator", "--num-processes", "--process-id")
 
 
+def hide(parser: argparse.ArgumentParser, flags: list[str]) -> None:
+    """Leaves ``flags`` out of ``--help``: the shared parsers add them, and this script refuses
+    them (:func:`refuse_unused`)."""
+    for action in parser._actions:
+        if set(action.option_strings) & set(flags):
+            action.help = argparse.SUPPRESS
+
+
 def refuse_unused(
     parser: argparse.ArgumentParser, args: argparse.Namespace, flags: list[str], why: str
 ) -> None:

@@ -45,6 +45,17 @@ DESCRIPTION = (
 REPORT_FLAGS = ("help", "report", "replace_arms", "debug", "no_progress")
 
 
+# The engine scripts' flags a study refuses (left out of its --help).
+NEVER_USED = [
+    "--steps",
+    "--resume",
+    "--allow-partial",
+    "--checkpoint-every",
+    "--tensorboard",
+    "--wandb",
+]
+
+
 def main(argv=None) -> None:
     parser = _cli.base_parser(DESCRIPTION, steps=0, run_dir="runs/compare")
     parser.prog = "python -m experiments.compare"
@@ -85,6 +96,7 @@ def main(argv=None) -> None:
         "write the tables over RUN_DIR/compare.json even where that drops or changes numbers of "
         "arms it holds that this run does not rerun (refused otherwise); RUN_DIR/arms is kept"
     )
+    _cli.hide(parser, NEVER_USED)
     args = parser.parse_args(argv)
     if args.replace_arms is not None and args.report is None:
         raise SystemExit(
@@ -114,14 +126,7 @@ def main(argv=None) -> None:
     _cli.refuse_unused(
         parser,
         args,
-        [
-            "--steps",
-            "--resume",
-            "--allow-partial",
-            "--checkpoint-every",
-            "--tensorboard",
-            "--wandb",
-        ],
+        NEVER_USED,
         "a study's budget is its TOML's generations, finished arms in RUN_DIR/arms are reused "
         "by the same settings and code (delete that folder to rerun them), and it writes "
         "compare.md, compare.json and compare.png",

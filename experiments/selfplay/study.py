@@ -667,18 +667,20 @@ def main(argv=None) -> None:
         help="run all seeds of an arm as one compiled program (the compiled round loop; not "
         "the learned arm)",
     )
+    never = [
+        "--steps",
+        "--allow-partial",
+        "--checkpoint-every",
+        "--tensorboard",
+        "--wandb",
+        *_cli.DEVICE_FLAGS,
+    ]
+    _cli.hide(parser, never)
     args = parser.parse_args(argv)
     _cli.refuse_unused(
         parser,
         args,
-        [
-            "--steps",
-            "--allow-partial",
-            "--checkpoint-every",
-            "--tensorboard",
-            "--wandb",
-            *_cli.DEVICE_FLAGS,
-        ],
+        never,
         "the study's budget is its config's, it keeps one record per finished run in "
         "RUN_DIR/runs.jsonl (--resume skips those) and writes summary.json and study.md",
     )

@@ -35,20 +35,22 @@ def main(argv=None) -> None:
     parser.add_argument("--arm", default="bandit", choices=study.ARMS[:4])
     parser.add_argument("--seeds", type=int, default=8, help="seeds of the compiled path")
     parser.add_argument("--host-seeds", type=int, default=2, help="seeds of the host path")
+    never = [
+        "--steps",
+        "--seed",
+        "--resume",
+        "--allow-partial",
+        "--checkpoint-every",
+        "--tensorboard",
+        "--wandb",
+        *_cli.DEVICE_FLAGS,
+    ]
+    _cli.hide(parser, never)
     args = parser.parse_args(argv)
     _cli.refuse_unused(
         parser,
         args,
-        [
-            "--steps",
-            "--seed",
-            "--resume",
-            "--allow-partial",
-            "--checkpoint-every",
-            "--tensorboard",
-            "--wandb",
-            *_cli.DEVICE_FLAGS,
-        ],
+        never,
         "it times seeds 0 to --seeds - 1 (--host-seeds on the host path) of one arm in one "
         "process on one device, for the config's rounds x steps_per_round updates (set them "
         "with --set), and writes only RUN_DIR/records.json",

@@ -191,3 +191,24 @@ def test_a_trainer_script_checks_its_flags_and_keeps_its_seed_and_earlier_runs(t
     with pytest.raises(SystemExit, match=r"earlier run's metrics\.jsonl"):
         read()
     assert (tmp_path / "run" / "metrics.jsonl").read_text() == '{"step": 1}\n'
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["experiments.compare.cli", "experiments.selfplay.study", "experiments.selfplay.study_speed"],
+)
+def test_a_study_scripts_help_leaves_out_the_flags_it_refuses(module, capsys):
+    """--help listed --steps ("updates to train (default 0)"), --wandb, ... which each of
+    these scripts refuses when given."""
+    import importlib
+
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    shown = capsys.readouterr().out
+    for flag in ("--steps", "--allow-partial", "--checkpoint-every", "--tensorboard", "--wandb"):
+        assert flag not in shown, flag
+    assert "--run-dir" in shown and "--config" in shown
+    with pytest.raises(SystemExit, match="--steps not used by this script"):
+        main(["--steps", "5"])
