@@ -213,6 +213,16 @@ def base_parser(description: str, *, steps: int, run_dir: str) -> argparse.Argum
 DEVICE_FLAGS = ("--devices", "--coordinator", "--num-processes", "--process-id")
 
 
+def require(modules: tuple[str, ...], install: str) -> None:
+    """Ends the process, before anything is written, when a trainer script's client library is
+    missing: which modules, and how to install them (``install``)."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SystemExit(f"error: this script needs {', '.join(missing)}: {install}")
+
+
 def hide(parser: argparse.ArgumentParser, flags: list[str]) -> None:
     """Leaves ``flags`` out of ``--help``: the shared parsers add them, and this script refuses
     them (:func:`refuse_unused`)."""

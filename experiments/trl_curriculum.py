@@ -108,6 +108,11 @@ def write_metrics(path: str, log_history: list[dict], start: int) -> None:
 def main(argv=None) -> None:
     parser = _cli.core_parser(__doc__.splitlines()[0], steps=6, run_dir="runs/trl")
     args = parser.parse_args(argv)
+    _cli.require(
+        ("torch", "transformers", "trl"),
+        "`make .venv-trl/.installed` (a CPU torch, then pip install -e '.[trl]'), and run it "
+        "with .venv-trl/bin/python",
+    )
 
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOConfig

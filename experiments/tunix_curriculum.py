@@ -109,6 +109,11 @@ def keep_metrics_through(path: str, step: int) -> None:
 def main(argv=None) -> None:
     parser = _cli.core_parser(__doc__.splitlines()[0], steps=6, run_dir="runs/tunix")
     args = parser.parse_args(argv)
+    _cli.require(
+        ("tunix", "grain"),
+        "`make .venv-tunix/.installed` (pip install -e '.[tunix]'), and run it with "
+        ".venv-tunix/bin/python",
+    )
     checkpoints = os.path.abspath(os.path.join(args.run_dir, "checkpoints"))
     if os.path.isdir(checkpoints) and not args.resume:
         raise SystemExit(f"{checkpoints} exists: pass --resume, or another --run-dir")

@@ -212,3 +212,26 @@ def test_a_study_scripts_help_leaves_out_the_flags_it_refuses(module, capsys):
     assert "--run-dir" in shown and "--config" in shown
     with pytest.raises(SystemExit, match="--steps not used by this script"):
         main(["--steps", "5"])
+
+
+@pytest.mark.parametrize(
+    ("module", "missing", "install"),
+    [
+        ("experiments.trl_curriculum", "trl", "make .venv-trl/.installed"),
+        ("experiments.tunix_curriculum", "tunix", "make .venv-tunix/.installed"),
+    ],
+)
+def test_a_trainer_script_says_what_to_install(module, missing, install, tmp_path, monkeypatch):
+    """It said "ModuleNotFoundError: No module named 'transformers'" (the tunix one after
+    writing RUN_DIR/seed.json)."""
+    import importlib
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a)
+    )
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit, match=rf"error: this script needs .*{missing}.*: `{install}`"):
+        main(["--run-dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()
