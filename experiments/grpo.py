@@ -301,15 +301,18 @@ def write_outputs(args, config, result, final: dict, start: dict, levels) -> Non
         s = result.summary
         stop = " (stopped at the target)" if result.stopped == "until" else ""
         took = f" in {s['wall_seconds']:.0f}s" if "wall_seconds" in s else ""
+        # Stopped before its first update (Ctrl-C while the first batch was generated): no
+        # admission rate yet, and no result to set beside the studies'.
+        rate = result.metrics.get("batch/admission_rate", float("nan"))
         print(
             f"\n{s['steps']} updates, {s['rollouts']:,} rollouts{took}"
             f"{stop} -> {args.run_dir}\n  held-out exact match {final['eval/target']:.3f} on "
             f"levels {list(config.task.target_levels)} (target {config.target}); per level "
             f"({level_text(final, levels)})\n  admission rate (last update) "
-            f"{result.metrics.get('batch/admission_rate', float('nan')):.2f}"
-            f"\n  curves: {os.path.join(args.run_dir, 'curves.png')}"
+            + (f"{rate:.2f}" if s["steps"] else "(no update yet)")
+            + f"\n  curves: {os.path.join(args.run_dir, 'curves.png')}"
         )
-        for text in (best_of_text(config), evidence_text(config)):
+        for text in (best_of_text(config), evidence_text(config)) if s["steps"] else ():
             if text:
                 print(text)
         path = os.path.join(args.run_dir, "summary.json")

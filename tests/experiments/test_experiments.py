@@ -120,6 +120,15 @@ def test_main_job_stops_at_the_target_when_asked(tmp_path, capsys):
         grpo.main([*resume, "--steps", "60", "--set", "seed=1"])
 
 
+def test_a_run_stopped_before_its_first_update_reports_no_result(tmp_path, capsys):
+    """Ctrl-C during the first generation batch printed "admission rate (last update) nan"
+    and the studies' best-against-best verdicts as if beside a result."""
+    grpo.main(["--run-dir", str(tmp_path / "r"), "--steps", "0", *TINY])
+    out = capsys.readouterr().out
+    assert "0 updates" in out and "admission rate (last update) (no update yet)" in out
+    assert "nan" not in out and "best against best" not in out
+
+
 def test_selfplay_dry_run_is_deterministic(tmp_path, capsys):
     outputs = []
     for i in range(2):
