@@ -346,10 +346,11 @@ def restore(
     Strict by default: a changed env set or env order, a renamed/added/removed gate, a
     changed pool size, group size or env weight, a changed ``batch_groups`` or
     ``groups_per_generation``, a changed state layout, or a run ``config`` that differs from
-    the one saved (but for :data:`RESUMABLE_KEYS` and ``resumable``) raises a mismatch saying
-    exactly what differs, config keys as ``key: old -> new``; saved leaves this run has no
-    place for (a sampler or solver with fewer state fields) are named too. With
-    ``allow_partial=True`` new components start fresh (a new gate alone, not its env's other
+    the one saved (but for :data:`RESUMABLE_KEYS` and ``resumable``) raises
+    :class:`CheckpointMismatch` saying exactly what differs, config keys as
+    ``key: old -> new``; saved leaves this run has no place for (a sampler or solver with
+    fewer state fields) are named too. With ``allow_partial=True`` new components start
+    fresh (a new gate alone, not its env's other
     gates) and removed ones are dropped, with a warning; waiting groups laid out otherwise
     (another pending capacity) are all dropped, their count included; the engine's per-env
     state (mixer counts, no-progress counts, the env of each waiting group) follows the env
