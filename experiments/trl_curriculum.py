@@ -124,7 +124,6 @@ def main(argv=None) -> None:
     if last and not args.resume:
         raise SystemExit(f"{args.run_dir} holds checkpoints: pass --resume, or another --run-dir")
     steps, seed = _cli.trainer_steps_and_seed(args, resuming=last is not None)
-    start = int(last.rsplit("-", 1)[1]) if last else 0
     curriculum = cx.HostCurriculum(
         cx.curriculum(
             cx.samplers.difficulty_pools(NUM_TASKS),
@@ -158,8 +157,12 @@ def main(argv=None) -> None:
         processing_class=tokenizer(),
         curriculum=curriculum,
     )
+    # The newest checkpoint with its curriculum (a run stopped while saving one leaves the
+    # newest without it).
+    resume = trainer.last_checkpoint() if last else None
+    start = int(resume.rsplit("-", 1)[1]) if resume else 0
     began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=last)
+    trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - began
     write_metrics(os.path.join(args.run_dir, "metrics.jsonl"), trainer.state.log_history, start)
     _cli.finish_trainer_run(

@@ -447,7 +447,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """``GRPOTrainer.train``; a resumed run also restores the curriculum."""
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = self._last_whole_checkpoint()
+            resume_from_checkpoint = self.last_checkpoint()
         if resume_from_checkpoint:
             self.load_curriculum(os.path.join(resume_from_checkpoint, "curriculum"))
         else:
@@ -456,11 +456,16 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             self.curriculum_ledger.requeue()
         return super().train(resume_from_checkpoint or None, *args, **kwargs)
 
-    def _last_whole_checkpoint(self) -> str:
-        """The newest ``checkpoint-N`` in the output directory with its curriculum state. The
-        curriculum is written after the trainer's own files: a run killed in between leaves
-        a newer checkpoint without it, which is passed over with a warning (a checkpoint
-        without it that is the only one is refused by :meth:`load_curriculum`)."""
+    def last_checkpoint(self) -> str:
+        """The checkpoint ``train(resume_from_checkpoint=True)`` resumes from: the newest
+        ``checkpoint-N`` in the output directory with its curriculum state. The curriculum is
+        written after the trainer's own files: a run killed in between leaves a newer
+        checkpoint without it, which is passed over with a warning (where none has it, the
+        newest; :meth:`load_curriculum` refuses it).
+
+        Raises:
+          ValueError: the output directory holds no checkpoint.
+        """
         out = self.args.output_dir
         last = get_last_checkpoint(out)
         if last is None:

@@ -3,6 +3,7 @@ initialised Llama built from a config and a tokenizer built here (nothing is dow
 
 import json
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -274,10 +275,19 @@ def test_a_script_run_interrupted_after_a_checkpoint_keeps_every_step_once(tmp_p
         trl_curriculum.main(["--run-dir", str(run), "--steps", "4"])
     monkeypatch.setattr(trl_curriculum, "contains_target", reward)
     assert (run / "checkpoint-2").is_dir() and not (run / "metrics.jsonl").exists()
+    # Stopped while saving checkpoint-2, before its curriculum: --resume failed on it ("not
+    # written by CurriculumGRPOTrainer"); it resumes from checkpoint-1, saying so.
+    shutil.rmtree(run / "checkpoint-2" / "curriculum")
     for steps in (4, 5):  # the second resume restores checkpoint-4, whose log holds 1-4
-        trl_curriculum.main(["--run-dir", str(run), "--steps", str(steps), "--resume"])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trl_curriculum.main(["--run-dir", str(run), "--steps", str(steps), "--resume"])
+        passed_over = [w for w in caught if "holds no curriculum state" in str(w.message)]
+        assert len(passed_over) == (steps == 4)
         rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows] == list(range(1, steps + 1))
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["resumed_from"] == {4: 1, 5: 4}[steps]
 
 
 def test_a_resumed_script_run_keeps_the_seed_it_started_with(tmp_path, monkeypatch):
