@@ -196,7 +196,8 @@ def check_same_measure(config: CompareConfig, arm: Mapping, where: str) -> None:
     try:
         exp = arm_experiment(config, arm)
     except (ValueError, TypeError) as e:
-        raise type(e)(f"{where} ({arm['name']!r}): experiment.{e}") from None
+        kind = TypeError if isinstance(e, TypeError) else ValueError
+        raise kind(f"{where} ({arm['name']!r}): experiment.{e}") from None
     study = config.experiment
     differ = [name for name in ("init", "model") if getattr(exp, name) != getattr(study, name)]
     differ += [
