@@ -201,12 +201,10 @@ class HostCurriculum:
 
     def _observe_fn(self, state, ids, rewards, valid, advantages, token_mask, answers, count):
         """Padded on the host: ``valid`` is False in every padding rollout and ``token_mask``
-        in every padding position (None: no such padding, all True); padding rows are masked
-        by ``count``."""
+        in every padding position (None: advantages per group, all True); padding rows are
+        masked by ``count``."""
         self.trace_counts["observe"] += 1
         g = rewards.shape[0]
-        if valid is None:  # every given rollout (padding rows are masked by `count` below)
-            valid = jnp.ones(rewards.shape, bool)
         if advantages is None:
             # Credit sees only finite rewards (grpo_advantages applies finite_rewards, as the
             # engine does); observe still sees the raw reward and counts it non-finite.
