@@ -286,7 +286,7 @@ def driver_calls(driver: cx.HostCurriculum, results: dict[str, np.ndarray], num:
         return jnp.asarray(out)
 
     args = [pad(ids.astype(np.int32), (gp,)), pad(rewards.astype(np.float32), (gp, kp))]
-    valid = None if kp == k else pad(np.ones((g, k), bool), (gp, kp))
+    valid = pad(np.ones((g, k), bool), (gp, kp))  # always given, as HostCurriculum.observe does
     count = jnp.asarray(g, jnp.int32)
 
     def compiled(i):

@@ -388,7 +388,7 @@ class HostCurriculum:
                 self._state,
                 _pad(ids if ids.dtype == np.int32 else ids.astype(np.int32), (gp,)),
                 _pad(rewards, (gp, kp)),
-                None if valid is None else _pad(valid, (gp, kp)),
+                _pad(valid, (gp, kp)),
                 None if advantages is None else _pad(advantages, (gp, kp, tp)[: advantages.ndim]),
                 None if token_mask is None else _pad(token_mask, (gp, kp, tp)),
                 None if answers is None else _pad(answers, (gp, kp)),
