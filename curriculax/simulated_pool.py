@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curriculax._checks import check_num_tasks, int_at_least
+from curriculax._checks import check_num_tasks, int_at_least, number
 from curriculax._types import GroupResults, TaskDraw, TaskSampler
 
 KINDS = ("impossible", "trivial", "informative", "emerging", "coin_flip", "learning")
@@ -122,15 +122,18 @@ def make_pool(
         "learning": learning,
     }
     for name, share in shares.items():
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+        shares[name] = number(share, name)  # numpy scalars included; a TypeError naming it
+        if not 0 <= shares[name] <= 1:
             raise ValueError(f"{name} must be a share in [0, 1], got {share!r}")
     total = math.fsum(shares.values())
     if total > 1.0 + _SHARE_TOLERANCE:
         raise ValueError(f"the shares {shares} add up to more than 1: {total!r}")
+    coin_p = number(coin_p, "coin_p")
     if not 0.0 < coin_p < 1.0:
         raise ValueError(f"coin_p must lie strictly between 0 and 1, got {coin_p!r}")
     switch_step = int_at_least(switch_step, "switch_step", 0)
     learn_draws = int_at_least(learn_draws, "learn_draws")
+    seed = int_at_least(seed, "seed", 0)  # None would draw another pool each call
     rng = np.random.default_rng(seed)
     labels = [TRIVIAL, INFORMATIVE, EMERGING, COIN_FLIP, LEARNING]
     exact = [n * share for share in shares.values()]
@@ -217,6 +220,14 @@ def run(
     num = int_at_least(num, "num")
     group_size = int_at_least(group_size, "group_size")
     n = pool.kind.shape[0]
+    if sampler.num_tasks is not None and sampler.num_tasks != n:
+        # Larger: its ids past the pool are refused only after the run; smaller: it would
+        # never draw part of the pool, without a word.
+        raise ValueError(
+            f"the sampler was built for {sampler.num_tasks} tasks, the simulated pool has {n}; "
+            f"build it with num_tasks={n}"
+        )
+    _check_keys(keys)
     gain = jnp.zeros((n,), jnp.float32) if pool.gain is None else pool.gain
     num_kinds = len(KINDS)
 
@@ -267,6 +278,17 @@ def run(
     return trace
 
 
+def _check_keys(keys) -> None:
+    """A ValueError naming ``keys`` unless it holds a leading axis of seeds (one key gives
+    vmap's error, which names neither)."""
+    typed = jnp.issubdtype(getattr(keys, "dtype", None), jax.dtypes.prng_key)
+    if jnp.ndim(keys) < (1 if typed else 2):
+        raise ValueError(
+            f"keys must hold one key per seed along a leading axis (jax.random.split(key, "
+            f"seeds)), got shape {jnp.shape(keys)}"
+        )
+
+
 def summarize(pool: SimulatedPool, trace: SimulationTrace) -> dict[str, np.ndarray]:
     """Per-seed numbers (``f64[S]`` each):
 
@@ -280,11 +302,12 @@ def summarize(pool: SimulatedPool, trace: SimulationTrace) -> dict[str, np.ndarr
     - ``emerging_share_late``: share of the draws in the last quarter of the run (at least
       its last step) on emerging tasks;
     - ``coin_flip_share``: share of all draws on coin flips;
-    - ``coin_flip_rate``: draws per coin flip per step (0 without coin flips);
+    - ``coin_flip_rate``: draws per coin flip per step (``nan`` without coin flips);
     - ``learning_rate``: draws per learning task still below rate 1, per step, over the steps
-      with such a task (0 without learning tasks): a sampler that prefers the tasks the policy
-      is learning has ``learning_rate > coin_flip_rate``;
-    - ``learned_share``: share of the learning tasks whose rate reached 1 by the end.
+      with such a task (``nan`` without one): a sampler that prefers the tasks the policy is
+      learning has ``learning_rate > coin_flip_rate``;
+    - ``learned_share``: share of the learning tasks whose rate reached 1 by the end (``nan``
+      without learning tasks).
     """
     draws = np.asarray(trace.draws, np.float64)
     useful = np.asarray(trace.informative, np.float64)
@@ -317,16 +340,19 @@ def summarize(pool: SimulatedPool, trace: SimulationTrace) -> dict[str, np.ndarr
 def _noise_summary(pool: SimulatedPool, trace: SimulationTrace, draws, total) -> dict:
     kind = np.asarray(pool.kind)
     steps = draws.shape[1]
-    num_coin = max(int(np.sum(kind == COIN_FLIP)), 1)
+    num_coin = int(np.sum(kind == COIN_FLIP))
     open_ = np.asarray(trace.open_learning, np.float64)
     open_draws = np.asarray(trace.open_learning_draws, np.float64)
     learning = kind == LEARNING
     gain = np.zeros(kind.shape) if pool.gain is None else np.asarray(pool.gain)
     final = np.asarray(pool.before)[None, :] + gain[None, :] * np.asarray(trace.task_draws)
-    learned = (final[:, learning] >= 1.0).mean(1) if learning.any() else np.zeros(len(draws))
+    # Without learning tasks (or coin flips) their numbers do not exist: nan, not 0.
+    nan = np.full(len(draws), np.nan)
+    learned = (final[:, learning] >= 1.0).mean(1) if learning.any() else nan
+    opened = open_.sum(1)
     return {
         "coin_flip_share": draws[:, :, COIN_FLIP].sum(1) / total.sum(1),
-        "coin_flip_rate": draws[:, :, COIN_FLIP].sum(1) / (num_coin * steps),
-        "learning_rate": open_draws.sum(1) / np.maximum(open_.sum(1), 1.0),
+        "coin_flip_rate": draws[:, :, COIN_FLIP].sum(1) / (num_coin * steps) if num_coin else nan,
+        "learning_rate": np.where(opened > 0, open_draws.sum(1) / np.maximum(opened, 1.0), nan),
         "learned_share": np.asarray(learned, np.float64),
     }

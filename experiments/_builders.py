@@ -68,6 +68,17 @@ def check_labels(labels) -> None:
         )
 
 
+def shares_to_counts(shares: np.ndarray, total: int) -> np.ndarray:
+    """``i64[L]`` non-negative counts summing to ``total`` in proportion to ``shares``
+    (largest remainders; a share of 0 always gets 0)."""
+    shares = np.asarray(shares, np.float64)
+    exact = shares / shares.sum() * total
+    counts = np.floor(exact).astype(np.int64)
+    order = np.argsort(-(exact - counts), kind="stable")
+    counts[order[: total - counts.sum()]] += 1
+    return counts
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskConfig:
     """The task family and the training pool's composition.
@@ -143,7 +154,31 @@ class TaskConfig:
                 f"{self.size} entries (the run would be the one without distractors); give a "
                 f"share of at least {1 / self.size:.3g} (one entry), 0 for none, or a larger pool"
             )
+        counts = self.level_counts
+        if np.any(counts[list(self.pool_levels)] == 0):
+            num_coin = self.size - int(counts.sum())
+            size = (
+                f"task.pool_size={self.pool_size}"
+                if self.pool_size
+                else f"task.train_per_level={self.train_per_level} x {len(self.pool_levels)} levels"
+            )
+            mass = list(self.level_mass) if self.level_mass else "equal shares"
+            coin = (
+                f" once task.distractors={self.distractors} took {num_coin} as coin flips"
+                if num_coin
+                else ""
+            )
+            raise ValueError(
+                f"{size} leaves some level of task.level_mass ({mass}) no entry: "
+                f"{int(counts.sum())} real entries{coin}, by level {counts.tolist()}; raise the "
+                f"pool size{' or lower task.distractors' if num_coin else ''}"
+            )
         check_labels(self.labels)
+
+    @property
+    def level_counts(self) -> np.ndarray:
+        """``i64[num_levels]`` real (non-distractor) entries per level."""
+        return shares_to_counts(self.mass, self.size - round(self.size * self.distractors))
 
     @property
     def mass(self) -> np.ndarray:
@@ -337,17 +372,6 @@ class Built(NamedTuple):
     pass_probability: Callable | None = None
 
 
-def shares_to_counts(shares: np.ndarray, total: int) -> np.ndarray:
-    """``i64[L]`` non-negative counts summing to ``total`` in proportion to ``shares``
-    (largest remainders; a share of 0 always gets 0)."""
-    shares = np.asarray(shares, np.float64)
-    exact = shares / shares.sum() * total
-    counts = np.floor(exact).astype(np.int64)
-    order = np.argsort(-(exact - counts), kind="stable")
-    counts[order[: total - counts.sum()]] += 1
-    return counts
-
-
 def _distractor_spec(task: TaskConfig):
     other = "copy" if task.family == "reversal" else "reversal"
     return family_spec(dataclasses.replace(task, family=other))
@@ -362,13 +386,8 @@ def make_study_pool(config: GRPOExperimentConfig) -> Pool:
     task = config.task
     spec = family_spec(task)
     size = task.size
-    num_coin = round(size * task.distractors)
-    counts = shares_to_counts(task.mass, size - num_coin)
-    if np.any(counts[list(task.pool_levels)] == 0):
-        raise ValueError(
-            f"task.pool_size={size} is too small for task.level_mass={list(task.level_mass)}: "
-            f"some level would get no entry (counts {counts.tolist()}); raise pool_size"
-        )
+    counts = task.level_counts  # every pool level holds an entry (TaskConfig checks)
+    num_coin = size - int(counts.sum())
     train, held_out = T.make_pools(
         jax.random.key(0),
         spec,

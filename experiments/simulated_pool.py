@@ -88,9 +88,11 @@ def _parse(argv=None) -> argparse.Namespace:
             f"--switch {args.switch}"
         )
     sizes = (QUICK_NOISY if args.noisy is not None else QUICK) if args.quick else FULL
+    args.defaulted = set()  # the flags filled in here, which an error must call defaults
     for name, value in sizes.items():
         if getattr(args, name) is None:  # --quick once overrode flags given beside it
             setattr(args, name, value)
+            args.defaulted.add(name)
     _check(args)
     return args
 
@@ -110,9 +112,15 @@ def _check(args: argparse.Namespace) -> None:
                 "trivial tasks take the rest)"
             )
     elif not 0 <= args.switch < args.steps:
+        given = (
+            f"{args.switch}, its default{' with --quick' if args.quick else ''}; give a --switch "
+            "below --steps"
+            if "switch" in getattr(args, "defaulted", ())
+            else str(args.switch)
+        )
         raise ValueError(
-            f"--switch must lie in [0, --steps {args.steps}), got {args.switch} (the step at "
-            "which emerging tasks turn)"
+            f"--switch must lie in [0, --steps {args.steps}), got {given} (the step at which "
+            "emerging tasks turn)"
         )
 
 
@@ -203,7 +211,7 @@ def arms(n: int) -> dict:
 
 def _composition(pool) -> str:
     """The pool's tasks by kind as the header prints them, counted (the shares are rounded to
-    whole tasks: 10 tasks at 5% informative hold 1, 10%)."""
+    whole tasks: 11 tasks at 5% informative hold 1, 9%)."""
     from curriculax import simulated_pool as sp
 
     counts = np.bincount(np.asarray(pool.kind), minlength=len(sp.KINDS))

@@ -322,3 +322,76 @@ def test_the_header_counts_the_pools_tasks_by_kind(monkeypatch, capsys, argv):
     n = int(re.search(r"N=(\d+)", header).group(1))
     counts = [int(c) for c in re.findall(r"(\d+) [a-z ]+ \(\d+%\)", header)]
     assert counts and sum(counts) == n, header
+
+
+def test_a_sampler_of_another_pool_size_is_refused():
+    """A sampler built for fewer tasks ran and never drew the rest of the pool."""
+    pool = sp.make_pool(20)
+    for n in (10, 30):
+        with pytest.raises(ValueError, match=rf"built for {n} tasks, the simulated pool has 20"):
+            sp.run(cx.samplers.uniform(n), pool, steps=2, num=4, keys=_keys())
+
+
+@pytest.mark.parametrize("keys", [jax.random.key(0), jax.random.PRNGKey(0)], ids=["typed", "raw"])
+def test_one_key_is_refused_naming_keys(keys):
+    with pytest.raises(ValueError, match=r"^keys must hold one key per seed"):
+        sp.run(cx.samplers.uniform(8), sp.make_pool(8), steps=2, num=4, keys=keys)
+    # a raw key array with a seeds axis runs
+    sp.run(
+        cx.samplers.uniform(8),
+        sp.make_pool(8),
+        steps=2,
+        num=4,
+        keys=jax.random.split(jax.random.PRNGKey(0), 2),
+    )
+
+
+def test_make_pool_names_its_bad_arguments():
+    """np.float32(0.3) was refused as out of range; seed=-1 and coin_p="0.5" failed unnamed;
+    seed=None drew another pool each call."""
+    assert np.asarray(sp.make_pool(10, trivial=np.float32(0.3)).kind).size == 10
+    with pytest.raises(ValueError, match=r"^seed must be >= 0, got -1"):
+        sp.make_pool(10, seed=-1)
+    with pytest.raises(TypeError, match=r"^seed must be an int"):
+        sp.make_pool(10, seed=None)
+    with pytest.raises(TypeError, match=r"^coin_p must be a number"):
+        sp.make_pool(10, coin_p="0.5")
+    with pytest.raises(TypeError, match=r"^trivial must be a number"):
+        sp.make_pool(10, trivial="0.5")
+
+
+def test_numbers_of_kinds_the_pool_lacks_are_nan():
+    """learned_share and learning_rate were 0 without learning tasks (a measured-looking 0);
+    coin_flip_rate 0 without coin flips."""
+    pool = sp.make_pool(16, trivial=0.5, informative=0.5, emerging=0.0)
+    m = sp.summarize(pool, sp.run(cx.samplers.uniform(16), pool, steps=3, num=4, keys=_keys(2)))
+    for name in ("learned_share", "learning_rate", "coin_flip_rate"):
+        assert np.all(np.isnan(m[name])), name
+    assert np.all(m["coin_flip_share"] == 0.0)
+    pool = sp.make_pool(
+        16, trivial=0.0, informative=0.0, emerging=0.0, coin_flip=0.5, learning=0.5, learn_draws=2
+    )
+    m = sp.summarize(pool, sp.run(cx.samplers.uniform(16), pool, steps=3, num=4, keys=_keys(2)))
+    for name in ("learned_share", "learning_rate", "coin_flip_rate"):
+        assert np.all(np.isfinite(m[name])), name
+
+
+def test_the_noisy_table_of_a_pool_without_learning_tasks_prints_dashes(capsys):
+    script.main(["--noisy", "0.5", "--tasks", "2", "--num", "2", "--steps", "5", "--seeds", "1"])
+    out = capsys.readouterr().out
+    assert "learning" not in out.splitlines()[1], out  # the header counts no learning task
+    cells = _row(out, "uniform")
+    assert cells[2] == "-" and cells[4] == "-", cells  # were 0.000 ± 0.000
+
+
+@pytest.mark.parametrize(
+    "argv, default", [(["--steps", "100"], 150), (["--quick", "--steps", "30"], 40)]
+)
+def test_a_default_switch_past_the_steps_is_called_the_default(monkeypatch, argv, default):
+    """--steps alone was refused as "--switch must lie in [0, --steps 100), got 150", a flag
+    the user never gave."""
+    monkeypatch.setattr(script, "arms", _never)
+    with pytest.raises(ValueError, match=rf"got {default}, its default.*give a --switch below"):
+        script.main(argv)
+    with pytest.raises(ValueError, match=r"got 150 \(the step"):  # given: no such words
+        script.main(["--steps", "100", "--switch", "150"])

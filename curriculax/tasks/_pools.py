@@ -112,11 +112,9 @@ def make_pools(
       >>> train.level.tolist(), held_out.level.tolist()  # level 0 holds only 8 tasks
       ([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2], [0, 1, 1, 2, 2])
     """
-    if train_per_level < 1 or held_out_per_level < 1:
-        raise ValueError(
-            "train_per_level and held_out_per_level must be >= 1, got "
-            f"{train_per_level!r} and {held_out_per_level!r}."
-        )
+    # Named here: a float would fail later as an unnamed slice error, after the draw.
+    train_per_level = _checks.int_at_least(train_per_level, "train_per_level")
+    held_out_per_level = _checks.int_at_least(held_out_per_level, "held_out_per_level")
     held_out_mask(jnp.zeros((), jnp.uint32), held_out_frac)  # validates held_out_frac
     num_candidates = _num_candidates(train_per_level, held_out_per_level, held_out_frac)
     pool = jax.device_get(generate(key, spec, num_candidates))

@@ -61,9 +61,22 @@ def test_bad_pool_settings_are_named():
         TaskConfig(num_levels=3, level_mass=(1.0, 1.0))
     with pytest.raises(ValueError, match=r"eval_levels \[2\]"):
         TaskConfig(num_levels=3, level_mass=(1.0, 1.0, 0.0), eval_levels=(2,))
-    with pytest.raises(ValueError, match="too small"):
-        task = TaskConfig(level_mass=(1, 1, 1, 1, 1, 50), pool_size=20)
-        make_study_pool(GRPOExperimentConfig(task=task))
+    with pytest.raises(ValueError, match=r"task.pool_size=20 leaves some level .* no entry"):
+        TaskConfig(level_mass=(1, 1, 1, 1, 1, 50), pool_size=20)
+
+
+@pytest.mark.parametrize(
+    "share, levels, counts",
+    [
+        (0.96, 2, r"0 real entries once task.distractors=0.96 took 10 .*\[0, 0\]"),
+        (0.85, 3, r"2 real entries once task.distractors=0.85 took 8 .*\[1, 1, 0\]"),
+    ],
+)
+def test_distractors_that_leave_a_level_empty_are_named(share, levels, counts):
+    """Too many coin flips for the real levels was blamed on pool_size and level_mass (the
+    default, printed as []), and only once the pool was built."""
+    with pytest.raises(ValueError, match=rf"^task.pool_size=10 .*{counts}.*lower task.distr"):
+        TaskConfig(num_levels=levels, pool_size=10, distractors=share)
 
 
 @pytest.mark.parametrize("mass", [(math.inf, 1.0, 1.0), (math.nan, 1.0, 1.0), (1e308, 1e308, 1.0)])

@@ -193,3 +193,12 @@ def test_take_refuses_concrete_indices_out_of_range():
     assert T.take(pool, np.zeros((0,), np.int32)).level.shape == (0,)
     # Traced indices cannot be checked (the documented precondition): jit still works.
     assert jax.jit(T.take)(pool, jnp.array([1, 2])).level.shape == (2,)
+
+
+@pytest.mark.parametrize("name", ["train_per_level", "held_out_per_level"])
+@pytest.mark.parametrize("value", [2.5, True])
+def test_a_count_that_is_not_an_int_is_named(name, value):
+    """2.5 failed after the draw as an unnamed slice error; True was taken as 1."""
+    counts = {"train_per_level": 2, "held_out_per_level": 2, name: value}
+    with pytest.raises(TypeError, match=rf"^{name} must be an int >= 1"):
+        T.make_pools(jax.random.key(0), T.ReversalSpec(num_levels=2), **counts)
