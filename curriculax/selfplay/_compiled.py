@@ -223,6 +223,11 @@ def host_challenger(pure: PureChallenger, seed_tasks: Any, capacity: int) -> Cha
     def host_propose(spec, report):
         verdicts = report.judged
         m = len(verdicts)
+        if m > capacity:  # a frontier larger than the Judged rows the compiled path passes
+            raise ValueError(
+                f"host_challenger(capacity={capacity}) got {m} judged tasks in one round: give "
+                "it the run's frontier_capacity (4 * generated_per_round by default)"
+            )
         pad = jax.tree.map(lambda s: np.zeros((capacity, *s[0]), s[1]), layout, is_leaf=is_leaf)
         if m:
             # The layout as the prefix tree: a verdict's leaf of a vector row is a Python list.
@@ -360,6 +365,11 @@ def compiled_evolve(
             f"challenger must be a selfplay.PureChallenger (pure JAX), got "
             f"{type(challenger).__name__}; host callables run on curriculum_evolve"
         )
+    if held_out_tasks is None:
+        raise ValueError(
+            "held_out_tasks is required on the compiled path (curriculum_evolve can split "
+            "held_out_frac of the seed tasks off instead)"
+        )
     if _num_rows(held_out_tasks) == 0:  # before keying: an empty pool has no rows to hash
         raise ValueError("held_out_tasks is empty")
     layout = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), seed_tasks)
@@ -373,8 +383,12 @@ def compiled_evolve(
     check_unique_keys(held_keys, "held_out_tasks")
     keys_np = task_keys(seed_tasks)
     check_unique_keys(keys_np, "seed_tasks")
-    if np.intersect1d(task_keys(conform_pool(seed_tasks, keyed, "seed_tasks")), held_keys).size:
-        raise ValueError("held_out_tasks share keys with seed_tasks; they must be disjoint")
+    shared = np.intersect1d(task_keys(conform_pool(seed_tasks, keyed, "seed_tasks")), held_keys)
+    if shared.size:  # the host path's message (curriculum_evolve)
+        raise ValueError(
+            f"{shared.size} held-out task(s) are also seed tasks (keys {shared[:5].tolist()}"
+            "...); the held-out set must be disjoint from the training pool"
+        )
     n = len(keys_np)
     capacity = (
         4 * generated_per_round

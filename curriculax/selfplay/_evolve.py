@@ -239,9 +239,11 @@ def curriculum_evolve(
         of the run's keys; a held-out task whose content a training task also holds (two
         copies under distinct ``seed_keys``) is refused.
       held_out_tasks: an explicit evaluation set (the structure and row shapes of
-        ``seed_tasks``, else refused; cast ``same_kind`` to the seed dtypes before it is keyed,
-        as a generated task is; none of its keys may be a seed task's); then every seed task
-        trains.
+        ``seed_tasks``, else refused; none of its keys may be a seed task's); then every seed
+        task trains. Generated tasks, the held-out set and the seed pool are compared as the
+        solver trains them: cast ``same_kind`` to the seed pool's dtypes in JAX's precision
+        (float64 as float32 unless x64 is on), so a float32 copy of a float64 held-out task
+        is a collision.
       key: PRNG key or int seed of the run (a signed 64-bit int; each its own key).
       sampler: the seed sampler: a TaskSampler for the training split, a config mapping
         (``{"type": "difficulty_pools"}``, the default), or ``num_tasks -> TaskSampler``.
@@ -288,6 +290,18 @@ def curriculum_evolve(
             f"tasks; pass one key per seed task, u32[{len(content)}]"
         )
     check_unique_keys(keys, "seed_tasks")
+    # The solver trains on the pools in JAX's dtypes (a float64 leaf as float32 unless x64 is
+    # on): generated tasks, the held-out set and the seed pool are compared as they train, in
+    # that layout (as compiled_evolve compares them), else a float32 copy of a float64
+    # held-out task would pass as another task and train. The split keeps the given keys.
+    keyed = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(
+            np.shape(x)[1:], jax.dtypes.canonicalize_dtype(np.asarray(x).dtype)
+        ),
+        seed_tasks,
+    )
+    seed_tasks = conform_pool(seed_tasks, keyed, "seed_tasks")
+    trained = task_keys(seed_tasks)
     if held_out_tasks is not None:
         if held_out_frac:
             raise ValueError(
@@ -296,16 +310,13 @@ def curriculum_evolve(
             )
         if _num_rows(held_out_tasks) == 0:  # before keying: an empty pool has no rows to hash
             raise ValueError("held_out_tasks is empty")
-        # Keyed as a generated task is: cast to the seed pool's layout first (the keys hash
+        # Keyed as a generated task is: cast to the layout above first (the keys hash
         # dtypes, so a float64 copy of a float32 seed task would pass as another task).
-        seed_layout = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], np.asarray(x).dtype), seed_tasks
-        )
-        held_out_tasks = conform_pool(held_out_tasks, seed_layout, "held_out_tasks")
+        held_out_tasks = conform_pool(held_out_tasks, keyed, "held_out_tasks")
         held_keys = task_keys(held_out_tasks)
         check_unique_keys(held_keys, "held_out_tasks")
         # Compared by what the tasks hold (given seed_keys are another key space).
-        shared = np.intersect1d(content, held_keys)
+        shared = np.intersect1d(trained, held_keys)
         if shared.size:
             raise ValueError(
                 f"{shared.size} held-out task(s) are also seed tasks (keys {shared[:5].tolist()}"
@@ -327,24 +338,25 @@ def curriculum_evolve(
                 f"no seed task fell in the held-out split ({len(keys)} tasks, "
                 f"held_out_frac={frac}); add tasks or raise held_out_frac"
             )
-        # The split goes by the run's keys; given seed_keys can put two copies of one task
-        # on both sides, so what the tasks hold is compared too (as for held_out_tasks).
-        shared = np.intersect1d(content[train_idx], content[held_idx])
+        # The split goes by the run's keys; given seed_keys (or float64 rows equal in float32)
+        # can put two copies of one task on both sides, so what the tasks hold as trained is
+        # compared too (as for held_out_tasks).
+        shared = np.intersect1d(trained[train_idx], trained[held_idx])
         if shared.size:
             rows = [
-                f"held-out rows {held_idx[content[held_idx] == k][:4].tolist()} and training "
-                f"rows {train_idx[content[train_idx] == k][:4].tolist()}"
+                f"held-out rows {held_idx[trained[held_idx] == k][:4].tolist()} and training "
+                f"rows {train_idx[trained[train_idx] == k][:4].tolist()}"
                 for k in shared[:3]
             ]
             raise ValueError(
                 f"{shared.size} held-out task(s) have a copy in the training split (same "
-                f"content, distinct seed_keys): {'; '.join(rows)}; the held-out set must be "
-                "disjoint from the training pool: remove the duplicate rows or pass "
+                f"content as trained, distinct keys): {'; '.join(rows)}; the held-out set must "
+                "be disjoint from the training pool: remove the duplicate rows or pass "
                 "held_out_tasks"
             )
         train_tasks, train_keys = _take(seed_tasks, train_idx), keys[train_idx]
         held_tasks = _take(seed_tasks, held_idx)
-        num_held, forbidden = len(held_idx), content[held_idx]
+        num_held, forbidden = len(held_idx), trained[held_idx]
     n = len(train_keys)
 
     inner = _build_sampler(sampler, n)

@@ -95,6 +95,16 @@ def main(argv=None) -> None:
         _cli.check_key("steps_per_round", args.steps_override, "--steps")
         config = dataclasses.replace(config, steps_per_round=args.steps_override)
     refuse_unread(config.experiment, SelfPlayConfig().experiment, unread_keys(config.experiment))
+    base_frac = config.experiment.task.held_out_frac
+    if config.experiment.init != "scratch" and config.held_out_frac > base_frac:
+        # The split is a threshold on each task's key: a larger share holds out tasks the
+        # base trained on, and the held-out score would measure them as unseen.
+        raise ValueError(
+            f"held_out_frac = {config.held_out_frac} holds out more than the warm-started "
+            f"base's split (experiment.task.held_out_frac = {base_frac}): some held-out tasks "
+            "would be ones the base trained on; give held_out_frac <= "
+            f"{base_frac} or raise experiment.task.held_out_frac"
+        )
     summary_path = os.path.join(args.run_dir, "summary.json")
     _cli.refuse_earlier_output(summary_path, args.overwrite)
     exp = config.experiment

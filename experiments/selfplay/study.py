@@ -49,6 +49,7 @@ import jax
 import numpy as np
 
 from curriculax._files import write_json_atomic, write_text_atomic
+from curriculax._random import seed_key
 from experiments import _cli
 from experiments import _markdown as md
 from experiments import _stats as S
@@ -393,7 +394,9 @@ def run_compiled(
     challenger, start = pure_arm_challenger(arm, spec, config.start_level)
     train, held_out = _scenario_tasks(config)
     solver = make_solver(exp, spec)
-    keys = jax.vmap(jax.random.key)(np.asarray(seeds, np.uint32))
+    # The host path's key for each seed (curriculum_evolve's seed_key): u32 casts failed past
+    # 2**32 and for negative seeds, which the host path runs.
+    keys = jax.numpy.stack([seed_key(s, "--seed") for s in seeds])
     t0 = time.perf_counter()
     out = compiled_evolve(
         solver,

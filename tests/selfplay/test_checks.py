@@ -13,7 +13,13 @@ from curriculax.selfplay import (
     host_challenger,
     row_keys,
 )
-from curriculax.selfplay.toy import capped_solver, level_challenger, level_tasks
+from curriculax.selfplay.toy import (
+    capped_solver,
+    level_challenger,
+    level_tasks,
+    pure_bandit_spec,
+    pure_level_bandit,
+)
 from curriculax.tasks import held_out_mask
 
 SPEC = {"unused": jnp.int32(0)}
@@ -220,6 +226,10 @@ def test_a_positive_frontier_share_that_rounds_to_no_group_is_refused_on_both_pa
         (dict(generated_per_round=0), r"generated_per_round must be an int >= 1, got 0"),
         (dict(held_out_tasks="empty"), r"held_out_tasks is empty"),
         (dict(held_out_tasks="duplicated"), r"held_out_tasks"),
+        # (was "held_out_tasks is empty", for an argument never given)
+        (dict(held_out_tasks="missing"), r"held_out_tasks is required on the compiled path"),
+        # (was "held_out_tasks share keys with seed_tasks", with no count or key)
+        (dict(held_out_tasks="seed rows"), r"^2 held-out task\(s\) are also seed tasks \(keys"),
     ],
 )
 def test_compiled_evolve_refuses_what_the_host_path_refuses(bad, match):
@@ -228,6 +238,8 @@ def test_compiled_evolve_refuses_what_the_host_path_refuses(bad, match):
     held_out = {
         "empty": jax.tree.map(lambda x: x[:0], held),
         "duplicated": jax.tree.map(lambda x: jnp.concatenate([x, x[:1]]), held),
+        "missing": None,
+        "seed rows": jax.tree.map(lambda x, y: jnp.concatenate([x, y[:2]]), held, tasks),
     }
     kw = {**dict(rounds=1, steps_per_round=1, batch_groups=4), **bad}
     kw["held_out_tasks"] = held_out.get(kw.get("held_out_tasks"), held)
@@ -236,7 +248,8 @@ def test_compiled_evolve_refuses_what_the_host_path_refuses(bad, match):
         compiled_evolve(
             capped_solver(), tasks, challenger=pure, spec=SPEC, keys=jax.random.key(0)[None], **kw
         )
-    if "generated_per_round" not in bad:  # the host path refuses the same (no challenger)
+    # the host path refuses the same (no challenger; without held_out_tasks it splits)
+    if "generated_per_round" not in bad and kw["held_out_tasks"] is not None:
         with pytest.raises(ValueError, match=match):
             curriculum_evolve(capped_solver(), tasks, key=0, **kw)
 
@@ -263,4 +276,96 @@ def test_seed_keys_of_another_length_than_the_seed_tasks_are_refused(num_keys, h
             group_size=2,
             key=0,
             **split,
+        )
+
+
+def _challenger_of(rows):
+    """A pure challenger whose every payload is one of ``rows`` (JAX's f32/i32, as generated)."""
+    level = jnp.asarray(rows["level"], jnp.float32)
+    variant = jnp.asarray(rows["variant"], jnp.int32)
+
+    def generate(spec, keys):
+        i = jax.vmap(lambda k: jax.random.randint(k, (), 0, level.shape[0]))(keys)
+        return {"level": level[i], "variant": variant[i]}
+
+    return PureChallenger(
+        generate, lambda p: (p, jnp.ones(p["level"].shape, bool)), lambda spec, judged: spec
+    )
+
+
+def test_a_float32_copy_of_a_float64_held_out_task_is_a_collision_on_both_paths():
+    # Levels float32 cannot hold (2.1): the host keyed the held-out set in the seed pool's
+    # float64 and the generated copy as float64(float32(2.1)), missed every copy and trained
+    # it (host generated 2, collisions 0; the compiled path: 0 and 6).
+    tasks, held = _pools()
+    tasks, held = _numpy_defaults(tasks), _numpy_defaults(held)
+    tasks["level"], held["level"] = tasks["level"] + 0.1, held["level"] + 0.1  # in float64
+    compiled, host = _both_paths(_challenger_of(held), tasks, held)
+    assert (host.generated, host.collisions) == (0, 6)
+    assert np.asarray(compiled.collisions)[0].tolist() == [6]
+    assert np.asarray(compiled.generated)[0].tolist() == [0]
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.1])
+def test_copies_of_the_held_out_split_of_a_numpy_pool_are_collisions(offset):
+    # The held_out_frac split of an f64/i64 pool: its held-out keys were the float64 rows',
+    # generated tasks were keyed in float32/int32, so no copy ever collided (generated 4,
+    # collisions 0: held-out tasks trained).
+    tasks = _numpy_defaults(level_tasks(levels=4, per_level=10))
+    tasks["level"] = tasks["level"] + offset
+    held = np.asarray(held_out_mask(content_keys(tasks, bits=32), 0.2))
+    assert held.any()
+    rows = {name: x[held] for name, x in tasks.items()}
+    res = curriculum_evolve(
+        capped_solver(),
+        tasks,
+        challenger=host_challenger(_challenger_of(rows), tasks, 4 * 6),
+        spec=SPEC,
+        key=0,
+        **KW,
+    )
+    report = res.curriculum[0]
+    assert (report.generated, report.collisions) == (0, 6)
+
+
+def test_float64_rows_one_task_in_float32_on_both_sides_of_the_split_are_refused():
+    # Two rows that differ below float32 precision are one task as the solver trains it: one
+    # in each side of the split was a held-out task in the training pool.
+    base = _numpy_defaults(level_tasks(levels=4, per_level=10))
+    i = int(np.flatnonzero(np.asarray(held_out_mask(content_keys(base, bits=32), 0.2)))[0])
+    for j in (j for j in range(len(base["level"])) if j != i):  # a training row once nudged
+        tasks = {name: x.copy() for name, x in base.items()}
+        tasks["level"][j] = np.nextafter(tasks["level"][i], np.inf)  # float32 rounds it back
+        tasks["variant"][j] = tasks["variant"][i]
+        if not np.asarray(held_out_mask(content_keys(tasks, bits=32), 0.2))[j]:
+            break
+    else:
+        raise AssertionError("no training row stays in the training split once nudged")
+    with pytest.raises(ValueError, match=r"have a copy in the training split"):
+        curriculum_evolve(
+            capped_solver(), tasks, key=0, rounds=1, steps_per_round=1, batch_groups=4
+        )
+
+
+def test_a_host_challenger_smaller_than_the_frontier_is_named():
+    """capacity 2 for a frontier of 32 failed inside propose as numpy's "could not broadcast
+    input array from shape (3,) into shape (2,)"."""
+    tasks = level_tasks(levels=4, per_level=8)
+    held = jax.tree.map(lambda x: x[:4] + 100, level_tasks(levels=1, per_level=4))
+    pure = pure_level_bandit(max_level=4)
+    with pytest.raises(ValueError, match=r"^host_challenger\(capacity=2\) got \d+ judged tasks"):
+        curriculum_evolve(
+            capped_solver(),
+            tasks,
+            challenger=host_challenger(pure, tasks, 2),
+            spec=pure_bandit_spec(4),
+            held_out_tasks=held,
+            key=0,
+            rounds=2,
+            steps_per_round=4,
+            generated_per_round=8,
+            frontier_share=0.5,
+            batch_groups=8,
+            group_size=4,
+            max_attempts=2,
         )

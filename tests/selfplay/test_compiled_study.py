@@ -8,6 +8,7 @@ from contextlib import redirect_stdout
 
 import jax
 import numpy as np
+import pytest
 
 from curriculax import tasks as T
 from curriculax.selfplay import RoundReport, compiled_evolve, judged_direction, level_direction
@@ -161,3 +162,25 @@ def test_the_study_runs_compiled_and_refuses_the_learned_arm(tmp_path, capsys):
         assert "host path only" in str(e)
     else:
         raise AssertionError("the learned arm ran on the compiled path")
+
+
+def test_a_compiled_arm_keys_its_seeds_as_the_host_path_does(monkeypatch):
+    """Seeds cast to uint32 failed past 2**32 (and below 0), which the host path runs with
+    seed_key; in range, the keys are jax.random.key(seed), the host's."""
+    import curriculax.selfplay as sp
+    from curriculax._random import seed_key
+
+    seen = {}
+
+    def capture(*args, keys, **kwargs):
+        seen["keys"] = keys
+        raise StopIteration
+
+    monkeypatch.setattr(sp, "compiled_evolve", capture)
+    for seeds in ([2**32 - 1, 2**32], [-1, 0], [3, 4]):
+        with pytest.raises(StopIteration):  # it reached the program with its keys
+            study.run_compiled(_config(), "self-play", seeds)
+        want = np.stack([jax.random.key_data(seed_key(s)) for s in seeds])
+        assert np.array_equal(jax.random.key_data(seen["keys"]), want), seeds
+    plain = np.stack([jax.random.key_data(jax.random.key(s)) for s in (3, 4)])
+    assert np.array_equal(jax.random.key_data(seen["keys"]), plain)  # the stored runs' keys

@@ -321,6 +321,27 @@ def test_the_grpo_self_play_script_refuses_experiment_keys_it_never_reads(tmp_pa
     assert "task.level_mass" in grpo_selfplay.unread_keys(based)
 
 
+def test_the_grpo_self_play_script_refuses_held_out_tasks_its_base_trained_on(
+    tmp_path, monkeypatch
+):
+    """A top-level held_out_frac above the base's split held out tasks the base had trained
+    on (0.5 over the base's 0.2: 12 of 140 held-out tasks), measured as unseen."""
+    from experiments.selfplay import grpo_selfplay
+
+    monkeypatch.setattr(grpo_selfplay, "evolve_arm", _never)
+    base = "experiment.init={base='short-lengths'}"
+    cases = [
+        (f"held_out_frac={f}", r"holds out more than the warm-started base's split")
+        for f in (0.3, 0.5)
+    ]
+    for setting, message in cases:
+        with pytest.raises(ValueError, match=message):
+            grpo_selfplay.main(["--set", base, "--set", setting, "--run-dir", str(tmp_path / "r")])
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(AssertionError, match="started its work"):  # an equal share runs
+        grpo_selfplay.main(["--set", base, "--run-dir", str(tmp_path / "r")])
+
+
 def test_a_miss_is_censored_at_its_own_runs_budget():
     config, _ = _stored("bridge-study")
     budgets = [19_200 * (i + 1) for i in range(10)]
