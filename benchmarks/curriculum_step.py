@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import math
 import os
 import platform
 import shlex
@@ -591,11 +592,20 @@ def machine_info(module: str, argv: Sequence[str] | None = None) -> str:
     )
 
 
-def _size(text: str) -> int:
+def pool_size(text: str) -> int:
+    """An argparse type: a pool size, an integer >= 1 (``1e6`` notation ok)."""
     value = float(text)
-    if value < 1 or value != int(value):
+    if not math.isfinite(value) or value < 1 or value != int(value):  # int(inf) would raise
         raise argparse.ArgumentTypeError(f"pool sizes must be positive integers, got {text!r}")
     return int(value)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int >= 1 (a count of repeats, steps, tasks or devices)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -604,7 +614,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--sizes", type=_size, nargs="+", help="pool sizes N (1e6 notation ok)")
+    parser.add_argument("--sizes", type=pool_size, nargs="+", help="pool sizes N (1e6 notation ok)")
     parser.add_argument("--repeats", type=int, help="timed calls per measurement (median)")
     parser.add_argument(
         "--rounds", type=int, help="interleaved rounds of the four step timings (median)"

@@ -26,6 +26,7 @@ import os
 import statistics
 import time
 
+from benchmarks.curriculum_step import pool_size, positive_int
 from experiments import _markdown as md
 
 DEFAULTS = {
@@ -46,25 +47,26 @@ QUICK = {
 }
 
 
-def _parse() -> argparse.Namespace:
+def _parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=float, nargs="+", help=f"default {DEFAULTS['sizes']}")
-    p.add_argument("--devices", type=int, nargs="+", help=f"default {DEFAULTS['devices']}")
-    p.add_argument("--device-pool", type=float, help="pool size of the device table (1e7)")
-    p.add_argument("--num", type=int, help="tasks per sample call (1024)")
-    p.add_argument("--group-size", type=int, help="rollouts per group (16)")
-    p.add_argument("--repeats", type=int, help="timed steps per row (median; 5)")
+    # An integer size (1e6 notation ok), counts >= 1: --sizes 2.7 once timed N = 2.
+    p.add_argument("--sizes", type=pool_size, nargs="+", help=f"default {DEFAULTS['sizes']}")
+    p.add_argument("--devices", type=positive_int, nargs="+", help=f"default {DEFAULTS['devices']}")
+    p.add_argument("--device-pool", type=pool_size, help="pool size of the device table (1e7)")
+    p.add_argument("--num", type=positive_int, help="tasks per sample call (1024)")
+    p.add_argument("--group-size", type=positive_int, help="rollouts per group (16)")
+    p.add_argument("--repeats", type=positive_int, help="timed steps per row (median; 5)")
     p.add_argument("--quick", action="store_true", help="small defaults (seconds)")
     p.add_argument("--platform", default=None, help="e.g. cpu or gpu (default: JAX's choice)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     for name, value in {**DEFAULTS, **(QUICK if args.quick else {})}.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     return args
 
 
-def main() -> None:
-    args = _parse()
+def main(argv=None) -> None:
+    args = _parse(argv)
     max_devices = max(args.devices)
     import jax
 
@@ -142,7 +144,7 @@ def main() -> None:
 
     from benchmarks.curriculum_step import machine_info
 
-    print(machine_info("benchmarks.scaling"))
+    print(machine_info("benchmarks.scaling", argv))
     print(
         f"# jax {jax.__version__}, backend {jax.default_backend()}, "
         f"{jax.device_count()} devices ({jax.devices()[0].device_kind}), "

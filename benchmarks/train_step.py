@@ -19,7 +19,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from benchmarks.curriculum_step import machine_info
+from benchmarks.curriculum_step import machine_info, positive_int
 from curriculax.testing import synthetic_results
 from experiments import _markdown as md
 from experiments._builders import GRPOExperimentConfig, build
@@ -41,13 +41,13 @@ def _median(fn, repeats: int, setup=None) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, help="timed calls per part (median; default 20)")
+    p.add_argument("--repeats", type=positive_int, help="timed calls per part (median; default 20)")
     p.add_argument("--quick", action="store_true", help="3 repeats unless --repeats is given")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     repeats = args.repeats if args.repeats is not None else 3 if args.quick else 20
-    print(machine_info("benchmarks.train_step"), flush=True)
+    print(machine_info("benchmarks.train_step", argv), flush=True)
     config = GRPOExperimentConfig()
     engine = build(config).engine
     env = engine.envs[0]

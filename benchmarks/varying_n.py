@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 import curriculax as cx
-from benchmarks.curriculum_step import build_curriculum, machine_info, solve_rates
+from benchmarks.curriculum_step import build_curriculum, machine_info, positive_int, solve_rates
 
 TARGET_S = 20.0
 # The target is defined for the default run: N = 1e5, 66 steps (two passes over the 33
@@ -93,14 +93,14 @@ HEADER = (
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.varying_n", description=__doc__)
-    parser.add_argument("--num-tasks", type=int, default=TARGET_NUM_TASKS)
+    parser.add_argument("--num-tasks", type=positive_int, default=TARGET_NUM_TASKS)
     parser.add_argument(
         "--steps",
         type=int,
         default=TARGET_STEPS,
         help=f"steps ({NUM_SIZES} distinct sizes cycle; at least {NUM_SIZES + 1})",
     )
-    parser.add_argument("--group-size", type=int, default=TARGET_GROUP_SIZE)
+    parser.add_argument("--group-size", type=positive_int, default=TARGET_GROUP_SIZE)
     parser.add_argument("--exact", action="store_true", help="also time one compile per n")
     args = parser.parse_args(argv)
     if args.steps <= NUM_SIZES:

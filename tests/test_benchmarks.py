@@ -1,12 +1,14 @@
 """The curriculum-step benchmark runs, and its host baseline keeps the library's semantics."""
 
+import importlib
 import math
 
 import jax
 import numpy as np
+import pytest
 
 import curriculax as cx
-from benchmarks import _host_baseline, _numpy_baseline, curriculum_step
+from benchmarks import _host_baseline, _numpy_baseline, curriculum_step, varying_n
 
 # hard holds 0..19, medium (weight 0) 20..39, easy 40..49, unscored (weight 0) 50..59. The
 # weights make a first draw hard with probability 1.0 / (1.0 + 0.2) = 5/6: a draw uniform over
@@ -266,3 +268,35 @@ def test_the_driver_and_its_compiled_programs_run_one_observe_for_a_group_size_n
         jax.block_until_ready(call(i))
         jax.block_until_ready(compiled(i))
     assert driver.trace_counts["observe"] == 1
+
+
+@pytest.mark.parametrize(
+    "module, argv",
+    [
+        ("scaling", ["--sizes", "2.7"]),  # timed N = 2
+        ("scaling", ["--sizes", "0.4"]),  # failed deep in the library
+        ("scaling", ["--device-pool", "1e3.5"]),
+        ("scaling", ["--repeats", "0"]),  # StatisticsError: no median for empty data
+        ("scaling", ["--devices", "0"]),
+        ("train_step", ["--repeats", "0"]),
+        ("curriculum_step", ["--sizes", "inf"]),  # an OverflowError traceback
+        ("curriculum_step", ["--sizes", "nan"]),
+        ("varying_n", ["--num-tasks", "0"]),
+    ],
+)
+def test_a_bad_count_is_an_argparse_error_naming_the_flag(module, argv, capsys):
+    main = importlib.import_module(f"benchmarks.{module}").main
+    if module == "curriculum_step":
+        main = curriculum_step.parse_args
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert f"argument {argv[0]}" in capsys.readouterr().err
+
+
+def test_the_varying_n_benchmark_compiles_one_program_per_bucket():
+    """benchmarks/varying_n.py was run by no test: it reads the driver's trace counts and its
+    kept-draws sampling, which could drift as the driver changes."""
+    (row,) = varying_n.main(["--num-tasks", "2000", "--steps", "34"])
+    assert (row["sample_programs"], row["observe_programs"]) == (2, 2), row
+    assert row["distinct_n"] > 2
