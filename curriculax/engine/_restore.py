@@ -350,9 +350,9 @@ def restore(
     :class:`CheckpointMismatch` saying exactly what differs, config keys as
     ``key: old -> new``; saved leaves this run has no place for (a sampler or solver with
     fewer state fields) are named too. With ``allow_partial=True`` new components start
-    fresh (a new gate alone, not its env's other
-    gates) and removed ones are dropped, with a warning; waiting groups laid out otherwise
-    (another pending capacity) are all dropped, their count included; the engine's per-env
+    fresh (a new gate alone, not its env's other gates) and removed ones are dropped, with a
+    warning; waiting groups laid out otherwise (another pending capacity) are all dropped,
+    their count included; the engine's per-env
     state (mixer counts, no-progress counts, the env of each waiting group) follows the env
     names to this run's order, an added env's counts start at zero and a removed env's waiting
     groups are dropped (the warning counts them). Checkpoints written before the env order was

@@ -60,6 +60,7 @@ import inspect
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -470,10 +471,11 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         last = get_last_checkpoint(out)
         if last is None:
             raise ValueError(f"no checkpoint found in {out}")
+        # The folders get_last_checkpoint reads (checkpoint-N exactly), oldest first.
         steps = sorted(
-            (int(name.split("-")[1]), name)
-            for name in os.listdir(out)
-            if name.startswith("checkpoint-") and name.split("-")[1].isdigit()
+            (int(m.group(1)), m.group(0))
+            for m in map(re.compile(r"checkpoint-(\d+)").fullmatch, os.listdir(out))
+            if m
         )
         whole = [
             os.path.join(out, name)
